@@ -1,0 +1,1 @@
+"""Ingest: parse heterogeneous input into Document records, validate, deduplicate, version."""

@@ -1,0 +1,1 @@
+"""What two or more streamrag services need: the topic contract, records, settings, errors."""

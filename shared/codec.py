@@ -1,0 +1,43 @@
+"""Bytes on a topic to records and back; every failure is an InvalidInput with a reason."""
+
+from __future__ import annotations
+
+import json
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from shared.errors import InvalidInput
+from shared.records import Record
+
+R = TypeVar("R", bound=Record)
+
+
+def encode(record: Record) -> bytes:
+    return record.model_dump_json().encode("utf-8")
+
+
+def decode(cls: type[R], raw: bytes | None) -> R:
+    """Parse a record of `cls`, refusing unknown schema versions and wrong fields."""
+    if raw is None:
+        raise InvalidInput("empty_value", detail="record has no value")
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("not_utf8", detail=str(exc.reason)) from exc
+    except json.JSONDecodeError as exc:
+        msg = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
+        raise InvalidInput("malformed_json", detail=msg) from exc
+    if not isinstance(data, dict):
+        raise InvalidInput("not_an_object", detail=type(data).__name__)
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version not in cls.KNOWN_VERSIONS:
+        known = sorted(cls.KNOWN_VERSIONS)
+        raise InvalidInput("unknown_schema_version", "schema_version",
+                           f"got {version!r}, this reader knows {known}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise InvalidInput("invalid_field", field, first["type"]) from exc

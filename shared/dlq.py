@@ -1,0 +1,52 @@
+"""Dead-letter records: a rejected record's stage, reason, field and origin, then move on."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import time
+from typing import Any
+
+from shared.codec import encode
+from shared.errors import InvalidInput
+from shared.records import DeadLetter
+
+log = logging.getLogger(__name__)
+MAX_KEPT_PAYLOAD = 256 * 1024
+
+
+def build_dead_letter(
+    stage: str, exc: InvalidInput, *, topic: str, partition: int, offset: int,
+    key: bytes | None, payload: bytes | None, keep_payload: bool,
+) -> DeadLetter:
+    """The dead-letter record for one rejected message.
+
+    Past redaction (`keep_payload=False`) only a hash of the payload is kept, so a
+    dead-letter topic never becomes a side door for raw PII.
+    """
+    body = payload or b""
+    kept = None
+    if keep_payload and len(body) <= MAX_KEPT_PAYLOAD:
+        kept = base64.b64encode(body).decode("ascii")
+    return DeadLetter(
+        stage=stage, reason=exc.reason, field=exc.field, detail=exc.detail[:500],
+        source_topic=topic, partition=partition, offset=offset,
+        key=key.decode("utf-8", "replace") if key is not None else None,
+        payload_sha256=hashlib.sha256(body).hexdigest(), payload_size=len(body),
+        payload_b64=kept, at=time.time(),
+    )
+
+
+async def send_dead_letter(
+    dlq_topic: Any, stage: str, exc: InvalidInput, message: Any, *, keep_payload: bool = False,
+) -> DeadLetter:
+    """Send the dead letter for a Faust `message` (its topic, partition, offset) to `dlq_topic`."""
+    record = build_dead_letter(
+        stage, exc, topic=message.topic, partition=message.partition, offset=message.offset,
+        key=message.key, payload=message.value, keep_payload=keep_payload,
+    )
+    log.warning("dead-lettered %s/%s@%s: %s field=%s", message.topic, message.partition,
+                message.offset, exc.reason, exc.field)
+    await dlq_topic.send(key=message.key, value=encode(record))
+    return record

@@ -1,0 +1,65 @@
+"""One place that builds a service's faust.App with the mesh's settings and topics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from shared.settings import KafkaSettings
+from shared.topics import TopicSpec
+
+_fetch_wait_ms: int | None = None
+
+
+def _lower_fetch_wait(wait_ms: int) -> None:
+    """Make Faust's consumer fetch wait a setting.
+
+    Faust's aiokafka driver hard-codes fetch_max_wait_ms=1500; a broker that does not
+    answer a waiting fetch early (the embedded one) then adds up to 1.5 s per hop.
+    aiokafka reads the value when the consumer starts, so setting it after creation works.
+    """
+    global _fetch_wait_ms
+    if _fetch_wait_ms is None:
+        thread_cls = faust_aiokafka.AIOKafkaConsumerThread
+        original = thread_cls._create_worker_consumer
+
+        def create(self: Any, transport: Any) -> Any:
+            consumer = original(self, transport)
+            consumer._fetch_max_wait_ms = _fetch_wait_ms
+            return consumer
+
+        thread_cls._create_worker_consumer = create  # type: ignore[method-assign]
+    _fetch_wait_ms = wait_ms
+
+
+def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, **overrides: Any) -> faust.App:
+    _lower_fetch_wait(kafka.fetch_max_wait_ms)
+    app_dir = (data_dir / app_id).resolve()
+    app_dir.mkdir(parents=True, exist_ok=True)
+    conf: dict[str, Any] = dict(
+        broker=kafka.url,
+        store="memory://",
+        datadir=str(app_dir),
+        topic_replication_factor=kafka.replication_factor,
+        topic_disable_leader=True,
+        broker_session_timeout=kafka.session_timeout_s,
+        broker_rebalance_timeout=kafka.rebalance_timeout_s,
+        broker_heartbeat_interval=kafka.heartbeat_interval_s,
+        producer_linger=kafka.producer_linger_ms / 1000.0,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=False,
+        autodiscover=False,
+    )
+    conf.update(overrides)
+    return faust.App(app_id, **conf)
+
+
+def topic(app: faust.App, spec: TopicSpec) -> Any:
+    """A raw-bytes Faust topic for a contract entry; records are parsed by shared.codec."""
+    return app.topic(
+        spec.name, partitions=spec.partitions, key_type=bytes, value_type=bytes,
+        key_serializer="raw", value_serializer="raw", internal=False,
+    )

@@ -1,0 +1,182 @@
+"""Records that travel on the mesh's topics, one model per topic value.
+
+Every record carries `schema_version`; `shared.codec.decode` accepts the versions
+a reader knows and raises InvalidInput(unknown_schema_version) for the rest.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+Op = Literal["upsert", "delete"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    KNOWN_VERSIONS: ClassVar[frozenset[int]] = frozenset({1})
+    schema_version: int = 1
+
+
+class Document(Record):
+    """One version of a document (or its delete), normalised from any input kind."""
+
+    doc_id: str
+    version: int = Field(ge=1)
+    op: Op = "upsert"
+    text: str = ""
+    title: str = ""
+    source: str
+    source_kind: Literal["document", "cdc", "api"] = "document"
+    domain: str = "default"
+    event_time: float  # seconds since the epoch
+    ingest_time: float
+    metadata: dict[str, str] = Field(default_factory=dict)
+    content_hash: str = ""
+
+
+class RedactedDocument(Document):
+    """A Document after redaction: text, title and metadata hold no raw PII."""
+
+    entity_counts: dict[str, int] = Field(default_factory=dict)
+    batch_id: str = ""
+
+
+class Chunk(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    chunk_id: str
+    ordinal: int
+    text: str
+    token_count: int
+
+
+class ChunkSet(Record):
+    """All chunks of one document version; op=delete carries none."""
+
+    doc_id: str
+    version: int
+    op: Op = "upsert"
+    title: str = ""
+    source: str
+    domain: str
+    event_time: float
+    ingest_time: float
+    chunks: tuple[Chunk, ...] = ()
+
+
+class EmbeddedChunk(Chunk):
+    vector: str  # base64 of little-endian float32, L2-normalised
+
+    def array(self) -> np.ndarray:
+        return decode_vector(self.vector)
+
+
+class EmbeddedChunkSet(Record):
+    doc_id: str
+    version: int
+    op: Op = "upsert"
+    title: str = ""
+    source: str
+    domain: str
+    event_time: float
+    ingest_time: float
+    model_id: str
+    dim: int
+    chunks: tuple[EmbeddedChunk, ...] = ()
+
+
+class SearchRequest(Record):
+    request_id: str
+    partition: int
+    vector: str
+    model_id: str
+    dim: int
+    top_k: int = Field(ge=1, le=1000)
+    since: float | None = None
+    until: float | None = None
+    domain: str | None = None
+    source: str | None = None
+    deadline: float  # seconds since the epoch; a shard past it does not answer
+
+
+class SearchHit(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    chunk_id: str
+    doc_id: str
+    version: int
+    score: float
+    event_time: float
+    text: str
+    title: str = ""
+    domain: str
+    source: str
+
+
+class SearchReply(Record):
+    request_id: str
+    partition: int
+    hits: tuple[SearchHit, ...] = ()
+    shard_size: int = 0
+    error: str = ""
+
+
+class AuditLeaf(BaseModel):
+    """The canonical record hashed into a batch's Merkle tree."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    doc_id: str
+    version: int
+    redacted_sha256: str
+    raw_sha256: str
+    offset: int
+
+
+class AuditBatch(Record):
+    batch_id: str  # "<topic>/<partition>/<first offset>-<last offset>"
+    partition: int
+    first_offset: int
+    last_offset: int
+    doc_count: int
+    entity_counts: dict[str, int]
+    analyzer_fingerprint: str
+    leaves: tuple[AuditLeaf, ...]
+    root: str
+    prev_root: str
+    created_at: float
+
+
+class Anchor(Record):
+    batch_id: str
+    root: str
+    tx_hash: str
+    block_number: int
+    contract: str
+    chain_id: int
+    anchored_at: float
+    batch_closed_at: float
+
+
+class DeadLetter(Record):
+    stage: str
+    reason: str
+    field: str | None = None
+    detail: str = ""
+    source_topic: str
+    partition: int
+    offset: int
+    key: str | None = None
+    payload_sha256: str
+    payload_size: int
+    payload_b64: str | None = None  # only on deadletter.raw.v1 (before redaction)
+    at: float
+
+
+def encode_vector(vec: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(data: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(data), dtype="<f4")

@@ -1,0 +1,125 @@
+"""The topic contract: every topic and table of the mesh, declared once.
+
+Topics are created explicitly at bring-up with these partition counts: a topic
+auto-created by a producer would get the broker's default count, and Faust
+refuses a table changelog whose count differs from its source topic.
+Everything that carries a document is keyed by document id, so all versions of
+a document stay on one partition, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PARTITIONS = 4  # docs and chunks; search requests must match chunks.embedded.v1
+HOUR_MS = 3_600_000
+WEEK_MS = 7 * 24 * HOUR_MS
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    key: str
+    value: str
+    partitions: int = PARTITIONS
+    compacted: bool = False
+    retention_ms: int = WEEK_MS
+    doc: str = ""
+    config: dict[str, str] = field(default_factory=dict)
+
+    def broker_config(self) -> dict[str, str]:
+        cfg = {"cleanup.policy": "compact" if self.compacted else "delete"}
+        if not self.compacted:
+            cfg["retention.ms"] = str(self.retention_ms)
+        return {**cfg, **self.config}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    app_id: str
+    name: str
+    key: str
+    value: str
+    partitions: int = PARTITIONS
+
+    @property
+    def changelog(self) -> str:
+        return f"{self.app_id}-{self.name}-changelog"
+
+
+DOCS_RAW = TopicSpec(
+    "docs.raw.v1", "doc id (optional)", "JSON: plain document, Debezium envelope or API JSON",
+    doc="The input topic: produce here with any Kafka client.",
+)
+DOCS_PARSED = TopicSpec(
+    "docs.parsed.v1", "doc id", "records.Document",
+    doc="Ingest's repartition topic: parsed documents re-keyed by doc id before dedup.",
+)
+DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document",
+                            doc="New document versions and deletes, deduplicated.")
+DOCS_REDACTED = TopicSpec("docs.redacted.v1", "doc id", "records.RedactedDocument",
+                          doc="Documents with every PII entity replaced by a placeholder.")
+CHUNKS = TopicSpec("chunks.v1", "doc id", "records.ChunkSet",
+                   doc="All chunks of one document version (or a delete).")
+CHUNKS_EMBEDDED = TopicSpec(
+    "chunks.embedded.v1", "doc id", "records.EmbeddedChunkSet", compacted=True,
+    doc="Chunks with vectors; compacted to the newest version of each document.",
+)
+SEARCH_REQUESTS = TopicSpec(
+    "search.requests.v1", "request id", "records.SearchRequest", retention_ms=HOUR_MS,
+    doc="Scatter: one request per partition; co-partitioned with chunks.embedded.v1.",
+)
+SEARCH_REPLIES = TopicSpec("search.replies.v1", "request id", "records.SearchReply",
+                           retention_ms=HOUR_MS, doc="Gather: one reply per shard.")
+AUDIT_BATCHES = TopicSpec("audit.batches.v1", "partition of docs.normalized.v1",
+                          "records.AuditBatch", doc="One record per redaction micro-batch.")
+LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", partitions=1,
+                           doc="The on-chain transaction that anchored each audit batch.")
+DEADLETTER_RAW = TopicSpec(
+    "deadletter.raw.v1", "source key", "records.DeadLetter", partitions=1,
+    doc="Rejected raw input (before redaction): may hold raw PII, guard like docs.raw.v1.",
+)
+DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", partitions=1,
+                       doc="Rejected records past ingest: a payload hash, never the payload.")
+
+TOPICS: tuple[TopicSpec, ...] = (
+    DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
+    SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
+)
+
+INGEST_APP = "streamrag-ingest"
+REDACTION_APP = "streamrag-redaction"
+CHUNKING_APP = "streamrag-chunking"
+EMBEDDING_APP = "streamrag-embedding"
+RETRIEVAL_APP = "streamrag-retrieval"
+INFERENCE_APP = "streamrag-inference"
+LEDGER_APP = "streamrag-ledger"
+
+DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{content_hash, version}")
+AUDIT_CHAIN = TableSpec(REDACTION_APP, "audit_chain", "partition", "last Merkle root (hex)")
+INDEXED_DOCS = TableSpec(RETRIEVAL_APP, "indexed_docs", "doc id", "EmbeddedChunkSet JSON")
+ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
+
+TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, INDEXED_DOCS, ANCHORED)
+
+SERVICES: dict[str, str] = {
+    "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
+    "embedding": EMBEDDING_APP, "retrieval": RETRIEVAL_APP, "inference": INFERENCE_APP,
+    "ledger": LEDGER_APP,
+}
+
+
+def all_topic_specs() -> tuple[TopicSpec, ...]:
+    """Every topic to create at bring-up, table changelogs included."""
+    changelogs = tuple(
+        TopicSpec(t.changelog, t.key, t.value, partitions=t.partitions, compacted=True)
+        for t in TABLES
+    )
+    return TOPICS + changelogs
+
+
+def by_name(name: str) -> TopicSpec:
+    for spec in all_topic_specs():
+        if spec.name == name:
+            return spec
+    raise KeyError(name)
