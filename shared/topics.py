@@ -108,6 +108,14 @@ SERVICES: dict[str, str] = {
     "ledger": LEDGER_APP,
 }
 
+# What each service consumes (its consumer group's topics), for lag and the compose check.
+SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
+    "ingest": (DOCS_RAW, DOCS_PARSED), "redaction": (DOCS_NORMALIZED,),
+    "chunking": (DOCS_REDACTED,), "embedding": (CHUNKS,),
+    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS), "inference": (SEARCH_REPLIES,),
+    "ledger": (AUDIT_BATCHES,),
+}
+
 
 def all_topic_specs() -> tuple[TopicSpec, ...]:
     """Every topic to create at bring-up, table changelogs included."""

@@ -1,0 +1,1 @@
+"""Chunking: split redacted documents into token-budgeted chunks at semantic boundaries."""

@@ -1,0 +1,23 @@
+"""Embed the chunks of many ChunkSets in one model call and attach the vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shared.embedder import Encoder
+from shared.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, encode_vector
+
+
+def embed_sets(encoder: Encoder, sets: Sequence[ChunkSet], max_batch_tokens: int,
+               ) -> list[EmbeddedChunkSet]:
+    texts = [chunk.text for s in sets for chunk in s.chunks]
+    vectors = iter(encoder.encode(texts, max_batch_tokens=max_batch_tokens))
+    out = []
+    for s in sets:
+        chunks = tuple(EmbeddedChunk(**c.model_dump(), vector=encode_vector(next(vectors)))
+                       for c in s.chunks)
+        out.append(EmbeddedChunkSet(
+            **s.model_dump(exclude={"chunks", "schema_version"}),
+            model_id=encoder.model_id, dim=encoder.dim, chunks=chunks,
+        ))
+    return out

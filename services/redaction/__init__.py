@@ -1,0 +1,1 @@
+"""Redaction: replace PII before anything is chunked; audit every micro-batch."""

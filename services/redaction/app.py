@@ -1,0 +1,18 @@
+"""The redaction Faust app, its topics and its table."""
+
+from services.redaction.settings import RedactionSettings
+from shared.faust_app import make_app, topic
+from shared.settings import KafkaSettings
+from shared.topics import (
+    AUDIT_BATCHES, AUDIT_CHAIN, DEADLETTER, DOCS_NORMALIZED, DOCS_REDACTED, REDACTION_APP,
+)
+
+settings = RedactionSettings()
+kafka = KafkaSettings()
+app = make_app(REDACTION_APP, kafka, settings.data_dir)
+
+normalized_topic = topic(app, DOCS_NORMALIZED)
+redacted_topic = topic(app, DOCS_REDACTED)
+audit_topic = topic(app, AUDIT_BATCHES)
+dlq = topic(app, DEADLETTER)
+audit_chain = app.Table(AUDIT_CHAIN.name, partitions=AUDIT_CHAIN.partitions)

@@ -1,0 +1,54 @@
+"""Audit records for redaction micro-batches: canonical leaves, Merkle root, hash chain."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+
+from services.redaction import merkle
+from shared.records import AuditBatch, AuditLeaf, Document, RedactedDocument
+
+GENESIS_ROOT = "00" * 32
+
+
+def content_sha256(title: str, text: str, metadata: dict[str, str]) -> str:
+    canon = json.dumps([title, text, sorted(metadata.items())], ensure_ascii=False)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def leaf_for(raw: Document, redacted: RedactedDocument, offset: int) -> AuditLeaf:
+    return AuditLeaf(
+        doc_id=raw.doc_id, version=raw.version, offset=offset,
+        redacted_sha256=content_sha256(redacted.title, redacted.text, redacted.metadata),
+        raw_sha256=content_sha256(raw.title, raw.text, raw.metadata),
+    )
+
+
+def canonical(leaf: AuditLeaf) -> bytes:
+    """The bytes hashed into the tree: (doc id, version, redacted sha, raw sha)."""
+    return json.dumps([leaf.doc_id, leaf.version, leaf.redacted_sha256, leaf.raw_sha256],
+                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def batch_root(leaves: Sequence[AuditLeaf]) -> str:
+    return merkle.root([merkle.leaf_hash(canonical(leaf)) for leaf in leaves]).hex()
+
+
+def build_batch(
+    topic: str, partition: int, leaves: Sequence[AuditLeaf], redacted: Sequence[RedactedDocument],
+    prev_root: str | None, fingerprint: str, now: float | None = None,
+) -> AuditBatch:
+    offsets = [leaf.offset for leaf in leaves]
+    counts: Counter[str] = Counter()
+    for doc in redacted:
+        counts.update(doc.entity_counts)
+    return AuditBatch(
+        batch_id=f"{topic}/{partition}/{min(offsets)}-{max(offsets)}",
+        partition=partition, first_offset=min(offsets), last_offset=max(offsets),
+        doc_count=len(leaves), entity_counts=dict(counts), analyzer_fingerprint=fingerprint,
+        leaves=tuple(leaves), root=batch_root(leaves), prev_root=prev_root or GENESIS_ROOT,
+        created_at=time.time() if now is None else now,
+    )

@@ -1,0 +1,21 @@
+"""Custom Presidio recognizers for secrets that leak into logs and tickets."""
+
+from __future__ import annotations
+
+from presidio_analyzer import Pattern, PatternRecognizer
+
+
+def secret_recognizer() -> PatternRecognizer:
+    patterns = [
+        Pattern("bearer", r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{16,}=*", 0.9),
+        Pattern("api_key", r"\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b", 0.9),
+        Pattern("aws_key", r"\bAKIA[0-9A-Z]{16}\b", 0.9),
+        Pattern("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", 0.9),
+        Pattern("private_key",
+                r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]+?-----END [A-Z ]*PRIVATE KEY-----",
+                0.95),
+        Pattern("password_pair", r"(?i)\b(?:password|passwd|pwd|secret|token)\s*[=:]\s*\S+",
+                0.85),
+        Pattern("url_password", r"(?<=://)[^\s:/@]+:[^\s@/]+(?=@)", 0.9),
+    ]
+    return PatternRecognizer(supported_entity="SECRET", patterns=patterns, name="SecretRecognizer")

@@ -1,0 +1,1 @@
+"""The `streamrag` command line: bring-up, workers, producing, querying, status."""

@@ -1,0 +1,101 @@
+"""Child processes of the embedded mesh: start with a log file and pid file, stop cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Child:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_port(host: str, port: int, timeout_s: float, child: Child | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not port_open(host, port):
+        if child is not None and not child.alive():
+            raise RuntimeError(f"{child.name} exited early; see {child.log_path}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s:.0f}s")
+        time.sleep(0.1)
+
+
+def spawn(name: str, argv: list[str], run_dir: Path, env: dict[str, str] | None = None) -> Child:
+    logs, pids = run_dir / "logs", run_dir / "pids"
+    logs.mkdir(parents=True, exist_ok=True)
+    pids.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{name}.log"
+    with open(log_path, "ab") as log:
+        popen = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
+    (pids / f"{name}.pid").write_text(str(popen.pid))
+    return Child(name, popen, log_path)
+
+
+def service_argv(name: str) -> list[str]:
+    return [sys.executable, "-m", f"services.{name}"]
+
+
+def stop(children: list[Child], timeout_s: float) -> None:
+    """SIGTERM everyone (newest first), then SIGKILL whoever is left after the timeout."""
+    for child in reversed(children):
+        if child.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.popen.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for child in reversed(children):
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            child.popen.wait(remaining)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.popen.pid, signal.SIGKILL)
+            child.popen.wait()
+        pid_file = child.log_path.parent.parent / "pids" / f"{child.name}.pid"
+        pid_file.unlink(missing_ok=True)
+
+
+def stop_stale(run_dir: Path, timeout_s: float = 10.0) -> list[str]:
+    """Stop processes left by an earlier run that did not shut down (re-running is safe)."""
+    stopped = []
+    for pid_file in sorted((run_dir / "pids").glob("*.pid")):
+        pid = int(pid_file.read_text() or 0)
+        if pid and _is_ours(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+            stopped.append(pid_file.stem)
+            deadline = time.monotonic() + timeout_s
+            while _is_ours(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        pid_file.unlink(missing_ok=True)
+    return stopped
+
+
+def _is_ours(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return any(w in cmdline for w in (b"services.", b"tansu", b"anvil"))

