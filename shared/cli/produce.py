@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
@@ -75,25 +75,28 @@ def expand(paths: list[str]) -> list[Path | None]:
     return out
 
 
-async def produce(args: argparse.Namespace, kafka: KafkaSettings) -> int:
-    headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header)]
+async def send(kafka: KafkaSettings, items: Iterable[tuple[bytes | None, bytes]],
+               headers: list[tuple[str, bytes]] | None = None, progress: bool = True) -> int:
+    """Send (key, value) pairs to docs.raw.v1; returns how many were acknowledged."""
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5,
                                 max_request_size=4 * 1024 * 1024)
     await producer.start()
     sent = 0
     try:
-        with tqdm(unit="rec", desc="producing", disable=None) as bar:
-            for path in expand(args.paths):
-                for key, value in records(path, args):
-                    await producer.send(DOCS_RAW.name, value, key=key, headers=headers or None)
-                    sent += 1
-                    bar.update()
+        with tqdm(unit="rec", desc="producing", disable=None if progress else True) as bar:
+            for key, value in items:
+                await producer.send(DOCS_RAW.name, value, key=key, headers=headers or None)
+                sent += 1
+                bar.update()
             await producer.flush()
     finally:
         await producer.stop()
-    print(f"sent {sent} records to {DOCS_RAW.name}")
-    return 0
+    return sent
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(produce(args, KafkaSettings()))
+    headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header)]
+    items = (item for path in expand(args.paths) for item in records(path, args))
+    sent = asyncio.run(send(KafkaSettings(), items, headers))
+    print(f"sent {sent} records to {DOCS_RAW.name}")
+    return 0

@@ -1,0 +1,54 @@
+"""Entry point of the `streamrag` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import runpy
+import sys
+
+from shared.cli import produce, status, up
+from shared.topics import SERVICES
+
+
+def _worker_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="run one service in this process")
+    p.add_argument("name", choices=sorted(SERVICES))
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    # Exactly what `python -m services.<name>` runs.
+    runpy.run_module(f"services.{args.name}", run_name="__main__", alter_sys=True)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamrag", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up.add_parser(sub)
+    _worker_parser(sub)
+    produce.add_parser(sub)
+    try:
+        from shared.cli import query
+    except ImportError:  # generated gRPC code missing: run scripts/gen_protos
+        query = None  # type: ignore[assignment]
+    if query is not None:
+        query.add_parser(sub)
+    status.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
+                        datefmt="%H:%M:%S")
+    args = build_parser().parse_args(argv)
+    handlers = {"up": up.run, "worker": _run_worker, "produce": produce.run,
+                "status": status.run}
+    if args.command == "query":
+        from shared.cli import query
+        return query.run(args)
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""`streamrag up`: run the whole mesh on the embedded defaults, prove it with a demo query."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from shared.cli.mesh import Mesh
+from shared.cli.produce import records, send
+from shared.cli.render import render_answer
+from shared.cli.settings import MeshSettings
+from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
+from shared.settings import KafkaSettings, LedgerSettings
+
+log = logging.getLogger("streamrag.up")
+DEMO = Path(__file__).parent / "demo"
+DEMO_QUESTION = "What caused the payments outage?"
+# What the demo corpus must leave searchable, and what its delete must have removed.
+DEMO_EXPECTED = {"incident-2026-11-28-payments", "runbook-kafka-lag", "release-notes-3-14",
+                 "kb-417", "T-9921"}
+DEMO_DELETED = "runbook-obsolete-failover"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("up", help="start the embedded mesh, run the demo, keep it running")
+    p.add_argument("--no-demo", action="store_true", help="skip producing the demo corpus")
+    p.add_argument("--exit-after-demo", action="store_true",
+                   help="stop everything once the demo answer is printed")
+
+
+def wait_serving(target: str, timeout_s: float, mesh: Mesh) -> None:
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if mesh.dead():
+                names = ", ".join(c.name for c in mesh.dead())
+                raise RuntimeError(f"{names} exited; see {mesh.run_dir / 'logs'}")
+            try:
+                status = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                if status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"inference not SERVING on {target} after {timeout_s:.0f}s")
+            time.sleep(0.5)
+
+
+def produce_demo(kafka: KafkaSettings) -> int:
+    args = argparse.Namespace(source="demo", domain=None)
+    sent = 0
+    for name in ("docs.jsonl", "cdc.jsonl"):
+        sent += asyncio.run(send(kafka, records(DEMO / name, args), progress=False))
+    sent += asyncio.run(send(kafka, records(DEMO / "tickets.jsonl", args),
+                             [("streamrag-source", b"tickets")], progress=False))
+    # The delete goes last so it is also the last version of that document.
+    sent += asyncio.run(send(kafka, records(DEMO / "deletes.jsonl", args), progress=False))
+    return sent
+
+
+def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryResponse:
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(target) as channel:
+        stub = inference_pb2_grpc.InferenceStub(channel)
+        while True:
+            probe = stub.Query(inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=50),
+                               timeout=10)
+            found = {c.doc_id for c in probe.citations}
+            if DEMO_EXPECTED <= found and DEMO_DELETED not in found and not probe.partial:
+                return stub.Query(inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=3),
+                                  timeout=10)
+            if time.monotonic() > deadline:
+                missing = sorted(DEMO_EXPECTED - found)
+                raise TimeoutError(f"demo corpus not searchable after {timeout_s:.0f}s; "
+                                   f"missing {missing}")
+            time.sleep(0.5)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = MeshSettings()
+    mesh = Mesh(settings, KafkaSettings(), LedgerSettings())
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    started = time.monotonic()
+    try:
+        mesh.start_infrastructure()
+        mesh.start_services()
+        wait_serving(settings.inference_target, settings.ready_timeout_s, mesh)
+        log.info("inference SERVING after %.1fs", time.monotonic() - started)
+        if not args.no_demo:
+            sent = produce_demo(mesh.kafka)
+            produced = time.monotonic()
+            log.info("produced %d demo records; waiting until they are searchable", sent)
+            answer = wait_demo_answer(settings.inference_target, settings.ready_timeout_s)
+            print(f"\nQ: {DEMO_QUESTION}\n{render_answer(answer)}")
+            print(f"\nfirst answer {time.monotonic() - started:.1f}s after start; demo corpus "
+                  f"searchable {time.monotonic() - produced:.1f}s after producing it")
+        if args.exit_after_demo:
+            return 0
+        print(f"\nmesh running: logs in {mesh.run_dir / 'logs'}; try `streamrag query "
+              "\"...\"` in another shell. Ctrl-C stops everything.")
+        while not mesh.dead():
+            time.sleep(1)
+        names = ", ".join(c.name for c in mesh.dead())
+        log.error("%s exited; stopping the mesh (see %s)", names, mesh.run_dir / "logs")
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping the mesh ...")
+        return 0
+    finally:
+        mesh.stop()

@@ -1,0 +1,63 @@
+"""RFC 6962 hashing against the published test vectors, and the audit batch built on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.redaction import merkle
+from services.redaction.audit import GENESIS_ROOT, batch_root, build_batch, leaf_for
+from shared.records import Document, RedactedDocument
+
+# The RFC 6962 reference inputs and roots (certificate-transparency test data).
+INPUTS = [b"", b"\x00", b"\x10", b"\x20\x21", b"\x30\x31", b"\x40\x41\x42\x43",
+          bytes(range(0x50, 0x58)), bytes(range(0x60, 0x70))]
+ROOTS = [
+    "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+    "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
+    "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+    "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+    "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+    "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
+    "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+]
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_rfc6962_vectors(n: int) -> None:
+    assert merkle.root([merkle.leaf_hash(x) for x in INPUTS[:n]]).hex() == ROOTS[n - 1]
+
+
+def test_empty_tree_is_hash_of_nothing() -> None:
+    assert merkle.root([]).hex() == \
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def _pair(i: int, text: str) -> tuple[Document, RedactedDocument]:
+    raw = Document(doc_id=f"d{i}", version=1, text=text, source="s", event_time=0,
+                   ingest_time=0)
+    red = RedactedDocument(**raw.model_dump(exclude={"text"}), text="<PERSON> said hi",
+                           entity_counts={"PERSON": 1})
+    return raw, red
+
+
+def test_batch_root_changes_with_any_leaf_change_or_order() -> None:
+    pairs = [_pair(i, f"Alice {i} said hi") for i in range(3)]
+    leaves = [leaf_for(raw, red, 10 + i) for i, (raw, red) in enumerate(pairs)]
+    root = batch_root(leaves)
+    assert batch_root(leaves[::-1]) != root
+    assert batch_root(leaves[:2]) != root
+    changed = leaves[1].model_copy(update={"raw_sha256": "0" * 64})
+    assert batch_root([leaves[0], changed, leaves[2]]) != root
+    # The raw text hash differs from the redacted one: the leaf proves redaction happened.
+    assert leaves[0].raw_sha256 != leaves[0].redacted_sha256
+
+
+def test_batch_record_fields_and_chain() -> None:
+    pairs = [_pair(i, f"Alice {i}") for i in range(2)]
+    leaves = [leaf_for(raw, red, 5 + i) for i, (raw, red) in enumerate(pairs)]
+    first = build_batch("docs.normalized.v1", 2, leaves, [r for _, r in pairs], None, "fp", 1.0)
+    assert first.batch_id == "docs.normalized.v1/2/5-6" and first.doc_count == 2
+    assert first.entity_counts == {"PERSON": 2} and first.prev_root == GENESIS_ROOT
+    second = build_batch("docs.normalized.v1", 2, leaves, [], first.root, "fp", 2.0)
+    assert second.prev_root == first.root

@@ -1,0 +1,83 @@
+"""The topic contract, record codec and dead-letter builder."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from shared.codec import decode, encode
+from shared.dlq import build_dead_letter
+from shared.errors import InvalidInput
+from shared.records import Document, SearchRequest, decode_vector, encode_vector
+from shared.topics import (
+    CHUNKS_EMBEDDED, SEARCH_REQUESTS, SERVICE_INPUTS, SERVICES, TABLES, all_topic_specs,
+)
+
+
+def test_names_are_versioned_and_unique() -> None:
+    names = [s.name for s in all_topic_specs()]
+    assert len(names) == len(set(names))
+    assert all(n.endswith((".v1", "-changelog")) for n in names)
+
+
+def test_search_requests_are_copartitioned_with_the_shards() -> None:
+    # Faust's assignor gives one worker the same partition numbers of equal-sized topics:
+    # that is what routes request partition p to the owner of shard p.
+    assert SEARCH_REQUESTS.partitions == CHUNKS_EMBEDDED.partitions
+
+
+def test_every_table_matches_its_source_topic_partitions() -> None:
+    for table in TABLES:
+        service = next(k for k, v in SERVICES.items() if v == table.app_id)
+        assert {t.partitions for t in SERVICE_INPUTS[service]} >= {table.partitions}
+
+
+def test_compacted_topics_have_no_retention_limit() -> None:
+    assert CHUNKS_EMBEDDED.broker_config() == {"cleanup.policy": "compact"}
+    assert SEARCH_REQUESTS.broker_config()["retention.ms"] == str(3_600_000)
+
+
+def _doc() -> Document:
+    return Document(doc_id="a", version=1, text="t", source="s", event_time=1, ingest_time=2)
+
+
+def test_codec_round_trip() -> None:
+    assert decode(Document, encode(_doc())) == _doc()
+
+
+@pytest.mark.parametrize(("raw", "reason", "field"), [
+    (b"{", "malformed_json", None),
+    (b"\xff", "not_utf8", None),
+    (b"[]", "not_an_object", None),
+    (b'{"schema_version": 7}', "unknown_schema_version", "schema_version"),
+    (b'{"doc_id": "a", "version": 0, "source": "s", "event_time": 1, "ingest_time": 1}',
+     "invalid_field", "version"),
+    (b'{"doc_id": "a", "version": 1, "source": "s", "event_time": 1, "ingest_time": 1, '
+     b'"surprise": 1}', "invalid_field", "surprise"),
+])
+def test_codec_refuses_with_reason(raw: bytes, reason: str, field: str | None) -> None:
+    with pytest.raises(InvalidInput) as err:
+        decode(Document, raw)
+    assert (err.value.reason, err.value.field) == (reason, field)
+
+
+def test_vectors_round_trip_as_float32() -> None:
+    import numpy as np
+    v = np.array([0.5, -1.25, 3.0], dtype="float32")
+    assert decode_vector(encode_vector(v)).tolist() == [0.5, -1.25, 3.0]
+    req = SearchRequest(request_id="r", partition=0, vector=encode_vector(v), model_id="m",
+                        dim=3, top_k=1, deadline=0)
+    assert json.loads(encode(req))["vector"] == base64.b64encode(v.tobytes()).decode()
+
+
+def test_dead_letter_keeps_payload_only_before_redaction() -> None:
+    exc = InvalidInput("wrong_type", "text", "expected string")
+    args = dict(topic="t", partition=1, offset=9, key=b"k", payload=b"secret@example.com")
+    before = build_dead_letter("ingest", exc, keep_payload=True, **args)
+    after = build_dead_letter("chunking", exc, keep_payload=False, **args)
+    assert base64.b64decode(before.payload_b64 or "") == b"secret@example.com"
+    assert after.payload_b64 is None and "secret" not in encode(after).decode()
+    assert after.payload_sha256 == before.payload_sha256 and after.payload_size == 18
+    assert (after.reason, after.field, after.offset, after.key) == ("wrong_type", "text", 9, "k")
