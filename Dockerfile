@@ -1,0 +1,22 @@
+# One image for every streamrag service; docker-compose picks the service by command.
+FROM python:3.11-slim
+
+# cpu (default) or a CUDA wheel index such as https://download.pytorch.org/whl/cu124
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+WORKDIR /app
+RUN pip install --index-url "$TORCH_INDEX" "torch==2.13.0"
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY services ./services
+COPY protos ./protos
+RUN pip install . && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc"
+
+RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
+USER streamrag
+ENV STREAMRAG_INGEST_DATA_DIR=/data STREAMRAG_REDACTION_DATA_DIR=/data \
+    STREAMRAG_CHUNKING_DATA_DIR=/data STREAMRAG_EMBEDDING_DATA_DIR=/data \
+    STREAMRAG_RETRIEVAL_DATA_DIR=/data STREAMRAG_INFERENCE_DATA_DIR=/data \
+    STREAMRAG_LEDGERSVC_DATA_DIR=/data
+CMD ["streamrag", "--help"]
