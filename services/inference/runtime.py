@@ -1,0 +1,89 @@
+"""The gRPC server, search client and encoder as one mode.Service in the worker's loop.
+
+The server binds first and reports NOT_SERVING, so health checks answer during the
+warm-up; it turns SERVING once the reply consumer is positioned and the encoder has run
+once, and NOT_SERVING again as soon as shutdown begins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import grpc
+import mode
+from grpc_health.v1.health import aio as health_aio
+
+from services.inference.engine import QueryEngine, SearchBackend, TextEncoder
+from services.inference.search_client import SearchClient
+from services.inference.server import build_server, set_serving
+from services.inference.settings import InferenceSettings
+from shared.errors import InfrastructureError
+from shared.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+class ManagedSearch(SearchBackend, Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+def load_encoder(settings: InferenceSettings) -> TextEncoder:
+    from shared.embedder import Encoder  # torch loads here, not when the module is imported
+
+    encoder = Encoder(device=settings.device)
+    encoder.encode(["warm-up"])  # the first forward pass is the slow one; pay it before SERVING
+    return encoder
+
+
+class InferenceRuntime(mode.Service):
+    def __init__(self, settings: InferenceSettings, kafka: KafkaSettings, *,
+                 search: ManagedSearch | None = None,
+                 encoder_factory: Callable[[], TextEncoder] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.search: ManagedSearch = search or SearchClient(kafka)
+        self.engine = QueryEngine(settings, self.search)
+        self.health = health_aio.HealthServicer()
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+        self._warm = False
+        self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
+
+    async def on_start(self) -> None:
+        await set_serving(self.health, False)
+        self.server, self.port = build_server(
+            self.engine, self.health, self.settings.grpc_host, self.settings.grpc_port)
+        if self.port == 0:
+            msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
+            raise OSError(msg)
+        await self.server.start()
+        log.info("inference gRPC listening on %s:%d", self.settings.grpc_host, self.port)
+
+    @mode.Service.task
+    async def _warm_up(self) -> None:
+        # A failure here crashes the service, and with it the worker: loud, for the
+        # supervisor to restart, rather than a server that never turns SERVING.
+        await self.search.start()
+        self.engine.encoder = await asyncio.to_thread(self._encoder_factory)
+        await set_serving(self.health, True)
+        self._warm = True
+        log.info("inference SERVING (encoder on %s)", self.engine.encoder.device)
+
+    @mode.Service.timer(1.0)
+    async def _check_reader(self) -> None:
+        # A dead reply reader would leave a SERVING server whose every query times out:
+        # crash instead, so the supervisor restarts the worker.
+        if self._warm and not self.search.ready and not self.should_stop:
+            await set_serving(self.health, False)
+            await self.crash(InfrastructureError("the search reply reader stopped"))
+
+    async def on_stop(self) -> None:
+        await self.health.enter_graceful_shutdown()
+        if self.server is not None:
+            await self.server.stop(self.settings.grace_s)
+        await self.search.stop()

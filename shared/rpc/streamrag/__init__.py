@@ -1,0 +1,1 @@
+"""Generated gRPC code (scripts/gen_protos from protos/); do not edit."""

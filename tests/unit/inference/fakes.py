@@ -1,0 +1,80 @@
+"""Fakes for the inference tests: a word-hashing encoder and an in-memory shard set."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.inference.gather import Gather, GatherResult, SearchQuery
+from shared.records import SearchHit, SearchReply
+
+DIM = 64
+
+
+class WordEncoder:
+    """Bag of words hashed into DIM buckets: texts sharing words get a high cosine."""
+
+    model_id = "fake/words"
+    dim = DIM
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z0-9]+", text.lower()):
+                out[row, zlib.crc32(word.encode()) % DIM] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+
+def hit(chunk_id: str, score: float, text: str = "", doc_id: str = "doc") -> SearchHit:
+    return SearchHit(chunk_id=chunk_id, doc_id=doc_id, version=1, score=score,
+                     event_time=1_700_000_000.0, text=text or f"text of {chunk_id}",
+                     title="t", domain="d", source="s")
+
+
+class FakeSearch:
+    """Shards answering from fixed hit lists; `silent` shards never reply, `failing` err."""
+
+    def __init__(self, hits_by_shard: dict[int, list[SearchHit]], partitions: int = 4,
+                 silent: frozenset[int] = frozenset(), failing: dict[int, str] | None = None,
+                 ) -> None:
+        self.hits_by_shard, self._partitions = hits_by_shard, partitions
+        self.silent, self.failing = silent, failing or {}
+        self.queries: list[tuple[SearchQuery, float]] = []
+        self.started = self.stopped = False
+
+    @property
+    def ready(self) -> bool:
+        return self.started and not self.stopped
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def search(self, query: SearchQuery, timeout_s: float) -> GatherResult:
+        self.queries.append((query, timeout_s))
+        gather = Gather("r", self._partitions)
+        for p in range(self._partitions):
+            if p in self.silent:
+                continue
+            hits = sorted(self.hits_by_shard.get(p, []), key=lambda h: -h.score)[: query.top_k]
+            gather.add(SearchReply(request_id="r", partition=p, hits=tuple(hits),
+                                   error=self.failing.get(p, "")))
+        if not gather.complete:
+            await asyncio.sleep(timeout_s)  # like the real client: silent shards cost the wait
+        return gather.result(query.top_k)
