@@ -1,0 +1,1 @@
+"""The ledger service: anchors each audit batch's Merkle root on an Ethereum chain."""

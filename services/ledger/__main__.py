@@ -1,0 +1,7 @@
+"""`python -m services.ledger` runs the ledger worker."""
+
+from services.ledger.agents import app
+from services.ledger.app import settings
+from shared.runner import run_worker
+
+run_worker(app, settings.log_level)

@@ -1,0 +1,96 @@
+"""Ledger agent: anchor each audit batch's Merkle root on chain, once, and announce it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from services.ledger.anchors import AnchorReceipt
+from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq, ledger, settings
+from services.ledger.chain import AnchorClient
+from services.ledger.errors import LedgerUnavailable
+from shared.codec import decode, encode
+from shared.dlq import send_dead_letter
+from shared.errors import InvalidInput
+from shared.records import AuditBatch
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_client: AnchorClient | None = None
+_connecting = asyncio.Lock()  # one connect (and at most one deploy) per worker
+
+
+async def _until_available(fn: Callable[..., T], *args: Any) -> T:
+    """Run blocking `fn` in a thread until the node answers.
+
+    The client already backs off up to its deadline; past it we keep waiting rather than
+    move on, because a skipped batch would be a hole in the audit trail, and anchoring
+    again is harmless.
+    """
+    while True:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except LedgerUnavailable as exc:
+            log.error("ledger node unavailable, still retrying: %s", exc)
+
+
+async def _ledger_client() -> AnchorClient:
+    """The worker's one node connection; the first caller connects (and deploys if need be)."""
+    global _client
+    async with _connecting:
+        if _client is None:
+            _client = await _until_available(AnchorClient.connect, ledger, settings)
+    return _client
+
+
+async def _anchor(batch: AuditBatch) -> AnchorReceipt:
+    client = await _ledger_client()
+    return await _until_available(
+        client.anchor, batch.batch_id, batch.root, batch.prev_root, len(batch.leaves))
+
+
+async def _fatal(exc: Exception, context: str) -> NoReturn:
+    """Stop the whole worker: an agent crash would be restarted past the batch, acking it."""
+    log.critical("ledger cannot go on (%s), stopping the worker: %s", context, exc)
+    await app.crash(exc)
+    raise exc
+
+
+@app.task
+async def connect_ledger() -> None:
+    """Connect at start, so a wrong key, chain or contract stops the worker before any batch."""
+    try:
+        await _ledger_client()
+    except Exception as exc:  # re-raised by _fatal, never swallowed
+        await _fatal(exc, "connecting")
+
+
+@app.agent(batches_topic)
+async def anchor_batches(stream: Any) -> None:
+    """audit.batches.v1 -> on-chain anchor -> ledger.anchors.v1 keyed by batch id."""
+    async for event in stream.events():
+        batch_id = "?"
+        try:
+            batch = decode(AuditBatch, event.value)
+            batch_id = batch.batch_id
+            if anchored.get(batch_id) is not None:
+                continue  # a replayed batch: the anchor was announced already
+            started = time.monotonic()
+            receipt = await _anchor(batch)
+        except InvalidInput as exc:
+            await send_dead_letter(dlq, "ledger", exc, event.message)
+            continue
+        except Exception as exc:  # re-raised by _fatal, never swallowed
+            # A refused tx, a vanished contract, an RPC error: stop the worker, so the batch
+            # is consumed again after the restart (anchoring twice is harmless).
+            await _fatal(exc, f"anchoring {batch_id}")
+        record = receipt.record(batch_closed_at=batch.created_at)
+        anchored[batch_id] = record.model_dump(mode="json")
+        await anchors_topic.send(key=batch_id.encode(), value=encode(record))
+        log.info("anchored %s tx=%s block=%d in %.0f ms, %.2f s after the batch closed%s",
+                 batch_id, receipt.tx_hash, receipt.block_number,
+                 (time.monotonic() - started) * 1000, record.anchored_at - batch.created_at,
+                 " (already on chain)" if receipt.already_anchored else "")

@@ -1,0 +1,16 @@
+"""The ledger Faust app, its topics and its table."""
+
+from services.ledger.settings import LedgerServiceSettings
+from shared.faust_app import make_app, topic
+from shared.settings import KafkaSettings, LedgerSettings
+from shared.topics import ANCHORED, AUDIT_BATCHES, DEADLETTER, LEDGER_ANCHORS, LEDGER_APP
+
+settings = LedgerServiceSettings()
+ledger = LedgerSettings()
+kafka = KafkaSettings()
+app = make_app(LEDGER_APP, kafka, settings.data_dir)
+
+batches_topic = topic(app, AUDIT_BATCHES)
+anchors_topic = topic(app, LEDGER_ANCHORS)
+dlq = topic(app, DEADLETTER)
+anchored = app.Table(ANCHORED.name, partitions=ANCHORED.partitions)

@@ -1,0 +1,114 @@
+"""AnchorClient: anchors audit-batch roots through the AuditAnchor contract (blocking web3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from eth_account import Account
+from web3 import HTTPProvider, Web3
+from web3.contract import Contract
+
+from services.ledger.anchors import ZERO, AnchorReceipt, batch_key, hex32
+from services.ledger.deployment import resolve_contract
+from services.ledger.errors import AnchorConflict, AnchorRejected
+from services.ledger.retry import Backoff, call_with_retry
+from services.ledger.settings import LedgerServiceSettings
+from services.ledger.transactions import REVERTS, Sender
+from shared.errors import ConfigError, InvalidInput
+from shared.settings import LedgerSettings
+
+ALREADY_ANCHORED = "AuditAnchor: already anchored"  # the contract's revert reason
+
+
+class AnchorClient:
+    """Blocking and thread-safe; async callers run it with asyncio.to_thread."""
+
+    def __init__(self, w3: Web3, contract: Contract, chain_id: int, sender: Sender,
+                 backoff: Backoff, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.w3, self.contract, self.chain_id, self.sender = w3, contract, chain_id, sender
+        self.backoff, self._sleep = backoff, sleep
+
+    @classmethod
+    def connect(cls, ledger: LedgerSettings, service: LedgerServiceSettings,
+                w3: Web3 | None = None, sleep: Callable[[float], None] = time.sleep,
+                ) -> AnchorClient:
+        """Reach the node (retrying while it is down), check it, find or deploy the contract."""
+        # web3's own retries would hide outages from our backoff and its deadline.
+        w3 = w3 or Web3(HTTPProvider(ledger.rpc_url, exception_retry_configuration=None,
+                                     request_kwargs={"timeout": service.rpc_timeout_s}))
+        account = Account.from_key(ledger.private_key.get_secret_value())
+        sender = Sender(w3, account, ledger.confirmations, service.receipt_timeout_s,
+                        service.poll_interval_s, sleep)
+        backoff = Backoff.from_settings(service)
+
+        def setup() -> tuple[Contract, int]:
+            chain_id = w3.eth.chain_id
+            if ledger.chain_id is not None and chain_id != ledger.chain_id:
+                raise ConfigError(f"STREAMRAG_LEDGER_CHAIN_ID is {ledger.chain_id} but "
+                                  f"{ledger.rpc_url} serves chain {chain_id}")
+            contract = resolve_contract(w3, sender, ledger, service.data_dir)
+            owner = contract.functions.OWNER().call()
+            if owner != account.address:
+                raise ConfigError(f"STREAMRAG_LEDGER_PRIVATE_KEY is account {account.address}, "
+                                  f"but AuditAnchor {contract.address} is owned by {owner}")
+            return contract, chain_id
+
+        contract, chain_id = call_with_retry(setup, backoff, "connect", sleep)
+        return cls(w3, contract, chain_id, sender, backoff, sleep)
+
+    def is_anchored(self, batch_id: str) -> bool:
+        """Whether the contract holds an anchor for `batch_id` (confirmed or not)."""
+        stored = call_with_retry(lambda: self._stored(batch_key(batch_id)), self.backoff,
+                                 "is_anchored", self._sleep)
+        return stored[3] != 0
+
+    def anchor(self, batch_id: str, root_hex: str, prev_root_hex: str,
+               leaf_count: int) -> AnchorReceipt:
+        """Anchor once; a replay of an anchored batch returns the first anchor, unchanged."""
+        root, prev = hex32(root_hex, "root"), hex32(prev_root_hex, "prev_root")
+        if root == ZERO:
+            raise InvalidInput("empty_root", "root", "a batch needs a Merkle root")
+        if leaf_count < 0:
+            raise InvalidInput("negative_leaf_count", "leaf_count")
+        return call_with_retry(lambda: self._anchor_once(batch_id, root, prev, leaf_count),
+                               self.backoff, f"anchor {batch_id}", self._sleep)
+
+    def _anchor_once(self, batch_id: str, root: bytes, prev: bytes, count: int) -> AnchorReceipt:
+        key = batch_key(batch_id)
+        if (known := self._read_back(batch_id, key, root)) is not None:
+            return known
+        try:
+            receipt = self.sender.send(self.contract.functions.anchor(key, root, prev, count))
+        except REVERTS as exc:
+            # Lost a race with a replayed tx or a second worker: the anchor exists.
+            if ALREADY_ANCHORED in str(exc) and (known := self._read_back(batch_id, key, root)):
+                return known
+            raise AnchorRejected(f"anchor {batch_id} refused: {exc}") from exc
+        if receipt["status"] != 1:
+            if (known := self._read_back(batch_id, key, root)) is not None:
+                return known
+            raise AnchorRejected(f"anchor {batch_id}: tx {receipt['transactionHash'].to_0x_hex()}"
+                                 " reverted")
+        return AnchorReceipt(batch_id, root.hex(), prev.hex(), count,
+                             receipt["transactionHash"].to_0x_hex(), receipt["blockNumber"],
+                             self.contract.address, self.chain_id, time.time())
+
+    def _stored(self, key: bytes) -> tuple[bytes, bytes, int, int]:
+        root, prev, count, block = self.contract.functions.anchors(key).call()
+        return root, prev, count, block
+
+    def _read_back(self, batch_id: str, key: bytes, root: bytes) -> AnchorReceipt | None:
+        """The stored anchor with the tx that wrote it (found by its event), or None."""
+        stored_root, prev, count, block = self._stored(key)
+        if block == 0:
+            return None
+        if stored_root != root:
+            raise AnchorConflict(batch_id, stored_root.hex(), root.hex())
+        (event,) = self.contract.events.Anchored.get_logs(
+            argument_filters={"batch_id": key}, from_block=block, to_block=block)
+        receipt = self.sender.confirmed(event["transactionHash"])
+        timestamp = self.w3.eth.get_block(block)["timestamp"]
+        return AnchorReceipt(batch_id, root.hex(), prev.hex(), count,
+                             receipt["transactionHash"].to_0x_hex(), block, self.contract.address,
+                             self.chain_id, float(timestamp), already_anchored=True)

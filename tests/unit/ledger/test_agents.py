@@ -1,0 +1,132 @@
+"""The ledger agent with Faust's test_context and a memory store, anchoring on eth-tester."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from services.ledger.chain import AnchorClient
+from services.ledger.errors import AnchorRejected
+from shared.codec import decode, encode
+from shared.records import Anchor, AuditBatch, AuditLeaf, DeadLetter
+
+ROOT = "ab" * 32
+
+
+def batch(batch_id: str = "docs.normalized.v1/1/0-1", root: str = ROOT) -> AuditBatch:
+    leaves = tuple(AuditLeaf(doc_id=f"d{i}", version=1, redacted_sha256="0" * 64,
+                             raw_sha256="1" * 64, offset=i) for i in range(2))
+    return AuditBatch(batch_id=batch_id, partition=1, first_offset=0, last_offset=1, doc_count=2,
+                      entity_counts={"EMAIL_ADDRESS": 1}, analyzer_fingerprint="f", leaves=leaves,
+                      root=root, prev_root="", created_at=1_700_000_000.0)
+
+
+class Recorder:
+    """Stands in for topic.send; records what the agent sent and wakes the test."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.event = asyncio.Event()
+
+    async def send(self, *, key: bytes, value: bytes) -> None:
+        self.sent.append((key, value))
+        self.event.set()
+
+    async def next(self) -> tuple[bytes, bytes]:
+        await asyncio.wait_for(self.event.wait(), 10)
+        self.event.clear()
+        return self.sent[-1]
+
+
+@pytest.fixture
+def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient,
+           ) -> Iterator[ModuleType]:
+    monkeypatch.setenv("STREAMRAG_LEDGERSVC_DATA_DIR", str(tmp_path / "svc"))
+    module = importlib.import_module("services.ledger.agents")
+    monkeypatch.setattr(module, "_client", client)
+    yield module
+    module.anchored.data.clear()
+
+
+def run(agents: ModuleType, scenario: Any) -> tuple[Recorder, Recorder]:
+    anchors, dlq = Recorder(), Recorder()
+
+    async def main() -> None:
+        agents.anchors_topic.send, agents.dlq.send = anchors.send, dlq.send
+        async with agents.anchor_batches.test_context() as agent:
+            await scenario(agent, anchors, dlq)
+
+    asyncio.run(main())
+    return anchors, dlq
+
+
+def test_a_batch_is_anchored_once_and_announced(agents: ModuleType, client: AnchorClient) -> None:
+    async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
+        await agent.put(encode(batch()), key=b"1", partition=1)
+        key, value = await anchors.next()
+        record = decode(Anchor, value)
+        assert key == b"docs.normalized.v1/1/0-1"
+        assert (record.root, record.contract) == (ROOT, client.contract.address)  # as spelled
+        assert record.batch_closed_at == 1_700_000_000.0
+        assert agents.anchored["docs.normalized.v1/1/0-1"] == record.model_dump(mode="json")
+        await agent.put(encode(batch()), key=b"1", partition=1)  # a replay: skipped
+        await agent.put(encode(batch("docs.normalized.v1/1/2-3")), key=b"1", partition=1)
+        await anchors.next()
+
+    anchors, dlq = run(agents, scenario)
+    assert [k for k, _ in anchors.sent] == [b"docs.normalized.v1/1/0-1",
+                                            b"docs.normalized.v1/1/2-3"]
+    assert client.contract.functions.anchor_count().call() == 2 and dlq.sent == []
+
+
+@pytest.mark.parametrize(("payload", "reason", "field"), [
+    (b"{not json", "malformed_json", None),
+    (encode(batch(root="zz")), "not_hex", "root"),
+    (encode(batch(root="")), "empty_root", "root"),
+])
+def test_bad_batches_are_dead_lettered_without_anchoring(
+    agents: ModuleType, client: AnchorClient, payload: bytes, reason: str, field: str | None,
+) -> None:
+    async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
+        await agent.put(payload, key=b"1", partition=1)
+        _, value = await dlq.next()
+        letter = decode(DeadLetter, value)
+        assert (letter.stage, letter.reason, letter.field) == ("ledger", reason, field)
+        assert letter.payload_b64 is None  # past ingest only a hash is kept
+
+    anchors, _ = run(agents, scenario)
+    assert anchors.sent == [] and client.contract.functions.anchor_count().call() == 0
+
+
+def test_a_refused_anchor_stops_the_worker_instead_of_skipping_the_batch(
+    agents: ModuleType, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    crashed: list[BaseException] = []
+
+    class RefusingClient:
+        def anchor(self, *args: Any) -> None:
+            raise AnchorRejected("anchor refused: AuditAnchor: not owner")
+
+    async def crash(exc: BaseException) -> None:
+        crashed.append(exc)
+
+    monkeypatch.setattr(agents, "_client", RefusingClient())
+    monkeypatch.setattr(agents.app, "crash", crash)
+
+    async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
+        await agent.put(encode(batch()), key=b"1", partition=1)
+        for _ in range(100):
+            if crashed:
+                break
+            await asyncio.sleep(0.02)
+
+    anchors, dlq = run(agents, scenario)
+    assert [type(exc) for exc in crashed] == [AnchorRejected]
+    assert anchors.sent == dlq.sent == []
+    assert agents.anchored.get("docs.normalized.v1/1/0-1") is None
