@@ -20,6 +20,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.disable_progress_bar()  # worker logs are for events, not weight-loading bars
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -5,6 +5,8 @@ StreamragError
 ├── ConfigError           a setting is missing or wrong: fail at start
 └── InfrastructureError   broker, model, ledger or index failures: retry or crash loudly
     └── ModelMismatchError  a vector from another embedding model or dimension
+
+Services hang their own errors from these (services/ledger/errors.py lists the ledger's).
 """
 
 from __future__ import annotations

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from services.ingest.app import (
-    app, dlq, dlq_raw, doc_versions, normalized_topic, parsed_topic, raw_topic, settings,
+    app,
+    dlq,
+    dlq_raw,
+    doc_versions,
+    normalized_topic,
+    parsed_topic,
+    raw_topic,
+    settings,
 )
 from services.ingest.dedup import next_version, seen
 from services.ingest.normalize import RawMessage, parse_raw

@@ -4,7 +4,13 @@ from services.ingest.settings import IngestSettings
 from shared.faust_app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
-    DEADLETTER, DEADLETTER_RAW, DOC_VERSIONS, DOCS_NORMALIZED, DOCS_PARSED, DOCS_RAW, INGEST_APP,
+    DEADLETTER,
+    DEADLETTER_RAW,
+    DOC_VERSIONS,
+    DOCS_NORMALIZED,
+    DOCS_PARSED,
+    DOCS_RAW,
+    INGEST_APP,
 )
 
 settings = IngestSettings()

@@ -7,7 +7,13 @@ import logging
 from typing import Any
 
 from services.redaction.app import (
-    app, audit_chain, audit_topic, dlq, normalized_topic, redacted_topic, settings,
+    app,
+    audit_chain,
+    audit_topic,
+    dlq,
+    normalized_topic,
+    redacted_topic,
+    settings,
 )
 from services.redaction.audit import build_batch, leaf_for
 from services.redaction.redactor import Redactor

@@ -4,7 +4,12 @@ from services.redaction.settings import RedactionSettings
 from shared.faust_app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
-    AUDIT_BATCHES, AUDIT_CHAIN, DEADLETTER, DOCS_NORMALIZED, DOCS_REDACTED, REDACTION_APP,
+    AUDIT_BATCHES,
+    AUDIT_CHAIN,
+    DEADLETTER,
+    DOCS_NORMALIZED,
+    DOCS_REDACTED,
+    REDACTION_APP,
 )
 
 settings = RedactionSettings()

@@ -24,7 +24,6 @@ from services.redaction.recognizers import secret_recognizer
 from services.redaction.settings import RedactionSettings
 from shared.records import Document, RedactedDocument
 
-
 # Presidio's e-mail check calls tldextract, whose default fetches the public suffix list
 # over the network; the snapshot bundled with tldextract is enough and never blocks.
 tldextract.tldextract.TLD_EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=())

@@ -7,7 +7,13 @@ import time
 from typing import Any
 
 from services.retrieval.app import (
-    app, dlq, embedded_topic, indexed_docs, replies_topic, requests_topic, settings,
+    app,
+    dlq,
+    embedded_topic,
+    indexed_docs,
+    replies_topic,
+    requests_topic,
+    settings,
 )
 from services.retrieval.index import Filters
 from services.retrieval.shards import Shards
@@ -57,8 +63,9 @@ async def search(stream: Any) -> None:
             await send_dead_letter(dlq, "retrieval.search", exc, event.message)
             continue
         if time.time() > req.deadline:
-            log.warning("search %s for shard %d arrived past its deadline", req.request_id,
-                        event.message.partition)
+            # Normal after a restart (old requests replay): the asker gave up already.
+            log.debug("search %s for shard %d arrived past its deadline", req.request_id,
+                      event.message.partition)
             continue
         await replies_topic.send(key=req.request_id.encode(), value=encode(
             answer(req, event.message.partition)))

@@ -4,7 +4,12 @@ from services.retrieval.settings import RetrievalSettings
 from shared.faust_app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
-    CHUNKS_EMBEDDED, DEADLETTER, INDEXED_DOCS, RETRIEVAL_APP, SEARCH_REPLIES, SEARCH_REQUESTS,
+    CHUNKS_EMBEDDED,
+    DEADLETTER,
+    INDEXED_DOCS,
+    RETRIEVAL_APP,
+    SEARCH_REPLIES,
+    SEARCH_REQUESTS,
 )
 
 settings = RetrievalSettings()

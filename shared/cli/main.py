@@ -6,8 +6,9 @@ import argparse
 import logging
 import runpy
 import sys
+from collections.abc import Callable
 
-from shared.cli import produce, status, up
+from shared.cli import admin, produce, query, status, up
 from shared.topics import SERVICES
 
 
@@ -22,19 +23,21 @@ def _run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "up": up.run, "worker": _run_worker, "produce": produce.run, "query": query.run,
+    "status": status.run, "topics": admin.run_topics, "health": admin.run_health,
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamrag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     up.add_parser(sub)
     _worker_parser(sub)
     produce.add_parser(sub)
-    try:
-        from shared.cli import query
-    except ImportError:  # generated gRPC code missing: run scripts/gen_protos
-        query = None  # type: ignore[assignment]
-    if query is not None:
-        query.add_parser(sub)
+    query.add_parser(sub)
     status.add_parser(sub)
+    admin.add_parsers(sub)
     return parser
 
 
@@ -42,12 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
     args = build_parser().parse_args(argv)
-    handlers = {"up": up.run, "worker": _run_worker, "produce": produce.run,
-                "status": status.run}
-    if args.command == "query":
-        from shared.cli import query
-        return query.run(args)
-    return handlers[args.command](args)
+    return HANDLERS[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`streamrag produce PATH|-`: send files (txt, md, json, jsonl) to docs.raw.v1 with a progress bar."""
+"""`streamrag produce PATH|-`: send txt, md, json and jsonl files to docs.raw.v1."""
 
 from __future__ import annotations
 

@@ -35,22 +35,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop everything once the demo answer is printed")
 
 
-def wait_serving(target: str, timeout_s: float, mesh: Mesh) -> None:
+def wait_ready(target: str, timeout_s: float, mesh: Mesh) -> None:
+    """Until inference is SERVING and every retrieval shard answers a probe query."""
     deadline = time.monotonic() + timeout_s
     with grpc.insecure_channel(target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
+        stub = inference_pb2_grpc.InferenceStub(channel)
         while True:
             if mesh.dead():
                 names = ", ".join(c.name for c in mesh.dead())
                 raise RuntimeError(f"{names} exited; see {mesh.run_dir / 'logs'}")
             try:
-                status = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
-                if status == health_pb2.HealthCheckResponse.SERVING:
+                serving = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status \
+                    == health_pb2.HealthCheckResponse.SERVING
+                if serving and not stub.Query(inference_pb2.QueryRequest(question="ready?"),
+                                              timeout=5).partial:
                     return
             except grpc.RpcError:
-                pass
+                pass  # not listening yet, or no shard owner yet (UNAVAILABLE)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"inference not SERVING on {target} after {timeout_s:.0f}s")
+                raise TimeoutError(f"mesh not ready on {target} after {timeout_s:.0f}s")
             time.sleep(0.5)
 
 
@@ -74,7 +78,7 @@ def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryRespon
             probe = stub.Query(inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=50),
                                timeout=10)
             found = {c.doc_id for c in probe.citations}
-            if DEMO_EXPECTED <= found and DEMO_DELETED not in found and not probe.partial:
+            if found >= DEMO_EXPECTED and DEMO_DELETED not in found and not probe.partial:
                 return stub.Query(inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=3),
                                   timeout=10)
             if time.monotonic() > deadline:
@@ -92,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         mesh.start_infrastructure()
         mesh.start_services()
-        wait_serving(settings.inference_target, settings.ready_timeout_s, mesh)
-        log.info("inference SERVING after %.1fs", time.monotonic() - started)
+        wait_ready(settings.inference_target, settings.ready_timeout_s, mesh)
+        log.info("mesh ready (every shard answers) after %.1fs", time.monotonic() - started)
         if not args.no_demo:
             sent = produce_demo(mesh.kafka)
             produced = time.monotonic()

@@ -56,9 +56,9 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMesh]:
     try:
         m.start_infrastructure()
         m.start_services()
-        from shared.cli.up import wait_serving
+        from shared.cli.up import wait_ready
 
-        wait_serving(f"127.0.0.1:{grpc_port}", 240, m)
+        wait_ready(f"127.0.0.1:{grpc_port}", 240, m)
         yield RunningMesh(env["STREAMRAG_KAFKA_BOOTSTRAP"], env["STREAMRAG_LEDGER_RPC_URL"],
                           f"127.0.0.1:{grpc_port}", run_dir)
     finally:

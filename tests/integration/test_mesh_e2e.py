@@ -92,7 +92,7 @@ def test_document_update_and_delete(mesh: RunningMesh) -> None:
     assert hits[0].domain == "billing" and hits[0].source == "e2e"
     assert hits[0].event_time == pytest.approx(1795824300.0)
 
-    second = "The billing cron job now runs on node c2; disk alerts fire at 80 percent."
+    second = "The billing cron job now runs hourly; disk usage alerts fire at 80 percent."
     produce(mesh, [json.dumps({**doc, "text": second}).encode()], key=doc_id.encode())
     hits = eventually(lambda: [h for h in chunks_of(mesh, "billing cron job node", doc_id)
                                if h.version == 2], "the update to replace the old text")

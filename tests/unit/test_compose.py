@@ -75,7 +75,8 @@ def test_every_env_var_is_read_by_a_settings_class() -> None:
 
 def test_the_dockerfile_env_is_read_too() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    names = {w.split("=")[0] for w in text.replace("\\\n", " ").split() if w.startswith("STREAMRAG_")}
+    words = text.replace("\\\n", " ").split()
+    names = {w.split("=")[0] for w in words if w.startswith("STREAMRAG_")}
     assert names and names <= known_env_vars()
 
 

@@ -1,7 +1,7 @@
 """Versions and duplicate suppression."""
 
-from shared.records import Document
 from services.ingest.dedup import next_version, seen
+from shared.records import Document
 
 
 def doc(h: str, op: str = "upsert") -> Document:

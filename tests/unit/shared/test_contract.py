@@ -12,7 +12,12 @@ from shared.dlq import build_dead_letter
 from shared.errors import InvalidInput
 from shared.records import Document, SearchRequest, decode_vector, encode_vector
 from shared.topics import (
-    CHUNKS_EMBEDDED, SEARCH_REQUESTS, SERVICE_INPUTS, SERVICES, TABLES, all_topic_specs,
+    CHUNKS_EMBEDDED,
+    SEARCH_REQUESTS,
+    SERVICE_INPUTS,
+    SERVICES,
+    TABLES,
+    all_topic_specs,
 )
 
 
