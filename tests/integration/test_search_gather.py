@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,21 +22,14 @@ from shared.settings import KafkaSettings
 from shared.topics import SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
 
 pytestmark = pytest.mark.integration
-KAFKA = KafkaSettings()  # STREAMRAG_KAFKA_BOOTSTRAP, else 127.0.0.1:19092
+KAFKA = KafkaSettings()
 
 
-def _reachable(bootstrap: str) -> bool:
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-if not _reachable(KAFKA.bootstrap):
-    pytest.skip(f"no Kafka broker at {KAFKA.bootstrap} (set STREAMRAG_KAFKA_BOOTSTRAP)",
-                allow_module_level=True)
+@pytest.fixture(autouse=True, scope="module")
+def _kafka(broker: str) -> None:
+    """Point this module at the session's real embedded broker."""
+    global KAFKA
+    KAFKA = KafkaSettings(bootstrap=broker)
 
 
 def _hit(partition: int, n: int) -> SearchHit:
