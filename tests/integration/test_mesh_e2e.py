@@ -13,8 +13,8 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
-from tests.integration.conftest import RunningMesh
 
 pytestmark = pytest.mark.integration
 TIMEOUT_S = 120
