@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from shared.admin import ensure_topics
+from shared.cli.status import inference_health
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings
 
@@ -27,12 +25,6 @@ def run_topics(args: argparse.Namespace) -> int:
 
 def run_health(args: argparse.Namespace) -> int:
     target = args.target or MeshSettings().inference_target
-    with grpc.insecure_channel(target) as channel:
-        try:
-            resp = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
-                                                             timeout=3)
-        except grpc.RpcError as exc:
-            print(f"{target}: {exc.code().name}")
-            return 1
-    print(f"{target}: {health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)}")
-    return 0 if resp.status == health_pb2.HealthCheckResponse.SERVING else 1
+    health = inference_health(target)
+    print(f"{target}: {health}")
+    return 0 if health == "SERVING" else 1

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from dataclasses import dataclass
 
+import grpc
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings
 from shared.topics import SERVICE_INPUTS, SERVICES
 
@@ -27,9 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap)
     await admin.start()
-    await consumer.start()
     try:
         out = []
         for service, group in SERVICES.items():
@@ -44,7 +46,6 @@ async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
             out.append(GroupStatus(service, members, await _lag(kafka, service, group), state))
         return out
     finally:
-        await consumer.stop()
         await admin.close()
 
 
@@ -78,7 +79,23 @@ def render(rows: list[GroupStatus]) -> str:
     return "\n".join(lines)
 
 
+def inference_health(target: str) -> str:
+    """Inference answers over gRPC; its reply reader has no consumer group to count."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            resp = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
+                                                             timeout=2)
+        except grpc.RpcError as exc:
+            return exc.code().name
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+
 def run(args: argparse.Namespace) -> int:
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     rows = asyncio.run(collect(KafkaSettings()))
+    target = MeshSettings().inference_target
+    health = inference_health(target)
     print(render(rows))
-    return 0 if all(r.members for r in rows) else 1
+    print(f"\ninference gRPC {target}: {health}")
+    workers_up = all(r.members for r in rows if r.service != "inference")
+    return 0 if workers_up and health == "SERVING" else 1
