@@ -6,8 +6,8 @@ import argparse
 import asyncio
 
 from shared.admin import ensure_topics
-from shared.cli.status import inference_health
 from shared.cli.settings import MeshSettings
+from shared.cli.status import inference_health
 from shared.settings import KafkaSettings
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import grpc
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.cli.settings import MeshSettings
@@ -91,8 +92,13 @@ def inference_health(target: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
-    rows = asyncio.run(collect(KafkaSettings()))
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    kafka = KafkaSettings()
+    try:
+        rows = asyncio.run(collect(kafka))
+    except KafkaConnectionError:
+        print(f"broker not reachable at {kafka.bootstrap}: is the mesh up (scripts/up)?")
+        return 1
     target = MeshSettings().inference_target
     health = inference_health(target)
     print(render(rows))
