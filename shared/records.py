@@ -51,6 +51,9 @@ class Chunk(BaseModel):
     ordinal: int
     text: str
     token_count: int
+    # text[:overlap_chars] repeats the end of the previous chunk (chunking overlap), so
+    # "".join(c.text[c.overlap_chars:] for c in chunks) gives the document text back.
+    overlap_chars: int = Field(default=0, ge=0)
 
 
 class ChunkSet(Record):
@@ -172,6 +175,14 @@ class DeadLetter(Record):
     payload_size: int
     payload_b64: str | None = None  # only on deadletter.raw.v1 (before redaction)
     at: float
+
+
+class Feedback(Record):
+    """A user clicked or skipped a chunk an answer cited (feedback.v1, keyed by chunk id)."""
+
+    chunk_id: str = Field(min_length=1, max_length=512)
+    kind: Literal["click", "skip"]
+    at: float  # seconds since the epoch
 
 
 def encode_vector(vec: np.ndarray) -> str:

@@ -81,10 +81,13 @@ DEADLETTER_RAW = TopicSpec(
 )
 DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", partitions=1,
                        doc="Rejected records past ingest: a payload hash, never the payload.")
+FEEDBACK = TopicSpec("feedback.v1", "chunk id", "records.Feedback", retention_ms=WEEK_MS,
+                     doc="A user clicked or skipped a cited chunk (inference's Feedback RPC).")
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
+    FEEDBACK,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -99,8 +102,11 @@ DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{content_hash, v
 AUDIT_CHAIN = TableSpec(REDACTION_APP, "audit_chain", "partition", "last Merkle root (hex)")
 INDEXED_DOCS = TableSpec(RETRIEVAL_APP, "indexed_docs", "doc id", "EmbeddedChunkSet JSON")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
+CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
+CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
 
-TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, INDEXED_DOCS, ANCHORED)
+TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, INDEXED_DOCS, ANCHORED,
+                                 CHUNK_CLICKS, CHUNK_SKIPS)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
@@ -112,7 +118,7 @@ SERVICES: dict[str, str] = {
 SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_RAW, DOCS_PARSED), "redaction": (DOCS_NORMALIZED,),
     "chunking": (DOCS_REDACTED,), "embedding": (CHUNKS,),
-    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS), "inference": (SEARCH_REPLIES,),
+    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS), "inference": (SEARCH_REPLIES, FEEDBACK),
     "ledger": (AUDIT_BATCHES,),
 }
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from services.inference.answer import ANSWER_MODE
+import numpy as np
+
 from services.inference.engine import Answer, QueryEngine, Retrieval
 from services.inference.params import QueryParams, parse_params
+from services.inference.prompt import cited_chunk_ids
 from services.inference.settings import InferenceSettings
 from shared.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -42,24 +44,29 @@ def _timings(retrieval: Retrieval, answer: Answer) -> pb.Timings:
 
 
 def _usage(answer: Answer) -> pb.Usage:
-    return pb.Usage(prompt_tokens=answer.prompt_words,
-                    completion_tokens=answer.completion_words, unit="words")
+    return pb.Usage(prompt_tokens=answer.prompt_tokens,
+                    completion_tokens=answer.completion_tokens, unit=answer.unit)
+
+
+def _cited(retrieval: Retrieval, answer: Answer) -> list[str]:
+    return cited_chunk_ids(answer.text, [h.chunk_id for h in retrieval.result.hits])
 
 
 def query_response(retrieval: Retrieval, answer: Answer) -> pb.QueryResponse:
     result = retrieval.result
     return pb.QueryResponse(
         answer=answer.text, citations=[citation(h) for h in result.hits],
-        answer_mode=ANSWER_MODE, partial=result.partial, missing_shards=result.unanswered,
+        answer_mode=answer.mode, partial=result.partial, missing_shards=result.unanswered,
         shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
         finish_reason=answer.finish_reason, usage=_usage(answer),
+        cited_chunk_ids=_cited(retrieval, answer),
     )
 
 
-def stream_start(retrieval: Retrieval) -> pb.StreamQueryResponse:
+def stream_start(retrieval: Retrieval, mode: str) -> pb.StreamQueryResponse:
     result = retrieval.result
     return pb.StreamQueryResponse(start=pb.StreamStart(
-        citations=[citation(h) for h in result.hits], answer_mode=ANSWER_MODE,
+        citations=[citation(h) for h in result.hits], answer_mode=mode,
         partial=result.partial, missing_shards=result.unanswered,
         shard_errors=dict(result.errors),
     ))
@@ -68,18 +75,28 @@ def stream_start(retrieval: Retrieval) -> pb.StreamQueryResponse:
 def stream_end(retrieval: Retrieval, answer: Answer) -> pb.StreamQueryResponse:
     return pb.StreamQueryResponse(end=pb.StreamEnd(
         finish_reason=answer.finish_reason, usage=_usage(answer),
-        timings=_timings(retrieval, answer),
+        timings=_timings(retrieval, answer), cited_chunk_ids=_cited(retrieval, answer),
     ))
 
 
+def embed_response(engine: QueryEngine, vectors: np.ndarray) -> pb.EmbedResponse:
+    assert engine.encoder is not None
+    return pb.EmbedResponse(model_id=engine.encoder.model_id, dim=engine.encoder.dim,
+                            vectors=[pb.Vector(values=row.tolist()) for row in vectors])
+
+
 def info(engine: QueryEngine, shards: int) -> pb.InfoResponse:
-    s, encoder = engine.settings, engine.encoder
+    s, encoder, lm = engine.settings, engine.encoder, engine.lm
     return pb.InfoResponse(
         model_id=encoder.model_id if encoder else "", dim=encoder.dim if encoder else 0,
-        device=str(encoder.device) if encoder else s.device, answer_mode=ANSWER_MODE,
+        device=str(encoder.device) if encoder else s.device, answer_mode=engine.answer_mode,
         shards=shards, ready=engine.ready,
         limits=pb.Limits(default_top_k=s.default_top_k, max_top_k=s.max_top_k,
                          max_question_chars=s.max_question_chars,
                          shard_timeout_s=s.shard_timeout_s,
-                         answer_sentences=s.answer_sentences),
+                         answer_sentences=s.answer_sentences,
+                         max_embed_texts=s.max_embed_texts, max_batch_size=s.embed_max_batch,
+                         queue_capacity=s.queue_capacity,
+                         max_new_tokens=s.max_new_tokens_cap),
+        generator_model=lm.model_id if lm else "", generator_device=str(lm.device) if lm else "",
     )

@@ -1,28 +1,31 @@
-"""A query end to end without gRPC: embed the question, scatter-gather, answer.
+"""A query end to end without gRPC: embed the question, scatter-gather, rerank, answer.
 
-NotReadyError and NoShardsError hang from shared.errors.InfrastructureError: neither is
-the caller's fault, and the API maps both to UNAVAILABLE.
+Every encoder call goes through one dynamic batcher (queries ahead of bulk Embed), every
+generation through another. NotReadyError and NoShardsError hang from
+shared.errors.InfrastructureError: neither is the caller's fault, and the API maps both to
+UNAVAILABLE (QueueFullError, from the batcher, to RESOURCE_EXHAUSTED).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
 
-from services.inference.answer import (
-    answer_pieces,
-    apply_limits,
-    candidate_sentences,
-    select_sentences,
-    word_count,
-)
+from services.inference import answer as extractive
+from services.inference.batcher import INTERACTIVE, BatchQueue, WaitPolicy
+from services.inference.feedback import FeedbackView, rerank
 from services.inference.gather import GatherResult, SearchQuery
+from services.inference.generation import Finished, GenerationRunner, Job
+from services.inference.generator import CausalLM
+from services.inference.metrics import InferenceMetrics
 from services.inference.params import QueryParams
+from services.inference.prompt import pack_prompt
+from services.inference.scheduler import BatchScheduler
 from services.inference.settings import InferenceSettings
 from shared.errors import InfrastructureError
 
@@ -65,62 +68,158 @@ class Retrieval:
 class Answer:
     pieces: tuple[str, ...]  # text deltas; joined, the answer
     finish_reason: str
-    prompt_words: int
-    completion_words: int
+    prompt_tokens: int
+    completion_tokens: int
     answer_ms: float
+    mode: str = extractive.ANSWER_MODE
+    unit: str = "words"
 
     @property
     def text(self) -> str:
         return "".join(self.pieces)
 
 
+def estimate_tokens(texts: Sequence[str]) -> int:
+    """A cheap token estimate for the batcher's budget (wordpieces run ~1.3 per word)."""
+    return sum(len(t.split()) * 4 // 3 + 2 for t in texts)
+
+
+def encode_batch(encoder: TextEncoder, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    """One encoder call for a whole batch; a text several requests share is encoded once."""
+    distinct = list(dict.fromkeys(t for texts in requests for t in texts))
+    vectors = encoder.encode(distinct)
+    row = {t: i for i, t in enumerate(distinct)}
+    return [vectors[[row[t] for t in texts]] for texts in requests]
+
+
 class QueryEngine:
     def __init__(self, settings: InferenceSettings, search: SearchBackend,
-                 encoder: TextEncoder | None = None) -> None:
+                 encoder: TextEncoder | None = None, metrics: InferenceMetrics | None = None,
+                 feedback: FeedbackView | None = None) -> None:
         self.settings, self.search, self.encoder = settings, search, encoder
-        self._encode_lock = asyncio.Lock()
+        self.metrics = metrics or InferenceMetrics()
+        self.feedback = feedback
+        s = settings
+        policy = WaitPolicy(s.embed_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
+                            s.latency_target_ms / 1000, s.adaptive_wait)
+        self.embedder: BatchScheduler[Sequence[str], np.ndarray] = BatchScheduler(
+            "embed", BatchQueue(s.embed_max_batch, s.embed_token_budget, s.queue_capacity,
+                                policy), self._run_encoder, self.metrics)
+        self.lm: CausalLM | None = None
+        self.generator: BatchScheduler[Job, None] | None = None
 
     @property
     def ready(self) -> bool:
         return self.encoder is not None and self.search.ready
+
+    @property
+    def answer_mode(self) -> str:
+        return "generative" if self.lm is not None else extractive.ANSWER_MODE
+
+    def start(self) -> None:
+        self.embedder.start()
+
+    async def stop(self) -> None:
+        await self.embedder.stop()
+        if self.generator is not None:
+            await self.generator.stop()
+
+    def attach_generator(self, lm: CausalLM, runner: GenerationRunner | None = None) -> None:
+        s = self.settings
+        policy = WaitPolicy(s.gen_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
+                            s.latency_target_ms / 1000, s.adaptive_wait)
+        self.lm = lm
+        self.generator = BatchScheduler(
+            "generate", BatchQueue(s.gen_max_batch, s.gen_token_budget, s.queue_capacity,
+                                   policy), runner or GenerationRunner(lm), self.metrics)
+        self.generator.start()
+
+    async def encode(self, texts: Sequence[str], priority: int = INTERACTIVE) -> np.ndarray:
+        if self.encoder is None:
+            raise NotReadyError("warming up: the encoder is not loaded yet")
+        if not texts:
+            return np.zeros((0, self.encoder.dim), dtype=np.float32)
+        return await self.embedder.submit(list(texts), estimate_tokens(texts), priority)
+
+    async def _run_encoder(self, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        assert self.encoder is not None
+        return await asyncio.to_thread(encode_batch, self.encoder, requests)
 
     async def retrieve(self, params: QueryParams, budget_s: float) -> Retrieval:
         """The merged top k for `params`, waiting at most `budget_s` for the shards."""
         if self.encoder is None or not self.search.ready:
             raise NotReadyError("warming up: the encoder or the reply consumer is not ready")
         started = time.perf_counter()
-        vector = (await self._encode([params.question]))[0]
+        vector = (await self.encode([params.question]))[0]
         embedded = time.perf_counter()
-        query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, params.top_k,
+        # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
+        fetch = params.top_k
+        if self.feedback is not None and self.settings.feedback_weight > 0:
+            fetch = min(self.settings.max_top_k, params.top_k * 2)
+        query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, fetch,
                             params.since, params.until, params.domain, params.source)
         timeout_s = min(self.settings.shard_timeout_s, budget_s)
         result = await self.search.search(query, timeout_s)
         if not result.answered:
             raise NoShardsError(_no_shards_message(result, self.search.partitions, timeout_s))
+        if self.feedback is not None:
+            hits = rerank(result.hits, self.feedback, self.settings.feedback_weight,
+                          self.settings.feedback_max_boost)
+            result = replace(result, hits=hits[: params.top_k])
         return Retrieval(params, vector, result, started, (embedded - started) * 1000,
                          (time.perf_counter() - embedded) * 1000)
 
+    async def answer_stream(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
+        """The answer's text deltas, then the Answer itself as the last item."""
+        if self.generator is not None:
+            async for event in self._generate(retrieval):
+                yield event
+            return
+        answer = await self._extract(retrieval)
+        for piece in answer.pieces:
+            yield piece
+        yield answer
+
     async def answer(self, retrieval: Retrieval) -> Answer:
-        """The extractive answer over the retrieved chunks, cut by the caller's limits."""
+        async for event in self.answer_stream(retrieval):
+            if isinstance(event, Answer):
+                return event
+        raise AssertionError("answer_stream ended without an Answer")
+
+    async def _extract(self, retrieval: Retrieval) -> Answer:
+        """Quote the retrieved sentences closest to the question, cut by the caller's limits."""
         started = time.perf_counter()
         texts = [hit.text for hit in retrieval.result.hits]
-        candidates = candidate_sentences(texts)
-        vectors = await self._encode([c.text for c in candidates])
-        picked = select_sentences(retrieval.vector, vectors, self.settings.answer_sentences)
-        pieces = answer_pieces([candidates[i] for i in picked])
+        candidates = extractive.candidate_sentences(texts)
+        vectors = await self.encode([c.text for c in candidates])
+        picked = extractive.select_sentences(retrieval.vector, vectors,
+                                             self.settings.answer_sentences)
+        pieces = extractive.answer_pieces([candidates[i] for i in picked])
         params = retrieval.params
-        kept, reason = apply_limits(pieces, params.stop, params.max_new_tokens)
-        return Answer(tuple(kept), reason, word_count([params.question, *texts]),
-                      word_count(kept), (time.perf_counter() - started) * 1000)
+        kept, reason = extractive.apply_limits(pieces, params.stop, params.max_new_tokens)
+        return Answer(tuple(kept), reason, extractive.word_count([params.question, *texts]),
+                      extractive.word_count(kept), (time.perf_counter() - started) * 1000)
 
-    async def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        assert self.encoder is not None
-        if not texts:
-            return np.zeros((0, self.encoder.dim), dtype=np.float32)
-        # One encode at a time: a fast tokenizer shared across threads fails ("Already
-        # borrowed"), and two forward passes at once only split the same CPU cores.
-        async with self._encode_lock:
-            return await asyncio.to_thread(self.encoder.encode, texts)
+    async def _generate(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
+        assert self.lm is not None and self.generator is not None
+        started, s, params = time.perf_counter(), self.settings, retrieval.params
+        prompt, _ = pack_prompt(params.question, [h.text for h in retrieval.result.hits],
+                                self.lm.count_tokens, s.prompt_token_budget)
+        max_new = min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
+        job = Job(prompt, max_new, params.temperature, params.stop)
+        item, _ = self.generator.enqueue(job, s.prompt_token_budget + max_new, INTERACTIVE)
+        pieces: list[str] = []
+        try:
+            while not isinstance(event := await job.events.get(), Finished):
+                if isinstance(event, BaseException):
+                    raise InfrastructureError(f"generation failed: {event}") from event
+                pieces.append(event)
+                yield event
+        finally:
+            job.cancelled = True  # a no-op once finished; frees the row if the caller left
+            self.generator.cancel(item)
+        yield Answer(tuple(pieces), event.reason, event.prompt_tokens, event.completion_tokens,
+                     (time.perf_counter() - started) * 1000, "generative", "tokens")
 
 
 def _no_shards_message(result: GatherResult, shards: int, timeout_s: float) -> str:

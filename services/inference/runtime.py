@@ -1,8 +1,9 @@
-"""The gRPC server, search client and encoder as one mode.Service in the worker's loop.
+"""The gRPC server, search client, encoder and generator as one mode.Service in the worker.
 
 The server binds first and reports NOT_SERVING, so health checks answer during the
-warm-up; it turns SERVING once the reply consumer is positioned and the encoder has run
-once, and NOT_SERVING again as soon as shutdown begins.
+warm-up; it turns SERVING once the reply consumer is positioned and the encoder (and the
+generator, when one is configured) has run once, and NOT_SERVING again as soon as
+shutdown begins.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import mode
 from grpc_health.v1.health import aio as health_aio
 
 from services.inference.engine import QueryEngine, SearchBackend, TextEncoder
+from services.inference.feedback import FeedbackView
+from services.inference.generator import CausalLM
+from services.inference.metrics import InferenceMetrics
 from services.inference.search_client import SearchClient
-from services.inference.server import build_server, set_serving
+from services.inference.server import FeedbackSink, build_server, set_serving
 from services.inference.settings import InferenceSettings
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
@@ -39,25 +43,44 @@ def load_encoder(settings: InferenceSettings) -> TextEncoder:
     return encoder
 
 
+def load_generator(settings: InferenceSettings) -> CausalLM | None:
+    if settings.generator_path is None:
+        return None
+    lm = CausalLM(settings.generator_path, settings.device)
+    state = lm.prefill(["warm-up"], 1)  # pay the first forward pass before SERVING
+    lm.step(state, state.logits.argmax(dim=-1))
+    return lm
+
+
 class InferenceRuntime(mode.Service):
     def __init__(self, settings: InferenceSettings, kafka: KafkaSettings, *,
                  search: ManagedSearch | None = None,
                  encoder_factory: Callable[[], TextEncoder] | None = None,
+                 generator_factory: Callable[[], CausalLM | None] | None = None,
+                 feedback_sink: FeedbackSink | None = None,
+                 feedback_view: FeedbackView | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
         self.search: ManagedSearch = search or SearchClient(kafka)
-        self.engine = QueryEngine(settings, self.search)
+        self.metrics = InferenceMetrics()
+        self.engine = QueryEngine(settings, self.search, metrics=self.metrics,
+                                  feedback=feedback_view)
         self.health = health_aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self._warm = False
+        self._feedback_sink = feedback_sink
         self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
+        self._generator_factory = generator_factory or (lambda: load_generator(settings))
 
     async def on_start(self) -> None:
         await set_serving(self.health, False)
+        if self.settings.metrics_port:
+            self.metrics.serve(self.settings.grpc_host, self.settings.metrics_port)
+        self.engine.start()
         self.server, self.port = build_server(
-            self.engine, self.health, self.settings.grpc_host, self.settings.grpc_port)
+            self.engine, self.health, self.settings, self._feedback_sink)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)
@@ -70,6 +93,10 @@ class InferenceRuntime(mode.Service):
         # supervisor to restart, rather than a server that never turns SERVING.
         await self.search.start()
         self.engine.encoder = await asyncio.to_thread(self._encoder_factory)
+        lm = await asyncio.to_thread(self._generator_factory)
+        if lm is not None:
+            self.engine.attach_generator(lm)
+            log.info("generator %s on %s (%s)", lm.model_id, lm.device, lm.dtype)
         await set_serving(self.health, True)
         self._warm = True
         log.info("inference SERVING (encoder on %s)", self.engine.encoder.device)
@@ -86,4 +113,5 @@ class InferenceRuntime(mode.Service):
         await self.health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(self.settings.grace_s)
+        await self.engine.stop()
         await self.search.stop()

@@ -1,9 +1,10 @@
-"""The Inference gRPC API: status codes with reasons, deadlines, health and reflection."""
+"""The Inference gRPC API: status codes with reasons, deadlines, auth, health and reflection."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NoReturn
 
 import grpc
@@ -13,8 +14,12 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from services.inference import convert
-from services.inference.engine import QueryEngine, Retrieval
+from services.inference.auth import BearerAuth
+from services.inference.batcher import BULK, QueueFullError
+from services.inference.engine import Answer, QueryEngine, Retrieval
+from services.inference.feedback import check_feedback
 from services.inference.params import QueryParams
+from services.inference.settings import InferenceSettings
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
@@ -23,70 +28,171 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Inference"].full_name
 # The share of a caller's remaining deadline the gather may use; the rest is for the
 # answer step and the reply, so a slow shard costs a partial answer, not a timeout.
 GATHER_SHARE = 0.75
+FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"}
+FeedbackSink = Callable[[str, str], Awaitable[None]]
 
 
 class InferenceServicer(pb_grpc.InferenceServicer):
-    def __init__(self, engine: QueryEngine) -> None:
-        self.engine = engine
+    def __init__(self, engine: QueryEngine, feedback_sink: FeedbackSink | None = None) -> None:
+        self.engine, self.feedback_sink = engine, feedback_sink
+        self.metrics = engine.metrics
 
     async def Query(self, request: pb.QueryRequest,
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
-        retrieval = await self._retrieve(await self._params(request, context), context)
-        return convert.query_response(retrieval, await self.engine.answer(retrieval))
+        started = time.perf_counter()
+        async with self._guard("Query", context, request.deadline_ms):
+            retrieval = await self._retrieve(await self._params(request, context), context)
+            answer = await self.engine.answer(retrieval)
+        self.metrics.latency.labels(method="Query").observe(time.perf_counter() - started)
+        return convert.query_response(retrieval, answer)
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
-        retrieval = await self._retrieve(await self._params(request, context), context)
-        yield convert.stream_start(retrieval)  # citations first: the reader sees sources early
-        answer = await self.engine.answer(retrieval)
-        for piece in answer.pieces:
-            yield pb.StreamQueryResponse(delta=piece)
+        started = last = time.perf_counter()
+        async with self._guard("StreamQuery", context, request.deadline_ms):
+            retrieval = await self._retrieve(await self._params(request, context), context)
+        # Citations first: the reader sees the sources early.
+        yield convert.stream_start(retrieval, self.engine.answer_mode)
+        events = self.engine.answer_stream(retrieval)
+        answer: Answer | None = None
+        first = True
+        while answer is None:
+            async with self._guard("StreamQuery", context, request.deadline_ms, started):
+                event = await anext(events)
+            if isinstance(event, Answer):
+                answer = event
+                break
+            now = time.perf_counter()
+            (self.metrics.ttft if first else self.metrics.inter_token).observe(
+                now - (started if first else last))
+            first, last = False, now
+            yield pb.StreamQueryResponse(delta=event)
+        self.metrics.latency.labels(method="StreamQuery").observe(time.perf_counter() - started)
         yield convert.stream_end(retrieval, answer)
+
+    async def Embed(self, request: pb.EmbedRequest,
+                    context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
+        started = time.perf_counter()
+        async with self._guard("Embed", context, request.deadline_ms):
+            texts = self._embed_texts(request)
+            vectors = await self.engine.encode(texts, priority=BULK)
+        self.metrics.latency.labels(method="Embed").observe(time.perf_counter() - started)
+        return convert.embed_response(self.engine, vectors)
+
+    async def Feedback(self, request: pb.FeedbackRequest,
+                       context: grpc.aio.ServicerContext) -> pb.FeedbackResponse:
+        async with self._guard("Feedback", context, 0):
+            chunk_id, kind = check_feedback(request.chunk_id,
+                                            FEEDBACK_KINDS.get(request.kind, ""))
+            if self.feedback_sink is None:
+                raise InfrastructureError("feedback is not enabled on this instance")
+            await self.feedback_sink(chunk_id, kind)
+        return pb.FeedbackResponse(accepted=True)
 
     async def Info(self, request: pb.InfoRequest,
                    context: grpc.aio.ServicerContext) -> pb.InfoResponse:
         return convert.info(self.engine, self.engine.search.partitions)
 
+    def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
+        s = self.engine.settings
+        if not 1 <= len(request.texts) <= s.max_embed_texts:
+            msg = f"1..{s.max_embed_texts} texts, got {len(request.texts)}"
+            raise InvalidInput("texts_count_out_of_range", "texts", msg)
+        for i, text in enumerate(request.texts):
+            if not text.strip() or len(text) > s.max_question_chars:
+                msg = f"texts[{i}] must be 1..{s.max_question_chars} characters, not blank"
+                raise InvalidInput("bad_text", "texts", msg)
+        return list(request.texts)
+
+    def _guard(self, method: str, context: grpc.aio.ServicerContext, deadline_ms: int,
+               since: float | None = None) -> _Guard:
+        return _Guard(self, method, context, deadline_ms, since)
+
     async def _params(self, request: pb.QueryRequest,
                       context: grpc.aio.ServicerContext) -> QueryParams:
-        try:
-            return convert.params(request, self.engine.settings, time.time())
-        except InvalidInput as exc:
-            field = exc.field or "request"
-            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
-                         f"invalid {field} ({exc.reason}): {exc.detail}",
-                         (("streamrag-field", field), ("streamrag-reason", exc.reason)))
+        return convert.params(request, self.engine.settings, time.time())
 
     async def _retrieve(self, params: QueryParams,
                         context: grpc.aio.ServicerContext) -> Retrieval:
-        remaining = context.time_remaining()
+        remaining = _remaining(context)
         budget = self.engine.settings.shard_timeout_s
         if remaining is not None:
-            if remaining <= 0:
-                await _abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline already passed")
             budget = min(budget, remaining * GATHER_SHARE)
-        try:
-            return await self.engine.retrieve(params, budget)
-        except InfrastructureError as exc:
-            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
+        return await self.engine.retrieve(params, budget)
 
 
-async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, details: str,
-                 trailing: tuple[tuple[str, str], ...] = ()) -> NoReturn:
-    await context.abort(code, details, trailing_metadata=trailing)
-    raise AssertionError("context.abort returned")  # it always raises; this satisfies NoReturn
+class _Guard:
+    """Maps the engine's errors to status codes with reasons, counts failures, and
+    enforces the request's own deadline_ms (from `since`, the call's start)."""
+
+    def __init__(self, servicer: InferenceServicer, method: str,
+                 context: grpc.aio.ServicerContext, deadline_ms: int,
+                 since: float | None) -> None:
+        self.s, self.method, self.context = servicer, method, context
+        self.deadline_ms, self.since = deadline_ms, since or time.perf_counter()
+        self._timeout: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        if self.deadline_ms < 0:
+            await self._fail(grpc.StatusCode.INVALID_ARGUMENT, "invalid deadline_ms (negative)",
+                             "negative", (("streamrag-field", "deadline_ms"),))
+        if self.deadline_ms:
+            left = self.deadline_ms / 1000 - (time.perf_counter() - self.since)
+            self._timeout = asyncio.timeout(max(left, 0))
+            await self._timeout.__aenter__()
+        remaining = _remaining(self.context)
+        if remaining is not None and remaining <= 0:
+            await self._fail(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline already passed",
+                             "deadline")
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: object) -> bool:
+        if self._timeout is not None:
+            try:
+                await self._timeout.__aexit__(kind, exc, tb)
+            except TimeoutError:
+                await self._fail(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                 f"deadline_ms {self.deadline_ms} passed", "deadline")
+        if isinstance(exc, InvalidInput):
+            field = exc.field or "request"
+            await self._fail(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"invalid {field} ({exc.reason}): {exc.detail}", exc.reason,
+                             (("streamrag-field", field), ("streamrag-reason", exc.reason)))
+        if isinstance(exc, QueueFullError):
+            await self._fail(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "queue_full")
+        if isinstance(exc, InfrastructureError):
+            await self._fail(grpc.StatusCode.UNAVAILABLE, str(exc), type(exc).__name__)
+        return False
+
+    async def _fail(self, code: grpc.StatusCode, details: str, reason: str,
+                    trailing: tuple[tuple[str, str], ...] = ()) -> NoReturn:
+        self.s.metrics.failures.labels(method=self.method, reason=reason).inc()
+        await self.context.abort(code, details, trailing_metadata=trailing)
+        raise AssertionError("context.abort returned")  # it always raises
 
 
-def build_server(engine: QueryEngine, health: health_aio.HealthServicer, host: str,
-                 port: int) -> tuple[grpc.aio.Server, int]:
-    """The server with Inference, Health and reflection, bound (port 0 picks a free one)."""
-    server = grpc.aio.server()
-    pb_grpc.add_InferenceServicer_to_server(InferenceServicer(engine), server)
+def _remaining(context: grpc.aio.ServicerContext) -> float | None:
+    return context.time_remaining()
+
+
+def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
+                 settings: InferenceSettings, feedback_sink: FeedbackSink | None = None,
+                 ) -> tuple[grpc.aio.Server, int]:
+    """The server with Inference, Health and reflection, bound (port 0 picks a free one).
+
+    TLS when a cert and key are set; a bearer-token check when a token is set.
+    """
+    token = settings.auth_token.get_secret_value() if settings.auth_token else ""
+    server = grpc.aio.server(interceptors=[BearerAuth(token)] if token else None)
+    pb_grpc.add_InferenceServicer_to_server(InferenceServicer(engine, feedback_sink), server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    return server, bound
+    address = f"{settings.grpc_host}:{settings.grpc_port}"
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        pair = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
+        return server, server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
+    return server, server.add_insecure_port(address)
 
 
 async def set_serving(health: health_aio.HealthServicer, serving: bool) -> None:

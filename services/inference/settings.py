@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.settings import ServiceSettings
@@ -11,15 +13,54 @@ from shared.settings import ServiceSettings
 class InferenceSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True)
 
-    # Localhost only by default: the API has no authentication of its own.
+    # Localhost only by default: set auth_token (and TLS) before listening more widely.
     grpc_host: str = "127.0.0.1"
     grpc_port: int = Field(default=50051, ge=0, le=65535)
+    # TLS when both are set; plaintext otherwise.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # Calls must send "authorization: Bearer <token>" when set (health checks are exempt).
+    auth_token: SecretStr | None = None
+    # Prometheus /metrics; 0 disables it (the default, so parallel meshes never collide).
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     default_top_k: int = Field(default=5, ge=1)
     max_top_k: int = Field(default=50, ge=1, le=1000)
     # How long a gather waits for the slowest shard before answering with what it has.
     shard_timeout_s: float = Field(default=2.0, gt=0)
     max_question_chars: int = Field(default=4000, ge=1)
     answer_sentences: int = Field(default=3, ge=1)
+    max_embed_texts: int = Field(default=64, ge=1)
     device: str = "auto"
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
+
+    # Query-encoder batcher. A request (one question, or one answer's candidate sentences,
+    # or one Embed call) is one item; max_batch counts items, token_budget their tokens.
+    embed_max_batch: int = Field(default=16, ge=1)
+    embed_max_wait_ms: float = Field(default=4.0, ge=0)
+    embed_token_budget: int = Field(default=16_384, ge=1)
+    queue_capacity: int = Field(default=256, ge=1)
+    # Adaptive wait: underfilled batches lengthen it up to the ceiling while the batch
+    # latency stays under target; a batch over target halves it.
+    adaptive_wait: bool = True
+    max_wait_ceiling_ms: float = Field(default=20.0, ge=0)
+    latency_target_ms: float = Field(default=250.0, gt=0)
+
+    # Generator: a Hugging Face causal LM folder; None keeps the extractive answers.
+    generator_path: Path | None = None
+    gen_max_batch: int = Field(default=8, ge=1)
+    gen_max_wait_ms: float = Field(default=10.0, ge=0)
+    gen_token_budget: int = Field(default=8192, ge=1)  # prompt + new tokens over a batch
+    prompt_token_budget: int = Field(default=1024, ge=16)
+    default_max_new_tokens: int = Field(default=128, ge=1)
+    max_new_tokens_cap: int = Field(default=512, ge=1)
+
+    # Feedback: each net click (minus skips) in the last hour adds this to a chunk's score.
+    feedback_weight: float = Field(default=0.02, ge=0)
+    feedback_max_boost: float = Field(default=0.2, ge=0)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> InferenceSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("set both STREAMRAG_INFERENCE_TLS_CERT and _TLS_KEY, or neither")
+        return self

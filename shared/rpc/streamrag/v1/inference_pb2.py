@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cstreamrag/v1/inference.proto\x12\x0cstreamrag.v1\"\xa8\x01\n\x0cQueryRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\r\n\x05since\x18\x03 \x01(\t\x12\r\n\x05until\x18\x04 \x01(\t\x12\x0e\n\x06\x64omain\x18\x05 \x01(\t\x12\x0e\n\x06source\x18\x06 \x01(\t\x12\x16\n\x0emax_new_tokens\x18\x07 \x01(\x05\x12\x13\n\x0btemperature\x18\x08 \x01(\x02\x12\x0c\n\x04stop\x18\t \x03(\t\"\xb5\x01\n\x08\x43itation\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x12\n\nevent_time\x18\x05 \x01(\x01\x12\x16\n\x0e\x65vent_time_iso\x18\x06 \x01(\t\x12\x0c\n\x04text\x18\x07 \x01(\t\x12\r\n\x05title\x18\x08 \x01(\t\x12\x0e\n\x06\x64omain\x18\t \x01(\t\x12\x0e\n\x06source\x18\n \x01(\t\"V\n\x07Timings\x12\x10\n\x08\x65mbed_ms\x18\x01 \x01(\x01\x12\x14\n\x0cretrieval_ms\x18\x02 \x01(\x01\x12\x11\n\tanswer_ms\x18\x03 \x01(\x01\x12\x10\n\x08total_ms\x18\x04 \x01(\x01\"G\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x0c\n\x04unit\x18\x03 \x01(\t\"\xe3\x02\n\rQueryResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12)\n\tcitations\x18\x02 \x03(\x0b\x32\x16.streamrag.v1.Citation\x12\x13\n\x0b\x61nswer_mode\x18\x03 \x01(\t\x12\x0f\n\x07partial\x18\x04 \x01(\x08\x12\x16\n\x0emissing_shards\x18\x05 \x03(\x05\x12\x42\n\x0cshard_errors\x18\x06 \x03(\x0b\x32,.streamrag.v1.QueryResponse.ShardErrorsEntry\x12&\n\x07timings\x18\x07 \x01(\x0b\x32\x15.streamrag.v1.Timings\x12\x15\n\rfinish_reason\x18\x08 \x01(\t\x12\"\n\x05usage\x18\t \x01(\x0b\x32\x13.streamrag.v1.Usage\x1a\x32\n\x10ShardErrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xec\x01\n\x0bStreamStart\x12)\n\tcitations\x18\x01 \x03(\x0b\x32\x16.streamrag.v1.Citation\x12\x13\n\x0b\x61nswer_mode\x18\x02 \x01(\t\x12\x0f\n\x07partial\x18\x03 \x01(\x08\x12\x16\n\x0emissing_shards\x18\x04 \x03(\x05\x12@\n\x0cshard_errors\x18\x05 \x03(\x0b\x32*.streamrag.v1.StreamStart.ShardErrorsEntry\x1a\x32\n\x10ShardErrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"n\n\tStreamEnd\x12\x15\n\rfinish_reason\x18\x01 \x01(\t\x12\"\n\x05usage\x18\x02 \x01(\x0b\x32\x13.streamrag.v1.Usage\x12&\n\x07timings\x18\x03 \x01(\x0b\x32\x15.streamrag.v1.Timings\"\x83\x01\n\x13StreamQueryResponse\x12*\n\x05start\x18\x01 \x01(\x0b\x32\x19.streamrag.v1.StreamStartH\x00\x12\x0f\n\x05\x64\x65lta\x18\x02 \x01(\tH\x00\x12&\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x17.streamrag.v1.StreamEndH\x00\x42\x07\n\x05\x65vent\"\r\n\x0bInfoRequest\"\x81\x01\n\x06Limits\x12\x15\n\rdefault_top_k\x18\x01 \x01(\x05\x12\x11\n\tmax_top_k\x18\x02 \x01(\x05\x12\x1a\n\x12max_question_chars\x18\x03 \x01(\x05\x12\x17\n\x0fshard_timeout_s\x18\x04 \x01(\x01\x12\x18\n\x10\x61nswer_sentences\x18\x05 \x01(\x05\"\x97\x01\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0b\n\x03\x64im\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x13\n\x0b\x61nswer_mode\x18\x04 \x01(\t\x12\x0e\n\x06shards\x18\x05 \x01(\x05\x12$\n\x06limits\x18\x06 \x01(\x0b\x32\x14.streamrag.v1.Limits\x12\r\n\x05ready\x18\x07 \x01(\x08\x32\xdc\x01\n\tInference\x12@\n\x05Query\x12\x1a.streamrag.v1.QueryRequest\x1a\x1b.streamrag.v1.QueryResponse\x12N\n\x0bStreamQuery\x12\x1a.streamrag.v1.QueryRequest\x1a!.streamrag.v1.StreamQueryResponse0\x01\x12=\n\x04Info\x12\x19.streamrag.v1.InfoRequest\x1a\x1a.streamrag.v1.InfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cstreamrag/v1/inference.proto\x12\x0cstreamrag.v1\"\xbd\x01\n\x0cQueryRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\r\n\x05since\x18\x03 \x01(\t\x12\r\n\x05until\x18\x04 \x01(\t\x12\x0e\n\x06\x64omain\x18\x05 \x01(\t\x12\x0e\n\x06source\x18\x06 \x01(\t\x12\x16\n\x0emax_new_tokens\x18\x07 \x01(\x05\x12\x13\n\x0btemperature\x18\x08 \x01(\x02\x12\x0c\n\x04stop\x18\t \x03(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\n \x01(\x05\"\xb5\x01\n\x08\x43itation\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x12\n\nevent_time\x18\x05 \x01(\x01\x12\x16\n\x0e\x65vent_time_iso\x18\x06 \x01(\t\x12\x0c\n\x04text\x18\x07 \x01(\t\x12\r\n\x05title\x18\x08 \x01(\t\x12\x0e\n\x06\x64omain\x18\t \x01(\t\x12\x0e\n\x06source\x18\n \x01(\t\"V\n\x07Timings\x12\x10\n\x08\x65mbed_ms\x18\x01 \x01(\x01\x12\x14\n\x0cretrieval_ms\x18\x02 \x01(\x01\x12\x11\n\tanswer_ms\x18\x03 \x01(\x01\x12\x10\n\x08total_ms\x18\x04 \x01(\x01\"G\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x0c\n\x04unit\x18\x03 \x01(\t\"\xfc\x02\n\rQueryResponse\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12)\n\tcitations\x18\x02 \x03(\x0b\x32\x16.streamrag.v1.Citation\x12\x13\n\x0b\x61nswer_mode\x18\x03 \x01(\t\x12\x0f\n\x07partial\x18\x04 \x01(\x08\x12\x16\n\x0emissing_shards\x18\x05 \x03(\x05\x12\x42\n\x0cshard_errors\x18\x06 \x03(\x0b\x32,.streamrag.v1.QueryResponse.ShardErrorsEntry\x12&\n\x07timings\x18\x07 \x01(\x0b\x32\x15.streamrag.v1.Timings\x12\x15\n\rfinish_reason\x18\x08 \x01(\t\x12\"\n\x05usage\x18\t \x01(\x0b\x32\x13.streamrag.v1.Usage\x12\x17\n\x0f\x63ited_chunk_ids\x18\n \x03(\t\x1a\x32\n\x10ShardErrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xec\x01\n\x0bStreamStart\x12)\n\tcitations\x18\x01 \x03(\x0b\x32\x16.streamrag.v1.Citation\x12\x13\n\x0b\x61nswer_mode\x18\x02 \x01(\t\x12\x0f\n\x07partial\x18\x03 \x01(\x08\x12\x16\n\x0emissing_shards\x18\x04 \x03(\x05\x12@\n\x0cshard_errors\x18\x05 \x03(\x0b\x32*.streamrag.v1.StreamStart.ShardErrorsEntry\x1a\x32\n\x10ShardErrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x87\x01\n\tStreamEnd\x12\x15\n\rfinish_reason\x18\x01 \x01(\t\x12\"\n\x05usage\x18\x02 \x01(\x0b\x32\x13.streamrag.v1.Usage\x12&\n\x07timings\x18\x03 \x01(\x0b\x32\x15.streamrag.v1.Timings\x12\x17\n\x0f\x63ited_chunk_ids\x18\x04 \x03(\t\"\x83\x01\n\x13StreamQueryResponse\x12*\n\x05start\x18\x01 \x01(\x0b\x32\x19.streamrag.v1.StreamStartH\x00\x12\x0f\n\x05\x64\x65lta\x18\x02 \x01(\tH\x00\x12&\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x17.streamrag.v1.StreamEndH\x00\x42\x07\n\x05\x65vent\"\r\n\x0bInfoRequest\"\xe2\x01\n\x06Limits\x12\x15\n\rdefault_top_k\x18\x01 \x01(\x05\x12\x11\n\tmax_top_k\x18\x02 \x01(\x05\x12\x1a\n\x12max_question_chars\x18\x03 \x01(\x05\x12\x17\n\x0fshard_timeout_s\x18\x04 \x01(\x01\x12\x18\n\x10\x61nswer_sentences\x18\x05 \x01(\x05\x12\x17\n\x0fmax_embed_texts\x18\x06 \x01(\x05\x12\x16\n\x0emax_batch_size\x18\x07 \x01(\x05\x12\x16\n\x0equeue_capacity\x18\x08 \x01(\x05\x12\x16\n\x0emax_new_tokens\x18\t \x01(\x05\"\xca\x01\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0b\n\x03\x64im\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x13\n\x0b\x61nswer_mode\x18\x04 \x01(\t\x12\x0e\n\x06shards\x18\x05 \x01(\x05\x12$\n\x06limits\x18\x06 \x01(\x0b\x32\x14.streamrag.v1.Limits\x12\r\n\x05ready\x18\x07 \x01(\x08\x12\x17\n\x0fgenerator_model\x18\x08 \x01(\t\x12\x18\n\x10generator_device\x18\t \x01(\t\"2\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x02 \x01(\x05\"\x18\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"U\n\rEmbedResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0b\n\x03\x64im\x18\x02 \x01(\x05\x12%\n\x07vectors\x18\x03 \x03(\x0b\x32\x14.streamrag.v1.Vector\"_\n\x0f\x46\x65\x65\x64\x62\x61\x63kRequest\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12(\n\x04kind\x18\x02 \x01(\x0e\x32\x1a.streamrag.v1.FeedbackKind\x12\x10\n\x08question\x18\x03 \x01(\t\"$\n\x10\x46\x65\x65\x64\x62\x61\x63kResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08*^\n\x0c\x46\x65\x65\x64\x62\x61\x63kKind\x12\x1d\n\x19\x46\x45\x45\x44\x42\x41\x43K_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46\x45\x45\x44\x42\x41\x43K_KIND_CLICK\x10\x01\x12\x16\n\x12\x46\x45\x45\x44\x42\x41\x43K_KIND_SKIP\x10\x02\x32\xe9\x02\n\tInference\x12@\n\x05Query\x12\x1a.streamrag.v1.QueryRequest\x1a\x1b.streamrag.v1.QueryResponse\x12N\n\x0bStreamQuery\x12\x1a.streamrag.v1.QueryRequest\x1a!.streamrag.v1.StreamQueryResponse0\x01\x12=\n\x04Info\x12\x19.streamrag.v1.InfoRequest\x1a\x1a.streamrag.v1.InfoResponse\x12@\n\x05\x45mbed\x12\x1a.streamrag.v1.EmbedRequest\x1a\x1b.streamrag.v1.EmbedResponse\x12I\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x1d.streamrag.v1.FeedbackRequest\x1a\x1e.streamrag.v1.FeedbackResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,32 +37,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUERYRESPONSE_SHARDERRORSENTRY']._serialized_options = b'8\001'
   _globals['_STREAMSTART_SHARDERRORSENTRY']._loaded_options = None
   _globals['_STREAMSTART_SHARDERRORSENTRY']._serialized_options = b'8\001'
+  _globals['_FEEDBACKKIND']._serialized_start=2226
+  _globals['_FEEDBACKKIND']._serialized_end=2320
   _globals['_QUERYREQUEST']._serialized_start=47
-  _globals['_QUERYREQUEST']._serialized_end=215
-  _globals['_CITATION']._serialized_start=218
-  _globals['_CITATION']._serialized_end=399
-  _globals['_TIMINGS']._serialized_start=401
-  _globals['_TIMINGS']._serialized_end=487
-  _globals['_USAGE']._serialized_start=489
-  _globals['_USAGE']._serialized_end=560
-  _globals['_QUERYRESPONSE']._serialized_start=563
-  _globals['_QUERYRESPONSE']._serialized_end=918
-  _globals['_QUERYRESPONSE_SHARDERRORSENTRY']._serialized_start=868
-  _globals['_QUERYRESPONSE_SHARDERRORSENTRY']._serialized_end=918
-  _globals['_STREAMSTART']._serialized_start=921
-  _globals['_STREAMSTART']._serialized_end=1157
-  _globals['_STREAMSTART_SHARDERRORSENTRY']._serialized_start=868
-  _globals['_STREAMSTART_SHARDERRORSENTRY']._serialized_end=918
-  _globals['_STREAMEND']._serialized_start=1159
-  _globals['_STREAMEND']._serialized_end=1269
-  _globals['_STREAMQUERYRESPONSE']._serialized_start=1272
-  _globals['_STREAMQUERYRESPONSE']._serialized_end=1403
-  _globals['_INFOREQUEST']._serialized_start=1405
-  _globals['_INFOREQUEST']._serialized_end=1418
-  _globals['_LIMITS']._serialized_start=1421
-  _globals['_LIMITS']._serialized_end=1550
-  _globals['_INFORESPONSE']._serialized_start=1553
-  _globals['_INFORESPONSE']._serialized_end=1704
-  _globals['_INFERENCE']._serialized_start=1707
-  _globals['_INFERENCE']._serialized_end=1927
+  _globals['_QUERYREQUEST']._serialized_end=236
+  _globals['_CITATION']._serialized_start=239
+  _globals['_CITATION']._serialized_end=420
+  _globals['_TIMINGS']._serialized_start=422
+  _globals['_TIMINGS']._serialized_end=508
+  _globals['_USAGE']._serialized_start=510
+  _globals['_USAGE']._serialized_end=581
+  _globals['_QUERYRESPONSE']._serialized_start=584
+  _globals['_QUERYRESPONSE']._serialized_end=964
+  _globals['_QUERYRESPONSE_SHARDERRORSENTRY']._serialized_start=914
+  _globals['_QUERYRESPONSE_SHARDERRORSENTRY']._serialized_end=964
+  _globals['_STREAMSTART']._serialized_start=967
+  _globals['_STREAMSTART']._serialized_end=1203
+  _globals['_STREAMSTART_SHARDERRORSENTRY']._serialized_start=914
+  _globals['_STREAMSTART_SHARDERRORSENTRY']._serialized_end=964
+  _globals['_STREAMEND']._serialized_start=1206
+  _globals['_STREAMEND']._serialized_end=1341
+  _globals['_STREAMQUERYRESPONSE']._serialized_start=1344
+  _globals['_STREAMQUERYRESPONSE']._serialized_end=1475
+  _globals['_INFOREQUEST']._serialized_start=1477
+  _globals['_INFOREQUEST']._serialized_end=1490
+  _globals['_LIMITS']._serialized_start=1493
+  _globals['_LIMITS']._serialized_end=1719
+  _globals['_INFORESPONSE']._serialized_start=1722
+  _globals['_INFORESPONSE']._serialized_end=1924
+  _globals['_EMBEDREQUEST']._serialized_start=1926
+  _globals['_EMBEDREQUEST']._serialized_end=1976
+  _globals['_VECTOR']._serialized_start=1978
+  _globals['_VECTOR']._serialized_end=2002
+  _globals['_EMBEDRESPONSE']._serialized_start=2004
+  _globals['_EMBEDRESPONSE']._serialized_end=2089
+  _globals['_FEEDBACKREQUEST']._serialized_start=2091
+  _globals['_FEEDBACKREQUEST']._serialized_end=2186
+  _globals['_FEEDBACKRESPONSE']._serialized_start=2188
+  _globals['_FEEDBACKRESPONSE']._serialized_end=2224
+  _globals['_INFERENCE']._serialized_start=2323
+  _globals['_INFERENCE']._serialized_end=2684
 # @@protoc_insertion_point(module_scope)

@@ -51,6 +51,16 @@ class InferenceStub:
                 request_serializer=streamrag_dot_v1_dot_inference__pb2.InfoRequest.SerializeToString,
                 response_deserializer=streamrag_dot_v1_dot_inference__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.Embed = channel.unary_unary(
+                '/streamrag.v1.Inference/Embed',
+                request_serializer=streamrag_dot_v1_dot_inference__pb2.EmbedRequest.SerializeToString,
+                response_deserializer=streamrag_dot_v1_dot_inference__pb2.EmbedResponse.FromString,
+                _registered_method=True)
+        self.Feedback = channel.unary_unary(
+                '/streamrag.v1.Inference/Feedback',
+                request_serializer=streamrag_dot_v1_dot_inference__pb2.FeedbackRequest.SerializeToString,
+                response_deserializer=streamrag_dot_v1_dot_inference__pb2.FeedbackResponse.FromString,
+                _registered_method=True)
 
 
 class InferenceServicer:
@@ -77,6 +87,20 @@ class InferenceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Embed(self, request, context):
+        """Texts to vectors with the query encoder: bulk work, queued behind interactive queries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Feedback(self, request, context):
+        """A user clicked or skipped a cited chunk; recent feedback boosts or demotes it in ranking.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InferenceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +118,16 @@ def add_InferenceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=streamrag_dot_v1_dot_inference__pb2.InfoRequest.FromString,
                     response_serializer=streamrag_dot_v1_dot_inference__pb2.InfoResponse.SerializeToString,
+            ),
+            'Embed': grpc.unary_unary_rpc_method_handler(
+                    servicer.Embed,
+                    request_deserializer=streamrag_dot_v1_dot_inference__pb2.EmbedRequest.FromString,
+                    response_serializer=streamrag_dot_v1_dot_inference__pb2.EmbedResponse.SerializeToString,
+            ),
+            'Feedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.Feedback,
+                    request_deserializer=streamrag_dot_v1_dot_inference__pb2.FeedbackRequest.FromString,
+                    response_serializer=streamrag_dot_v1_dot_inference__pb2.FeedbackResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -177,6 +211,60 @@ class Inference:
             '/streamrag.v1.Inference/Info',
             streamrag_dot_v1_dot_inference__pb2.InfoRequest.SerializeToString,
             streamrag_dot_v1_dot_inference__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Embed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamrag.v1.Inference/Embed',
+            streamrag_dot_v1_dot_inference__pb2.EmbedRequest.SerializeToString,
+            streamrag_dot_v1_dot_inference__pb2.EmbedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Feedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamrag.v1.Inference/Feedback',
+            streamrag_dot_v1_dot_inference__pb2.FeedbackRequest.SerializeToString,
+            streamrag_dot_v1_dot_inference__pb2.FeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,111 @@
+"""Generation batched across concurrent requests and streamed: one job per request.
+
+The batch runner prefills every job's prompt together, then decodes step by step; each
+job gets its text deltas on its own queue as soon as its token is decoded. A job ends on
+an end-of-sequence token, a stop sequence, its max_new_tokens, or its caller going away;
+its row then leaves the batch, so the next steps compute only the live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from services.inference.generator import CausalLM, DecodeState, choose
+from services.inference.prompt import StopScanner
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: str  # "stop", "length" or "cancelled"
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(eq=False)
+class Job:
+    prompt: str
+    max_new_tokens: int
+    temperature: float
+    stop: tuple[str, ...]
+    events: asyncio.Queue[str | Finished | BaseException] = field(default_factory=asyncio.Queue)
+    cancelled: bool = False  # set by the caller; the runner drops the row at the next step
+    ids: list[int] = field(default_factory=list)
+    text: str = ""  # decoded so far (what was emitted plus what the scanner holds)
+    prompt_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        self.scanner = StopScanner(self.stop)
+
+
+class GenerationRunner:
+    """The batch function the generation BatchScheduler calls with its jobs."""
+
+    def __init__(self, lm: CausalLM, seed: int | None = None) -> None:
+        self.lm, self.seed = lm, seed
+        self.steps: list[int] = []  # rows computed per decode step (tests, metrics)
+
+    async def __call__(self, jobs: Sequence[Job]) -> list[None]:
+        try:
+            await self._run(list(jobs))
+        except Exception as exc:  # every waiting caller hears of it, not just the log
+            for job in jobs:
+                job.events.put_nowait(exc)
+        return [None] * len(jobs)
+
+    async def _run(self, jobs: list[Job]) -> None:
+        live = [j for j in jobs if not j.cancelled]
+        for job in jobs:
+            if job.cancelled:
+                job.events.put_nowait(Finished("cancelled", 0, 0))
+        if not live:
+            return
+        room = max(j.max_new_tokens for j in live)
+        state = await asyncio.to_thread(self.lm.prefill, [j.prompt for j in live], room)
+        lengths = state.mask.sum(dim=1).tolist()
+        for job, n in zip(live, lengths, strict=True):
+            job.prompt_tokens = int(n)
+        while live:
+            tokens = choose(state.logits, [j.temperature for j in live], self.seed)
+            keep = [row for row, (job, token) in enumerate(zip(live, tokens, strict=True))
+                    if not self._advance(job, token)]
+            if not keep:
+                return
+            if len(keep) < len(live):
+                state = self.lm.keep_rows(state, keep)
+                live, tokens = [live[r] for r in keep], [tokens[r] for r in keep]
+            self.steps.append(len(live))
+            state = await asyncio.to_thread(self._step, state, tokens)
+
+    def _step(self, state: DecodeState, tokens: list[int]) -> DecodeState:
+        import torch
+
+        return self.lm.step(state, torch.tensor(tokens, dtype=torch.long))
+
+    def _advance(self, job: Job, token: int) -> bool:
+        """Take one sampled token for `job`; True when the job has finished."""
+        if job.cancelled:
+            return self._finish(job, "cancelled")
+        if token in self.lm.eos_ids:
+            return self._finish(job, "stop")
+        job.ids.append(token)
+        text = self.lm.decode(job.ids)
+        # Emit only text that extends what came before and is not a half-decoded character.
+        if text.startswith(job.text) and not text.endswith("\ufffd"):
+            delta = job.scanner.feed(text[len(job.text):])
+            job.text = text
+            if delta:
+                job.events.put_nowait(delta)
+            if job.scanner.stopped:
+                return self._finish(job, "stop")
+        if len(job.ids) >= job.max_new_tokens:
+            return self._finish(job, "length")
+        return False
+
+    def _finish(self, job: Job, reason: str) -> bool:
+        rest = job.scanner.flush()
+        if rest:
+            job.events.put_nowait(rest)
+        job.events.put_nowait(Finished(reason, job.prompt_tokens, len(job.ids)))
+        return True

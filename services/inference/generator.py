@@ -1,0 +1,101 @@
+"""A Hugging Face causal LM decoding a batch step by step: prefill, sample, drop finished rows.
+
+Synchronous and not thread-safe: the generation loop calls it from one worker thread at a
+time. CUDA in bf16 (fp16 where bf16 is unsupported) when present, fp32 on CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from shared.embedder import pick_device
+
+
+def pick_dtype(device: torch.device) -> torch.dtype:
+    if device.type != "cuda":
+        return torch.float32  # half precision on CPU is slow and lossy
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+@dataclass
+class DecodeState:
+    past: Any  # the model's KV cache for the rows still running
+    mask: torch.Tensor  # [rows, length] attention mask, left-padded
+    next_pos: torch.Tensor  # [rows] position id of each row's next token
+    logits: torch.Tensor  # [rows, vocab] float32 logits for each row's next token
+
+
+class CausalLM:
+    def __init__(self, path: Path, device: str = "auto") -> None:
+        self.device = pick_device(device)
+        self.dtype = pick_dtype(self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), padding_side="left")
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        # A second tokenizer for counting on the event loop: a fast tokenizer used from
+        # two threads at once fails ("Already borrowed").
+        self.counter = AutoTokenizer.from_pretrained(str(path))
+        self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype)
+        self.model = self.model.to(self.device).eval()
+        self.model_id = path.name
+        config = self.model.config
+        eos = {self.tokenizer.eos_token_id, getattr(config, "eos_token_id", None)}
+        self.eos_ids = frozenset(i for i in eos if isinstance(i, int))
+        self.max_positions = int(getattr(config, "max_position_embeddings", 0)
+                                 or getattr(config, "n_positions", 2048))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.counter(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    @torch.inference_mode()
+    def prefill(self, prompts: list[str], room: int) -> DecodeState:
+        """Run the prompts (left-padded, cut to leave `room` positions for new tokens)."""
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
+                             max_length=max(1, self.max_positions - room)).to(self.device)
+        mask = enc["attention_mask"]
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=pos,
+                         use_cache=True)
+        return DecodeState(out.past_key_values, mask, pos[:, -1] + 1,
+                           out.logits[:, -1, :].float())
+
+    @torch.inference_mode()
+    def step(self, state: DecodeState, tokens: torch.Tensor) -> DecodeState:
+        """Append one token per row and compute the logits after it."""
+        ones = torch.ones((len(tokens), 1), dtype=state.mask.dtype, device=self.device)
+        mask = torch.cat([state.mask, ones], dim=1)
+        out = self.model(input_ids=tokens.to(self.device)[:, None], attention_mask=mask,
+                         position_ids=state.next_pos[:, None], past_key_values=state.past,
+                         use_cache=True)
+        return DecodeState(out.past_key_values, mask, state.next_pos + 1,
+                           out.logits[:, -1, :].float())
+
+    def keep_rows(self, state: DecodeState, rows: list[int]) -> DecodeState:
+        """Drop finished rows so the next steps compute only the live ones."""
+        index = torch.tensor(rows, device=self.device)
+        state.past.batch_select_indices(index)
+        return DecodeState(state.past, state.mask[index], state.next_pos[index],
+                           state.logits[index])
+
+
+def choose(logits: torch.Tensor, temperatures: list[float], seed: int | None = None,
+           ) -> list[int]:
+    """Greedy for rows at temperature 0, sampled from softmax(logits / t) otherwise."""
+    greedy = logits.argmax(dim=-1)
+    temps = torch.tensor(temperatures, dtype=logits.dtype, device=logits.device)
+    if not bool((temps > 0).any()):
+        return [int(t) for t in greedy.tolist()]
+    gen = torch.Generator(device=logits.device)
+    if seed is not None:
+        gen.manual_seed(seed)
+    probs = torch.softmax(logits / temps.clamp(min=1e-5)[:, None], dim=-1)
+    sampled = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+    return [int(t) for t in torch.where(temps > 0, sampled, greedy).tolist()]

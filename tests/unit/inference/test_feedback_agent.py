@@ -1,0 +1,54 @@
+"""The feedback agent under Faust's test context: windowed counts, dead letters, the boost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from unittest.mock import AsyncMock, patch
+
+from services.inference import agents
+from services.inference.feedback import boost, rerank
+from shared.records import Feedback
+from tests.unit.inference.fakes import hit
+
+
+async def _drive(values: list[bytes]) -> tuple[tuple[int, int], tuple[int, int], AsyncMock]:
+    agents.app.finalize()
+    agents.app.conf.store = "memory://"
+    agents.app.flow_control.resume()
+    dead = AsyncMock()
+    with patch.object(agents.deadletters, "send", dead):
+        async with agents.count_feedback.test_context() as agent:
+            for value in values:
+                await agent.put(value=value, key=b"k", timestamp=time.time())
+            view = agents.WindowedFeedback()
+            return view.counts("c-1"), view.counts("c-2"), dead
+
+
+def feedback(chunk_id: str, kind: str) -> bytes:
+    return Feedback(chunk_id=chunk_id, kind=kind, at=time.time()).model_dump_json().encode()
+
+
+def test_clicks_and_skips_are_counted_in_the_current_hour_and_bad_ones_dead_lettered() -> None:
+    values = [feedback("c-1", "click"), feedback("c-1", "click"), feedback("c-1", "skip"),
+              b'{"chunk_id": "c-2", "kind": "like", "at": 1}', feedback("c-2", "skip")]
+    c1, c2, dead = asyncio.run(_drive(values))
+    assert (c1, c2) == ((2, 1), (0, 1))
+    letter = json.loads(dead.await_args.kwargs["value"])
+    assert (letter["stage"], letter["reason"], letter["field"]) == (
+        "inference", "invalid_field", "kind")
+    assert letter["payload_b64"] is None  # past ingest: a hash only
+
+
+def test_boost_is_clamped_and_rerank_keeps_scores() -> None:
+    assert boost(100, 0, 0.02, 0.2) == 0.2 and boost(0, 100, 0.02, 0.2) == -0.2
+    hits = [hit("a", 0.80), hit("b", 0.75)]
+
+    class View:
+        def counts(self, chunk_id: str) -> tuple[int, int]:
+            return (4, 0) if chunk_id == "b" else (0, 0)
+    ranked = rerank(hits, View(), 0.02, 0.2)
+    assert [h.chunk_id for h in ranked] == ["b", "a"]  # 0.75 + 0.08 > 0.80
+    assert [h.score for h in ranked] == [0.75, 0.80]
+    assert [h.chunk_id for h in rerank(hits, View(), 0.0, 0.2)] == ["a", "b"]
