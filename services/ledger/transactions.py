@@ -61,17 +61,18 @@ class Sender:
         The receipt is read after the head on every round, so a reorg that drops or
         moves the transaction while we wait is seen, and we wait on the new block.
         """
-        deadline = time.monotonic() + self.timeout_s
+        waited = 0.0  # counted in polls, not wall time, so a busy machine cannot cut it short
         while True:
             head = self.w3.eth.block_number
             receipt = self._receipt(tx_hash)
             if receipt is not None and head >= receipt["blockNumber"] + self.confirmations:
                 return receipt
-            if time.monotonic() > deadline:
+            if waited >= self.timeout_s:
                 state = "unmined" if receipt is None else "unconfirmed"
                 msg = f"tx {HexBytes(tx_hash).to_0x_hex()} still {state} after {self.timeout_s:g}s"
                 raise LedgerUnavailable(msg)
             self._sleep(self.poll_s)
+            waited += self.poll_s
 
     def _receipt(self, tx_hash: HexBytes | str) -> TxReceipt | None:
         try:
