@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from services.chunking.app import app, chunks_topic, dlq, redacted_topic, settings
@@ -10,18 +11,27 @@ from shared.codec import decode, encode
 from shared.dlq import send_dead_letter
 from shared.embedder import load_tokenizer
 from shared.errors import InvalidInput
-from shared.records import RedactedDocument
+from shared.records import ChunkSet, RedactedDocument
 
-chunker = DocumentChunker(load_tokenizer(), settings.max_tokens)
+log = logging.getLogger(__name__)
+chunker = DocumentChunker(load_tokenizer(), settings.max_tokens, settings.overlap_tokens)
+
+
+def chunk_record(raw: bytes | None) -> ChunkSet:
+    doc = decode(RedactedDocument, raw)
+    try:
+        return chunker.chunk(doc)
+    except Exception as exc:  # a chunker bug on one document must not lose the stream's place
+        log.exception("chunking failed for %s v%d", doc.doc_id, doc.version)
+        raise InvalidInput("chunking_failed", detail=type(exc).__name__) from exc
 
 
 @app.agent(redacted_topic)
 async def chunk(stream: Any) -> None:
     async for event in stream.events():
         try:
-            doc = decode(RedactedDocument, event.value)
+            chunk_set = chunk_record(event.value)
         except InvalidInput as exc:
             await send_dead_letter(dlq, "chunking", exc, event.message)
             continue
-        chunk_set = chunker.chunk(doc)
-        await chunks_topic.send(key=doc.doc_id.encode(), value=encode(chunk_set))
+        await chunks_topic.send(key=chunk_set.doc_id.encode(), value=encode(chunk_set))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.settings import ServiceSettings
@@ -11,5 +11,15 @@ from shared.settings import ServiceSettings
 class ChunkingSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_CHUNKING_", frozen=True)
 
-    # Measured with the embedding model's own tokenizer, special tokens excluded.
+    # Measured with the embedding model's own tokenizer, special tokens excluded; the
+    # model sees 256 with [CLS] and [SEP]. The overlap counts inside this budget.
     max_tokens: int = Field(default=254, ge=16, le=510)
+    # Tokens of the previous chunk repeated at the start of the next (context for search).
+    overlap_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_half(self) -> ChunkingSettings:
+        if self.overlap_tokens >= self.max_tokens // 2:
+            msg = "STREAMRAG_CHUNKING_OVERLAP_TOKENS must be below half of MAX_TOKENS"
+            raise ValueError(msg)
+        return self

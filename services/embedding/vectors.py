@@ -7,6 +7,13 @@ from collections.abc import Sequence
 from shared.embedder import Encoder
 from shared.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, encode_vector
 
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every chunk the model sees
+
+
+def longest_chunk(chunk_set: ChunkSet) -> int:
+    """Tokens of the set's longest chunk as the model pads it (special tokens included)."""
+    return max((c.token_count for c in chunk_set.chunks), default=0) + SPECIAL_TOKENS
+
 
 def embed_sets(encoder: Encoder, sets: Sequence[ChunkSet], max_batch_tokens: int,
                ) -> list[EmbeddedChunkSet]:

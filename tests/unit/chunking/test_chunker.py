@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +75,39 @@ def test_document_chunk_set_carries_the_document_fields() -> None:
 
 def test_delete_has_no_chunks() -> None:
     assert CHUNKER.chunk(_doc("", op="delete")).chunks == ()
+
+
+OVERLAPPING = DocumentChunker(load_tokenizer(), max_tokens=40, overlap_tokens=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(texts)
+def test_overlap_repeats_the_previous_text_and_still_reassembles(text: str) -> None:
+    cs = OVERLAPPING.chunk(_doc(text))
+    assert "".join(c.text[c.overlap_chars:] for c in cs.chunks) == text
+    pos = 0
+    for c in cs.chunks:
+        core = c.text[c.overlap_chars:]
+        # The prefix is exactly the text right before this chunk's core.
+        assert text[pos - c.overlap_chars:pos] == c.text[:c.overlap_chars]
+        assert c.token_count == CHUNKER.count(c.text) <= 40
+        assert CHUNKER.count(c.text[:c.overlap_chars]) <= 8 + 1
+        pos += len(core)
+    assert cs.chunks[0].overlap_chars == 0
+    if len(cs.chunks) > 2:
+        assert any(c.overlap_chars > 0 for c in cs.chunks[1:])
+
+
+@settings(max_examples=25, deadline=None)
+@given(texts)
+def test_identical_input_gives_identical_ids(text: str) -> None:
+    first = [c.chunk_id for c in OVERLAPPING.chunk(_doc(text)).chunks]
+    again = DocumentChunker(load_tokenizer(), max_tokens=40, overlap_tokens=8).chunk(_doc(text))
+    assert [c.chunk_id for c in again.chunks] == first
+    assert len(set(first)) == len(first)
+    assert [c.chunk_id.split("#")[2] for c in again.chunks] == [str(i) for i in range(len(first))]
+
+
+def test_overlap_must_leave_room_for_new_text() -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        DocumentChunker(load_tokenizer(), max_tokens=40, overlap_tokens=20)

@@ -1,0 +1,37 @@
+"""The chunking agent's per-record step: good records chunk, bad ones become dead-letter reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.chunking import agents
+from shared.codec import encode
+from shared.errors import InvalidInput
+from shared.records import RedactedDocument
+
+DOC = RedactedDocument(doc_id="d", version=2, text="Alpha beta. " * 300, source="s",
+                       event_time=1, ingest_time=2)
+
+
+def test_a_document_becomes_its_chunk_set() -> None:
+    chunk_set = agents.chunk_record(encode(DOC))
+    assert (chunk_set.doc_id, chunk_set.version) == ("d", 2) and len(chunk_set.chunks) > 1
+    assert "".join(c.text[c.overlap_chars:] for c in chunk_set.chunks) == DOC.text
+
+
+def test_undecodable_input_names_its_reason() -> None:
+    with pytest.raises(InvalidInput) as err:
+        agents.chunk_record(b'{"doc_id": ')
+    assert err.value.reason == "malformed_json"
+
+
+def test_a_chunker_failure_is_a_dead_letter_not_a_lost_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(doc: RedactedDocument) -> None:
+        raise IndexError("bug")
+
+    monkeypatch.setattr(agents.chunker, "chunk", broken)
+    with pytest.raises(InvalidInput) as err:
+        agents.chunk_record(encode(DOC))
+    assert (err.value.reason, err.value.detail) == ("chunking_failed", "IndexError")
+    assert "Alpha" not in str(err.value)  # no document text in what reaches logs
