@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -18,10 +19,20 @@ async def partition_batches(
         yield dict(groups)
 
 
-def make_current(stream: Any, event: Any) -> None:
-    """Let table writes attribute to `event`'s partition inside a take_events batch.
+@contextmanager
+def current_event(stream: Any, event: Any) -> Iterator[None]:
+    """Make `event` current for the synchronous table writes inside the block only.
 
-    Faust 0.15 allows table writes only for the stream's current event and exposes
-    no public way to set it for a batch; this is the one place that reaches in.
+    Faust 0.15 allows table writes only for the stream's current event and exposes no
+    public way to set it inside a take_events batch; this is the one place that reaches in.
+
+    take_events records `stream.current_event` when the next message arrives; if that
+    still pointed at an old event, the new message would be replaced by the old one (one
+    record processed twice, one never). Do not await inside the block.
     """
+    before = stream.current_event
     stream._set_current_event(event)
+    try:
+        yield
+    finally:
+        stream._set_current_event(before)

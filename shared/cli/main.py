@@ -8,7 +8,7 @@ import runpy
 import sys
 from collections.abc import Callable
 
-from shared.cli import admin, produce, query, status, up
+from shared.cli import admin, audit, produce, query, status, up
 from shared.topics import SERVICES
 
 
@@ -26,6 +26,7 @@ def _run_worker(args: argparse.Namespace) -> int:
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "up": up.run, "worker": _run_worker, "produce": produce.run, "query": query.run,
     "status": status.run, "topics": admin.run_topics, "health": admin.run_health,
+    "audit": audit.run,
 }
 
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_parser(sub)
     status.add_parser(sub)
     admin.add_parsers(sub)
+    audit.add_parser(sub)
     return parser
 
 

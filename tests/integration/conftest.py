@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,13 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endp
     """Start the whole mesh once, as separate processes, on free ports."""
     # Small limit so the oversize case needs no megabyte payloads.
     env = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
+    # The default CDC mapping, plus a table whose extra columns become metadata, so the
+    # planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
+    env["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
+        "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
+        "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
+                                  "default_domain": "database",
+                                  "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
                   broker, env) as endpoints:
         yield endpoints

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -48,7 +50,10 @@ class Anvil:
     def start(self) -> None:
         cmd = [ANVIL, "--port", str(self.port), "--state", str(self.state),
                "--state-interval", "1", "--silent"]
-        self.proc = subprocess.Popen(cmd, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
+        # Its own process group: the npm `anvil` is a node wrapper around the real binary,
+        # and a signal to the wrapper alone would leave the node running.
+        self.proc = subprocess.Popen(cmd, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
@@ -60,11 +65,23 @@ class Anvil:
                 time.sleep(0.1)
         raise TimeoutError(f"anvil on {self.url} did not answer: {self.log.read_text()}")
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM: anvil writes its state file on the way out
-            self.proc.wait(timeout=30)
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """SIGTERM: anvil writes its state file on the way out; SIGKILL: it does not."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while self._answers() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the real node (the wrapper's child) is gone too
         self.proc = None
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
 
 
 @pytest.fixture

@@ -1,0 +1,182 @@
+"""Planted PII of every type, in every input kind and field, never leaves redaction.
+
+Documents carrying every supported entity type go in as a plain document, a Debezium
+row and an API ticket (title, text and metadata). Everything downstream of redaction is
+then scanned for the planted values: every topic and table changelog past redaction,
+gRPC answers, the services' logs and their data directories. Zero hits allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.cli.mesh import Endpoints as RunningMesh
+from shared.rpc.streamrag.v1 import inference_pb2
+from shared.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
+from tests.integration.test_mesh_e2e import eventually, produce, query, read_topic, uid
+from tests.unit.redaction.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
+
+pytestmark = pytest.mark.integration
+# Upstream of redaction: these may hold raw values by design (guarded like docs.raw.v1).
+UPSTREAM = {"docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "deadletter.raw.v1",
+            DOC_VERSIONS.changelog}
+
+
+def sentences(i: int) -> str:
+    """One sentence per value of every type (value i of each, cycling)."""
+    return " ".join(TEMPLATES[e][i % len(TEMPLATES[e])].replace("{v}", vs[i % len(vs)])
+                    for e, vs in sorted(VALUES.items()))
+
+
+def needles() -> dict[str, str]:
+    """What must not appear downstream, as raw text and as JSON escapes it: name -> needle."""
+    out = {}
+    for entity, values in VALUES.items():
+        for value in values:
+            secret = value.split("=", 1)[1] if value.startswith("password=") else value
+            parts = [ln for ln in secret.splitlines() if len(ln) >= 12 and "-----" not in ln]
+            for part in parts if value == PRIVATE_KEY else [secret]:
+                out[f"{entity}:{part}"] = part
+                out[f"{entity}:{part} (json)"] = json.dumps(part)[1:-1]
+    return out
+
+
+def planted(tag: str) -> list[tuple[str, bytes, list[tuple[str, bytes]] | None]]:
+    v = VALUES
+    plain = {"id": f"pii-plain-{tag}", "source": f"pii-{tag}", "domain": "privacy",
+             "title": f"Call from {v['PERSON'][0]} in {v['LOCATION'][0]}",
+             "text": " ".join(sentences(i) for i in range(6)),
+             "metadata": {"reporter": v["EMAIL_ADDRESS"][1], "callback": v["PHONE_NUMBER"][2],
+                          "api_key": v["SECRET"][0], "owner": v["PERSON"][3],
+                          "card": v["CREDIT_CARD"][1], "key": PRIVATE_KEY}}
+    cdc = {"payload": {"before": None, "op": "c", "ts_ms": 1795947600000,
+                       "source": {"db": "helpdesk", "table": "pii_contacts"},
+                       "after": {"id": f"pii-cdc-{tag}", "title": f"Contact {v['PERSON'][1]}",
+                                 "body": sentences(1) + " " + sentences(4),
+                                 "owner_email": v["EMAIL_ADDRESS"][2],
+                                 "owner_phone": v["PHONE_NUMBER"][3]}}}
+    ticket = {"ticket": {"id": f"pii-api-{tag}",
+                         "subject": f"Refund for {v['PERSON'][2]}, card {v['CREDIT_CARD'][2]}",
+                         "description": sentences(2) + " " + sentences(5),
+                         "priority": f"call {v['PHONE_NUMBER'][4]}",
+                         "status": f"escalated to {v['EMAIL_ADDRESS'][3]} "
+                                   f"from {v['IP_ADDRESS'][1]}",
+                         "updated_at": "2026-11-27T10:00:00Z"}}
+    return [(plain["id"], json.dumps(plain).encode(), None),
+            (f"pii-cdc-{tag}", json.dumps(cdc).encode(), None),
+            (f"pii-api-{tag}", json.dumps(ticket).encode(), [("streamrag-source", b"tickets")])]
+
+
+def hits(blob: str, where: str) -> list[str]:
+    return [f"{name} in {where}" for name, needle in needles().items() if needle in blob]
+
+
+def record_text(rec: Any) -> str:
+    parts = [rec.key or b"", rec.value or b""] + [v for _, v in rec.headers or ()]
+    return "\n".join(p.decode("utf-8", "replace") for p in parts)
+
+
+@pytest.fixture(scope="module")
+def flowed(mesh: RunningMesh) -> dict[str, Any]:
+    """Plant, then wait until every planted document is embedded and its batch anchored."""
+    tag = uid("p")
+    docs = planted(tag)
+    for _, value, headers in docs:
+        produce(mesh, [value], headers=headers)
+    # Bad raw input carrying PII exercises ingest's dead-letter path and its logging.
+    produce(mesh, [json.dumps({"id": f"pii-bad-{tag}", "text": 42, "source": "pii",
+                               "title": sentences(0)}).encode()])
+    ids = {doc_id for doc_id, _, _ in docs}
+
+    def embedded() -> set[str]:
+        got = {json.loads(r.value)["doc_id"] for r in read_topic(mesh, "chunks.embedded.v1")}
+        return ids if ids <= got else set()
+    eventually(embedded, "every planted document to be embedded")
+
+    def anchored() -> dict[str, Any]:
+        batches = [json.loads(r.value) for r in read_topic(mesh, "audit.batches.v1")]
+        mine = {b["batch_id"]: b for b in batches
+                if ids & {leaf["doc_id"] for leaf in b["leaves"]}}
+        done = {json.loads(r.value)["batch_id"] for r in read_topic(mesh, "ledger.anchors.v1")}
+        covered = {leaf["doc_id"] for b in mine.values() for leaf in b["leaves"]}
+        return mine if covered >= ids and set(mine) <= done else {}
+    batches = eventually(anchored, "the planted documents' audit batches to be anchored")
+    answers = [query(mesh, q, top_k=20, domain=d) for q, d in (
+        ("who called about the refund and what card was declined", "privacy"),
+        ("customer callback number and data center power", "support"),
+        ("contact phone and email of the engineer", "database"))]
+    return {"ids": ids, "batches": batches, "answers": answers, "tag": tag}
+
+
+def test_planted_documents_were_redacted_not_dropped(mesh: RunningMesh,
+                                                     flowed: dict[str, Any]) -> None:
+    redacted = {json.loads(r.value)["doc_id"]: json.loads(r.value)
+                for r in read_topic(mesh, "docs.redacted.v1")
+                if r.key and r.key.decode() in flowed["ids"]}
+    assert set(redacted) == flowed["ids"]
+    plain = redacted[f"pii-plain-{flowed['tag']}"]
+    assert plain["title"] == "Call from <PERSON> in <LOCATION>"
+    assert plain["metadata"] == {"reporter": "<EMAIL_ADDRESS>", "callback": "<PHONE_NUMBER>",
+                                 "api_key": "<SECRET>", "owner": "<PERSON>",
+                                 "card": "<CREDIT_CARD>", "key": "<SECRET>"}
+    assert redacted[f"pii-cdc-{flowed['tag']}"]["metadata"] == {
+        "owner": "<EMAIL_ADDRESS>", "phone": "<PHONE_NUMBER>"}
+    assert redacted[f"pii-api-{flowed['tag']}"]["metadata"] == {
+        "priority": "call <PHONE_NUMBER>",
+        "status": "escalated to <EMAIL_ADDRESS> from <IP_ADDRESS>"}
+    for doc in redacted.values():
+        assert set(doc["entity_counts"]) == set(VALUES), doc["entity_counts"]
+    answered = [c for a in flowed["answers"] for c in a.citations if c.doc_id in flowed["ids"]]
+    assert answered, "the planted documents should be retrievable (redacted)"
+
+
+def test_no_planted_value_on_any_topic_past_redaction(mesh: RunningMesh,
+                                                      flowed: dict[str, Any]) -> None:
+    scanned, found = [], []
+    for spec in all_topic_specs():
+        if spec.name in UPSTREAM:
+            continue
+        records = read_topic(mesh, spec.name)
+        scanned.append((spec.name, len(records)))
+        found += hits("\n".join(record_text(r) for r in records), spec.name)
+    assert not found, found
+    counts = dict(scanned)
+    for topic in ("docs.redacted.v1", "chunks.v1", "chunks.embedded.v1", "audit.batches.v1",
+                  "ledger.anchors.v1", "search.replies.v1"):
+        assert counts[topic] > 0, f"{topic} was empty: the scan would prove nothing"
+
+
+def test_no_planted_value_in_grpc_answers(flowed: dict[str, Any]) -> None:
+    found = []
+    for answer in flowed["answers"]:
+        assert isinstance(answer, inference_pb2.QueryResponse)
+        found += hits(str(answer), "a gRPC answer")
+    assert not found, found
+
+
+def test_no_planted_value_in_logs_or_data_past_redaction(mesh: RunningMesh,
+                                                         flowed: dict[str, Any]) -> None:
+    logs = sorted((mesh.run_dir / "logs").glob("*.log"))
+    assert {p.stem for p in logs} >= {"redaction", "chunking", "embedding", "retrieval",
+                                      "inference", "ledger", "ingest"}
+    found = []
+    for path in logs:
+        found += hits(path.read_text(errors="replace"), path.name)
+    data = mesh.run_dir / "data"
+    for path in data.rglob("*") if data.exists() else []:
+        if path.is_file() and INGEST_APP not in path.parts:
+            found += hits(path.read_bytes().decode("utf-8", "replace"), str(path))
+    assert not found, found
+
+
+def test_scan_would_catch_a_leak() -> None:
+    """The needles match the forms a leak takes: raw, JSON-escaped, a key block's lines."""
+    leaked = json.dumps({"text": f"x {VALUES['PHONE_NUMBER'][0]} {PRIVATE_KEY}"})
+    names = {h.split(" in ")[0] for h in hits(leaked, "t")}
+    assert f"PHONE_NUMBER:{VALUES['PHONE_NUMBER'][0]}" in names
+    assert any(n.startswith("SECRET:MIIE") for n in names)
+    assert hits("password Tr0ub4dor&3x", "t") == ["SECRET:Tr0ub4dor&3x in t",
+                                                  "SECRET:Tr0ub4dor&3x (json) in t"]
