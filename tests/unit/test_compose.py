@@ -65,7 +65,7 @@ def test_every_service_runs_its_real_entrypoint() -> None:
 
 def test_every_env_var_is_read_by_a_settings_class() -> None:
     known = known_env_vars()
-    services = resolved("docker-compose.yml")["services"]
+    services = resolved("docker-compose.yml", "docker-compose.gpu.yml")["services"]
     for name, svc in services.items():
         if svc.get("image") != "streamrag:latest":
             continue
@@ -95,6 +95,8 @@ def test_gpu_override_reserves_a_gpu_for_embedding_and_inference() -> None:
         devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["capabilities"] == ["gpu"]
     assert "deploy" not in services["ingest"]
+    assert services["embedding"]["environment"]["STREAMRAG_EMBEDDING_MODE"] == "throughput"
+    assert services["embedding"]["environment"]["STREAMRAG_KAFKA_BOOTSTRAP"] == "kafka:9092"
 
 
 def test_a_typo_in_an_env_var_would_be_caught() -> None:
