@@ -100,12 +100,11 @@ LEDGER_APP = "streamrag-ledger"
 
 DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{content_hash, version}")
 AUDIT_CHAIN = TableSpec(REDACTION_APP, "audit_chain", "partition", "last Merkle root (hex)")
-INDEXED_DOCS = TableSpec(RETRIEVAL_APP, "indexed_docs", "doc id", "EmbeddedChunkSet JSON")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
 CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
 CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
 
-TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, INDEXED_DOCS, ANCHORED,
+TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, ANCHORED,
                                  CHUNK_CLICKS, CHUNK_SKIPS)
 
 SERVICES: dict[str, str] = {

@@ -10,13 +10,14 @@ from services.retrieval.app import (
     app,
     dlq,
     embedded_topic,
-    indexed_docs,
+    kafka,
     replies_topic,
     requests_topic,
     settings,
 )
 from services.retrieval.index import Filters
-from services.retrieval.shards import Shards
+from services.retrieval.positions import digest_reader, end_offsets, resume_at
+from services.retrieval.shards import Shards, digest
 from shared.codec import decode, encode
 from shared.dlq import send_dead_letter
 from shared.errors import InvalidInput, ModelMismatchError
@@ -24,34 +25,48 @@ from shared.records import EmbeddedChunkSet, SearchReply, SearchRequest, decode_
 from shared.topics import CHUNKS_EMBEDDED
 
 log = logging.getLogger(__name__)
-shards = Shards(settings, indexed_docs)
+shards = Shards(settings)
+digest_at = digest_reader(kafka, CHUNKS_EMBEDDED.name, digest)
 
 
 @app.on_partitions_revoked.connect
-async def release(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-    shards.drop(tp.partition for tp in revoked if tp.topic == CHUNKS_EMBEDDED.name)
+async def on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+    # The shard may move to another worker: leave it a snapshot to start from.
+    await shards.save(tp.partition for tp in revoked if tp.topic == CHUNKS_EMBEDDED.name)
+
+
+@app.on_rebalance_complete.connect
+async def on_rebalanced(app: Any, **kwargs: Any) -> None:
+    resume = await shards.assign(await end_offsets(app, CHUNKS_EMBEDDED.name), digest_at)
+    await resume_at(app, CHUNKS_EMBEDDED.name, resume)
+    log.info("shards %s resume at %s", sorted(resume), resume)
+
+
+@app.on_before_shutdown.connect
+async def on_shutdown(app: Any, **kwargs: Any) -> None:
+    await shards.save()
+
+
+@app.timer(settings.snapshot_interval_s)
+async def snapshot_shards() -> None:
+    await shards.save()
 
 
 @app.agent(embedded_topic)
 async def index(stream: Any) -> None:
     async for event in stream.events():
-        partition = event.message.partition
+        msg = event.message
+        shard = shards.get(msg.partition)
+        if shard is None or msg.offset <= shard.offset:
+            continue  # a partition that moved away, or replay overlapping the snapshot
         try:
-            update = decode(EmbeddedChunkSet, event.value)
-            applied = shards.get(partition).apply(update)
+            shard.apply(decode(EmbeddedChunkSet, event.value))
         except InvalidInput as exc:
-            await send_dead_letter(dlq, "retrieval", exc, event.message)
-            continue
+            await send_dead_letter(dlq, "retrieval", exc, msg)
         except ModelMismatchError as exc:
             err = InvalidInput("model_mismatch", "model_id", str(exc))
-            await send_dead_letter(dlq, "retrieval", err, event.message)
-            continue
-        if not applied:
-            continue
-        if update.op == "delete":
-            indexed_docs.pop(update.doc_id, None)
-        else:
-            indexed_docs[update.doc_id] = {"p": partition, "set": event.value.decode()}
+            await send_dead_letter(dlq, "retrieval", err, msg)
+        shards.applied(msg.partition, msg.offset, msg.value)
 
 
 @app.agent(requests_topic)
@@ -73,6 +88,9 @@ async def search(stream: Any) -> None:
 
 def answer(req: SearchRequest, partition: int) -> SearchReply:
     shard = shards.get(partition)
+    if shard is None or not shards.ready(partition):
+        # Still replaying its partition: a partial answer would look complete to the asker.
+        return SearchReply(request_id=req.request_id, partition=partition, error="recovering")
     if req.model_id != shard.model_id or req.dim != shard.dim:
         return SearchReply(request_id=req.request_id, partition=partition,
                            shard_size=len(shard), error="model_mismatch")

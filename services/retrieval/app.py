@@ -1,4 +1,10 @@
-"""The retrieval Faust app, its topics and its table."""
+"""The retrieval Faust app and its topics.
+
+No table: each shard's state lives in its snapshot plus chunks.embedded.v1 itself (compacted,
+keyed by document), replayed from the snapshot's offset. A changelog table would duplicate
+every chunk set, and the embedded broker's wrong end offsets can cut a changelog's recovery
+short; replaying the topic from a known offset has no such gap.
+"""
 
 from services.retrieval.settings import RetrievalSettings
 from shared.faust_app import make_app, topic
@@ -6,7 +12,6 @@ from shared.settings import KafkaSettings
 from shared.topics import (
     CHUNKS_EMBEDDED,
     DEADLETTER,
-    INDEXED_DOCS,
     RETRIEVAL_APP,
     SEARCH_REPLIES,
     SEARCH_REQUESTS,
@@ -20,5 +25,3 @@ embedded_topic = topic(app, CHUNKS_EMBEDDED)
 requests_topic = topic(app, SEARCH_REQUESTS)
 replies_topic = topic(app, SEARCH_REPLIES)
 dlq = topic(app, DEADLETTER)
-# doc id -> {"p": partition, "set": EmbeddedChunkSet JSON}: the shards are rebuilt from it.
-indexed_docs = app.Table(INDEXED_DOCS.name, partitions=INDEXED_DOCS.partitions)

@@ -1,60 +1,39 @@
-"""A FAISS shard with id mapping: upserts and deletes by document, filtered top-k search."""
+"""One partition's shard: document-level upserts and deletes, filtered top-k search."""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+import binascii
 
-import faiss
 import numpy as np
 
-from shared.errors import ModelMismatchError
+from services.retrieval.columns import Columns, Filters
+from services.retrieval.vectors import IndexConfig, Strategy, VectorIndex
+from shared.errors import InvalidInput, ModelMismatchError
 from shared.records import EmbeddedChunkSet, SearchHit
 
-
-@dataclass(frozen=True)
-class Filters:
-    since: float | None = None
-    until: float | None = None
-    domain: str | None = None
-    source: str | None = None
-
-    def admits(self, hit: SearchHit) -> bool:
-        return ((self.since is None or hit.event_time >= self.since)
-                and (self.until is None or hit.event_time <= self.until)
-                and (self.domain is None or hit.domain == self.domain)
-                and (self.source is None or hit.source == self.source))
-
-    @property
-    def empty(self) -> bool:
-        return self == Filters()
-
-
-def faiss_id(chunk_id: str) -> int:
-    """A stable non-negative int64 for a chunk id."""
-    return int.from_bytes(hashlib.blake2b(chunk_id.encode(), digest_size=8).digest(),
-                          "big") & 0x7FFF_FFFF_FFFF_FFFF
-
-
-def _flat_index(dim: int, use_gpu: bool) -> faiss.Index:
-    index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
-    if use_gpu and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
-        return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
-    return index
+__all__ = ["Filters", "IndexConfig", "Shard"]
 
 
 class Shard:
-    """The chunks of one partition: vectors in FAISS, metadata and text beside them."""
+    """The chunks of one partition: vectors in FAISS, metadata in columns beside them.
 
-    def __init__(self, model_id: str, dim: int, use_gpu: bool = False) -> None:
-        self.model_id, self.dim = model_id, dim
-        self.index = _flat_index(dim, use_gpu)
-        self.meta: dict[int, SearchHit] = {}
-        self.doc_ids: dict[str, list[int]] = {}
+    `offset` is the last offset of the partition applied here (-1: none), so a snapshot
+    of the shard knows where replay must resume; `digest` is that record's digest, so a
+    snapshot can tell whether the log it came from is still the log on the broker.
+    """
+
+    def __init__(self, model_id: str, dim: int, config: IndexConfig | None = None,
+                 strategy: Strategy = "selector") -> None:
+        self.model_id, self.dim, self.strategy = model_id, dim, strategy
+        self.vectors = VectorIndex(dim, config or IndexConfig())
+        self.columns = Columns()
+        self.doc_slots: dict[str, list[int]] = {}
         self.doc_version: dict[str, int] = {}
+        self.offset = -1
+        self.digest = ""
 
     def __len__(self) -> int:
-        return len(self.meta)
+        return len(self.columns)
 
     def apply(self, update: EmbeddedChunkSet) -> bool:
         """Replace a document's chunks with this version's (none for a delete).
@@ -66,41 +45,45 @@ class Shard:
             raise ModelMismatchError(msg)
         if update.version < self.doc_version.get(update.doc_id, 0):
             return False
+        vectors = _vectors(update, self.dim) if update.op == "upsert" and update.chunks else None
         self._remove_doc(update.doc_id)
         self.doc_version[update.doc_id] = update.version
-        if update.op == "delete" or not update.chunks:
+        if vectors is None:
             return True
-        ids = np.array([faiss_id(c.chunk_id) for c in update.chunks], dtype="int64")
-        vectors = np.stack([c.array() for c in update.chunks]).astype("float32")
-        self.index.add_with_ids(vectors, ids)
-        for fid, c in zip(ids.tolist(), update.chunks, strict=True):
-            self.meta[fid] = SearchHit(
-                chunk_id=c.chunk_id, doc_id=update.doc_id, version=update.version, score=0.0,
-                event_time=update.event_time, text=c.text, title=update.title,
-                domain=update.domain, source=update.source)
-        self.doc_ids[update.doc_id] = ids.tolist()
+        slots = [self.columns.add(SearchHit(
+            chunk_id=c.chunk_id, doc_id=update.doc_id, version=update.version, score=0.0,
+            event_time=update.event_time, text=c.text, title=update.title,
+            domain=update.domain, source=update.source)) for c in update.chunks]
+        self.vectors.add(np.array(slots, dtype="int64"), vectors)
+        self.doc_slots[update.doc_id] = slots
         return True
 
     def _remove_doc(self, doc_id: str) -> None:
-        old = self.doc_ids.pop(doc_id, [])
+        old = self.doc_slots.pop(doc_id, [])
         if old:
-            self.index.remove_ids(np.array(old, dtype="int64"))
-            for fid in old:
-                self.meta.pop(fid, None)
+            self.vectors.remove(np.array(old, dtype="int64"))
+            for slot in old:
+                self.columns.remove(slot)
 
     def search(self, vector: np.ndarray, top_k: int, filters: Filters) -> list[SearchHit]:
-        if not self.meta:
+        if not len(self.columns):
             return []
-        params = None
-        if not filters.empty:
-            allowed = [fid for fid, hit in self.meta.items() if filters.admits(hit)]
-            if not allowed:
-                return []
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(
-                np.array(allowed, dtype="int64")))
-        k = min(top_k, len(self.meta))
-        scores, ids = self.index.search(vector.reshape(1, -1).astype("float32"), k,
-                                        params=params)
-        return [self.meta[fid].model_copy(update={"score": float(s)})
-                for s, fid in zip(scores[0].tolist(), ids[0].tolist(), strict=True)
-                if fid >= 0 and fid in self.meta]
+        mask = None if filters.empty else self.columns.mask(filters)
+        found = self.vectors.search(vector, top_k, mask, self.strategy)
+        hits = self.columns.hits
+        return [hit.model_copy(update={"score": score}) for score, slot in found
+                if (hit := hits[slot]) is not None]
+
+
+def _vectors(update: EmbeddedChunkSet, dim: int) -> np.ndarray:
+    try:
+        arrays = [c.array() for c in update.chunks]
+    except (ValueError, binascii.Error) as exc:
+        raise InvalidInput("invalid_vector", "chunks.vector", "not base64 float32") from exc
+    if any(a.shape != (dim,) for a in arrays):
+        sizes = sorted({a.shape[0] for a in arrays})
+        raise ModelMismatchError(f"vectors of dimension {sizes} != declared {dim}")
+    vectors = np.stack(arrays).astype("float32")
+    if not np.isfinite(vectors).all():
+        raise InvalidInput("invalid_vector", "chunks.vector", "NaN or infinite component")
+    return vectors

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from services.retrieval.vectors import IndexConfig
 from shared.embedder import MODEL_ID
 from shared.settings import ServiceSettings
 
@@ -13,4 +18,18 @@ class RetrievalSettings(ServiceSettings):
 
     model_id: str = MODEL_ID
     dim: int = 384
-    use_gpu: bool = True  # faiss-gpu when the build and a GPU are present
+    use_gpu: bool = True  # IVF k-means on a GPU when faiss-gpu and a GPU are present
+    ivf_threshold: int = Field(default=20_000, ge=1)  # chunks per shard before IVF
+    ivf_nlist_factor: float = Field(default=1.0, gt=0)  # nlist = factor * sqrt(chunks)
+    nprobe: int = Field(default=16, ge=1)
+    # selector: an id bitmap from the filter columns; overfetch: search wider, then filter.
+    filter_strategy: Literal["selector", "overfetch"] = "selector"
+    snapshot_interval_s: float = Field(default=30.0, gt=0)
+
+    @property
+    def snapshot_dir(self) -> Path:
+        return self.data_dir / "retrieval-shards"
+
+    def index_config(self) -> IndexConfig:
+        return IndexConfig(ivf_threshold=self.ivf_threshold, nlist_factor=self.ivf_nlist_factor,
+                           nprobe=self.nprobe, use_gpu=self.use_gpu)

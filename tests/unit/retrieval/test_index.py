@@ -1,4 +1,4 @@
-"""The FAISS shard: updates replace, deletes remove, filters are exact against an oracle."""
+"""The shard: updates replace, deletes remove, filters are exact against a brute-force oracle."""
 
 from __future__ import annotations
 
@@ -7,27 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.retrieval.index import Filters, Shard, faiss_id
-from shared.errors import ModelMismatchError
-from shared.records import EmbeddedChunk, EmbeddedChunkSet, encode_vector
-
-DIM = 8
-
-
-def unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).normal(size=DIM).astype("float32")
-    return v / np.linalg.norm(v)
-
-
-def chunk_set(doc: str, version: int, seeds: list[int], *, op: str = "upsert",
-              event_time: float = 100.0, domain: str = "d", source: str = "s",
-              model: str = "m") -> EmbeddedChunkSet:
-    chunks = tuple(EmbeddedChunk(chunk_id=f"{doc}#v{version}#{i}", ordinal=i,
-                                 text=f"{doc} v{version} c{i}", token_count=3,
-                                 vector=encode_vector(unit(s))) for i, s in enumerate(seeds))
-    return EmbeddedChunkSet(doc_id=doc, version=version, op=op, source=source, domain=domain,  # type: ignore[arg-type]
-                            event_time=event_time, ingest_time=0, model_id=model, dim=DIM,
-                            chunks=chunks if op == "upsert" else ())
+from services.retrieval.index import Filters, IndexConfig, Shard
+from shared.errors import InvalidInput, ModelMismatchError
+from shared.records import encode_vector
+from tests.unit.retrieval.helpers import DIM, EXACT_IVF, chunk_set, settle, unit
 
 
 def test_update_replaces_every_old_chunk() -> None:
@@ -47,6 +30,15 @@ def test_delete_removes_and_stale_versions_are_ignored() -> None:
     assert shard.search(unit(1), 5, Filters()) == [] and len(shard) == 0
 
 
+def test_freed_slots_are_reused_so_ids_stay_dense() -> None:
+    shard = Shard("m", DIM)
+    for v in range(1, 20):
+        shard.apply(chunk_set("a", v, [v, v + 100, v + 200]))
+    assert shard.columns.size == 3 and len(shard.vectors) == 3
+    assert {h.chunk_id for h in shard.search(unit(0), 5, Filters())} == {
+        "a#v19#0", "a#v19#1", "a#v19#2"}
+
+
 def test_scores_are_inner_products_in_descending_order() -> None:
     shard = Shard("m", DIM)
     shard.apply(chunk_set("a", 1, [1, 2, 3, 4]))
@@ -60,30 +52,60 @@ def test_scores_are_inner_products_in_descending_order() -> None:
 def test_refuses_another_model_or_dimension() -> None:
     with pytest.raises(ModelMismatchError):
         Shard("m", DIM).apply(chunk_set("a", 1, [1], model="other"))
+    with pytest.raises(ModelMismatchError):  # declares DIM but carries 4-dim vectors
+        Shard("m", DIM).apply(chunk_set("a", 1, [1], dim=4))
 
 
-def test_faiss_ids_are_stable_and_non_negative() -> None:
-    assert faiss_id("x#v1#0") == faiss_id("x#v1#0") >= 0
-    assert faiss_id("x#v1#0") != faiss_id("x#v1#1")
+def test_refuses_vectors_that_are_not_finite_or_not_base64() -> None:
+    good = chunk_set("a", 1, [1])
+    for vector in (encode_vector(np.full(DIM, np.nan, dtype="float32")), "not base64!"):
+        chunk = good.chunks[0].model_copy(update={"vector": vector})
+        with pytest.raises(InvalidInput) as err:
+            Shard("m", DIM).apply(good.model_copy(update={"chunks": (chunk,)}))
+        assert (err.value.reason, err.value.field) == ("invalid_vector", "chunks.vector")
+
+
+def test_selective_filter_still_returns_top_k_on_a_coarse_ivf() -> None:
+    # nprobe 1 of many lists: the admitted chunks are mostly in lists not probed.
+    shard = Shard("m", DIM, IndexConfig(ivf_threshold=1, nprobe=1))
+    for n in range(300):
+        shard.apply(chunk_set(f"d{n}", 1, [n], domain="rare" if n % 50 == 0 else "common"))
+    settle(shard)
+    assert shard.vectors.is_ivf and shard.vectors.index.nlist > 4
+    q = unit(7)
+    hits = shard.search(q, 5, Filters(domain="rare"))
+    expected = sorted((float(unit(n) @ q) for n in range(0, 300, 50)), reverse=True)[:5]
+    assert [h.score for h in hits] == pytest.approx(expected, abs=1e-5)
+    assert {h.domain for h in hits} == {"rare"}
 
 
 docs = st.lists(st.tuples(st.integers(0, 200), st.sampled_from(["ops", "pay", "hr"]),
                           st.sampled_from(["git", "wiki"]), st.integers(1, 4)),
                 min_size=1, max_size=25)
+KINDS = {"flat": IndexConfig(), "ivf": EXACT_IVF}
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.parametrize("strategy", ["selector", "overfetch"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@settings(max_examples=25, deadline=None)
 @given(docs, st.integers(0, 200) | st.none(), st.integers(0, 200) | st.none(),
-       st.sampled_from(["ops", "pay", "hr"]) | st.none(), st.sampled_from(["git", "wiki"]) |
-       st.none(), st.integers(1, 30), st.integers(0, 10_000))
-def test_filtered_search_matches_brute_force(spec, since, until, domain, source, k, qseed):
-    shard = Shard("m", DIM)
+       st.sampled_from(["ops", "pay", "hr", "none"]) | st.none(),
+       st.sampled_from(["git", "wiki"]) | st.none(), st.integers(1, 30), st.integers(0, 10_000),
+       st.sets(st.integers(0, 24), max_size=5))
+def test_filtered_search_matches_brute_force(kind, strategy, spec, since, until, domain, source,
+                                             k, qseed, deleted):
+    shard = Shard("m", DIM, KINDS[kind], strategy)
     vectors: dict[str, tuple[np.ndarray, float, str, str]] = {}
     for n, (t, dom, src, nchunks) in enumerate(spec):
         seeds = [n * 10 + i for i in range(nchunks)]
         shard.apply(chunk_set(f"doc{n}", 1, seeds, event_time=t, domain=dom, source=src))
         for i, s in enumerate(seeds):
             vectors[f"doc{n}#v1#{i}"] = (unit(s), t, dom, src)
+    for n in deleted & set(range(len(spec))):
+        shard.apply(chunk_set(f"doc{n}", 2, [], op="delete"))
+        vectors = {c: v for c, v in vectors.items() if not c.startswith(f"doc{n}#")}
+    settle(shard)
+    assert shard.vectors.is_ivf == (kind == "ivf")
     f = Filters(since=since, until=until, domain=domain, source=source)
     q = unit(qseed + 100_000)
     admitted = {cid: float(v @ q) for cid, (v, t, dom, src) in vectors.items()

@@ -1,0 +1,84 @@
+"""A shard on disk: its FAISS index, metadata and the offset it has applied, written atomically.
+
+One .npz per partition (uncompressed zip of two byte arrays, no pickle): `index` is
+faiss.serialize_index, `state` is JSON. A new file replaces the old only once complete,
+so a kill -9 mid-write leaves the previous snapshot, which replay from its offset still
+makes current.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from services.retrieval.columns import Columns
+from services.retrieval.index import Shard
+from services.retrieval.vectors import IndexConfig, Strategy, VectorIndex
+from shared.records import SearchHit
+
+FORMAT = 1
+
+
+def path_for(directory: Path, partition: int) -> Path:
+    return directory / f"shard-{partition}.npz"
+
+
+@dataclass(frozen=True)
+class Captured:
+    """A shard's state copied at one instant; writing it can then happen off the event loop."""
+
+    index: np.ndarray
+    state: dict[str, Any]
+    hits: list[SearchHit | None]
+
+
+def capture(shard: Shard) -> Captured:
+    """Copy what a snapshot needs (fast: the index bytes and shallow copies of the rest)."""
+    state = {"format": FORMAT, "model_id": shard.model_id, "dim": shard.dim,
+             "offset": shard.offset, "digest": shard.digest, "doc_version": dict(shard.doc_version),
+             "doc_slots": dict(shard.doc_slots)}  # slot lists are replaced, never mutated
+    return Captured(shard.vectors.serialize(), state, list(shard.columns.hits))
+
+
+def write(captured: Captured, path: Path) -> None:
+    """Write a captured shard to `path`, replacing any older snapshot only once complete."""
+    state = {**captured.state,
+             "hits": [h.model_dump() if h is not None else None for h in captured.hits]}
+    raw = np.frombuffer(json.dumps(state, separators=(",", ":")).encode(), dtype="uint8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, index=captured.index, state=raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save(shard: Shard, path: Path) -> None:
+    write(capture(shard), path)
+
+
+def load(path: Path, model_id: str, dim: int, config: IndexConfig,
+         strategy: Strategy = "selector") -> Shard | None:
+    """The shard saved at `path`, or None when there is none or it is for another model."""
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        state = json.loads(data["state"].tobytes())
+        if (state.get("format"), state["model_id"], state["dim"]) != (FORMAT, model_id, dim):
+            return None
+        vectors = VectorIndex.deserialize(dim, config, data["index"])
+    shard = Shard(model_id, dim, config, strategy)
+    shard.vectors = vectors
+    shard.columns = Columns.restore([SearchHit.model_validate(h) if h is not None else None
+                                     for h in state["hits"]])
+    shard.doc_version = state["doc_version"]
+    shard.doc_slots = state["doc_slots"]
+    shard.offset, shard.digest = state["offset"], state.get("digest", "")
+    vectors.maybe_train()  # a snapshot saved while an IVF was training resumes it
+    return shard

@@ -1,0 +1,283 @@
+"""Retrieval workers as real processes on a real broker: kill -9 recovery and rebalancing.
+
+Each test gets its own embedded broker: the retrieval group and topic names are fixed by the
+contract, so a worker here must not join the session mesh's retrieval group.
+Chunk sets are produced the way the embedding service produces them (plain aiokafka), and
+shards are asked the way inference asks them (one SearchRequest per partition); every
+answer is checked against a brute-force oracle over the chunks that should be live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from shared.admin import ensure_topics
+from shared.cli.mesh import free_port, spawn_broker
+from shared.cli.procs import Child, service_argv, spawn, stop
+from shared.codec import decode, encode
+from shared.records import (
+    EmbeddedChunk,
+    EmbeddedChunkSet,
+    SearchReply,
+    SearchRequest,
+    encode_vector,
+)
+from shared.settings import KafkaSettings
+from shared.topics import CHUNKS_EMBEDDED, PARTITIONS, SEARCH_REPLIES, SEARCH_REQUESTS
+
+pytestmark = pytest.mark.integration
+DIM, MODEL = 8, "test-model"
+Live = dict[str, tuple[np.ndarray, str]]  # chunk id -> (vector, domain)
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIM).astype("float32")
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+def bootstrap(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    child = spawn_broker("127.0.0.1", port, tmp_path / "broker")
+    try:
+        kafka = KafkaSettings(bootstrap=f"127.0.0.1:{port}")
+        asyncio.run(ensure_topics(kafka, wait_s=30))
+        yield kafka.bootstrap
+    finally:
+        stop([child], 10)
+
+
+class Workers:
+    """Retrieval worker processes started by a test; every one is stopped at the end."""
+
+    def __init__(self, bootstrap: str, run_dir: Path) -> None:
+        self.bootstrap, self.run_dir, self.children = bootstrap, run_dir, []  # type: ignore[var-annotated]
+
+    def start(self, name: str, data_dir: Path) -> Child:
+        env = {"STREAMRAG_KAFKA_BOOTSTRAP": self.bootstrap,
+               "STREAMRAG_RETRIEVAL_DATA_DIR": str(data_dir),
+               "STREAMRAG_RETRIEVAL_MODEL_ID": MODEL, "STREAMRAG_RETRIEVAL_DIM": str(DIM),
+               # IVF past 100 chunks per shard, every list probed: exact, so comparable.
+               "STREAMRAG_RETRIEVAL_IVF_THRESHOLD": "100",
+               "STREAMRAG_RETRIEVAL_NPROBE": "100000",
+               "STREAMRAG_RETRIEVAL_SNAPSHOT_INTERVAL_S": "1"}
+        child = spawn(name, service_argv("retrieval"), self.run_dir, env)
+        self.children.append(child)
+        return child
+
+    def kill9(self, child: Child) -> None:
+        os.killpg(child.popen.pid, signal.SIGKILL)
+        child.popen.wait()
+
+    def stop_all(self) -> None:
+        stop(self.children, 10)
+
+
+@pytest.fixture
+def workers(bootstrap: str, tmp_path: Path) -> Iterator[Workers]:
+    w = Workers(bootstrap, tmp_path / "run")
+    try:
+        yield w
+    finally:
+        w.stop_all()
+
+
+def chunk_set(doc: int, version: int, seeds: list[int], op: str = "upsert") -> EmbeddedChunkSet:
+    chunks = tuple(EmbeddedChunk(chunk_id=f"doc{doc}#v{version}#{i}", ordinal=i,
+                                 text=f"doc {doc} v{version} chunk {i}", token_count=5,
+                                 vector=encode_vector(unit(s))) for i, s in enumerate(seeds))
+    return EmbeddedChunkSet(doc_id=f"doc{doc}", version=version, op=op,  # type: ignore[arg-type]
+                            source="it", domain="pay" if doc % 3 == 0 else "ops",
+                            event_time=1000.0 + doc, ingest_time=0, model_id=MODEL, dim=DIM,
+                            chunks=chunks if op == "upsert" else ())
+
+
+def produce(bootstrap: str, sets: list[EmbeddedChunkSet], live: Live) -> None:
+    """Send the chunk sets keyed by doc id, and apply them to the oracle's `live` chunks."""
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            for s in sets:
+                await producer.send_and_wait(CHUNKS_EMBEDDED.name, encode(s),
+                                             key=s.doc_id.encode())
+        finally:
+            await producer.stop()
+    asyncio.run(go())
+    for s in sets:
+        for cid in [c for c in live if c.startswith(f"{s.doc_id}#")]:
+            del live[cid]
+        for c in s.chunks:
+            live[c.chunk_id] = (c.array(), s.domain)
+
+
+def generation(bootstrap: str, live: Live, start: int, docs: int, seed: int) -> None:
+    """`docs` new documents of 1-3 chunks, then updates and deletes of some earlier ones."""
+    rng = np.random.default_rng(seed)
+    sets = [chunk_set(d, 1, [d * 10 + i for i in range(int(rng.integers(1, 4)))])
+            for d in range(start, start + docs)]
+    sets += [chunk_set(d, seed + 2, [d * 10 + 7]) for d in range(start, start + docs, 9)]
+    sets += [chunk_set(d, seed + 3, [], op="delete") for d in range(start + 4, start + docs, 13)]
+    produce(bootstrap, sets, live)
+
+
+class Asker:
+    """Asks every shard the way inference does: one SearchRequest per partition."""
+
+    def __init__(self, bootstrap: str, model: str = MODEL, dim: int = DIM) -> None:
+        self.model, self.dim = model, dim
+        self.consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                         fetch_max_wait_ms=10)
+        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+
+    async def __aenter__(self) -> Asker:
+        await self.consumer.start()
+        await self.producer.start()
+        tps = [TopicPartition(SEARCH_REPLIES.name, p) for p in range(PARTITIONS)]
+        self.consumer.assign(tps)
+        await self.consumer.seek_to_end(*tps)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.consumer.stop()
+        await self.producer.stop()
+
+    async def scatter(self, q: np.ndarray, top_k: int, domain: str | None) -> list[SearchReply]:
+        """The replies of every shard that answered within 10 s, by partition."""
+        rid = uuid.uuid4().hex
+        for p in range(PARTITIONS):
+            req = SearchRequest(request_id=rid, partition=p, vector=encode_vector(q),
+                                model_id=self.model, dim=self.dim, top_k=top_k,
+                                domain=domain,
+                                deadline=time.time() + 10)
+            await self.producer.send_and_wait(SEARCH_REQUESTS.name, encode(req),
+                                              key=rid.encode(), partition=p)
+        replies: dict[int, SearchReply] = {}
+        deadline = time.monotonic() + 10
+        while len(replies) < PARTITIONS and time.monotonic() < deadline:
+            for records in (await self.consumer.getmany(timeout_ms=200)).values():
+                for r in records:
+                    reply = decode(SearchReply, r.value)
+                    if reply.request_id == rid:
+                        replies.setdefault(reply.partition, reply)
+        return [replies[p] for p in sorted(replies)]
+
+
+QUERIES = [(unit(10_000 + i), domain) for i, domain in enumerate([None, "pay", "ops"] * 3)]
+Answers = list[list[tuple[str, float]]]
+
+
+def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
+    """Every query's merged top 15, once all 4 shards answer and hold exactly `live`."""
+    async def go() -> Answers:
+        async with Asker(bootstrap) as ask:
+            deadline = time.monotonic() + timeout_s
+            last: object = None
+            while time.monotonic() < deadline:
+                replies = await ask.scatter(QUERIES[0][0], 1000, None)
+                last = [(r.partition, r.error, r.shard_size) for r in replies]
+                everything = [h.chunk_id for r in replies for h in r.hits]
+                if (len(replies) == PARTITIONS and not any(r.error for r in replies)
+                        and sorted(everything) == sorted(live)):  # each live chunk once
+                    return [await merged(ask, q, domain) for q, domain in QUERIES]
+                await asyncio.sleep(0.5)
+        raise AssertionError(f"shards never held exactly the live chunks; last {last}")
+    return asyncio.run(go())
+
+
+async def merged(ask: Asker, q: np.ndarray, domain: str | None) -> list[tuple[str, float]]:
+    replies = await ask.scatter(q, 15, domain)
+    assert len(replies) == PARTITIONS and not any(r.error for r in replies)
+    hits = sorted((h for r in replies for h in r.hits), key=lambda h: -h.score)
+    assert all(domain is None or h.domain == domain for h in hits)
+    return [(h.chunk_id, round(h.score, 4)) for h in hits[:15]]
+
+
+def oracle(live: Live) -> list[list[tuple[str, float]]]:
+    out = []
+    for q, domain in QUERIES:
+        scored = [(cid, round(float(v @ q), 4)) for cid, (v, d) in live.items()
+                  if domain is None or d == domain]
+        out.append(sorted(scored, key=lambda x: -x[1])[:15])
+    return out
+
+
+def same(got: list[list[tuple[str, float]]], want: list[list[tuple[str, float]]]) -> None:
+    for g, w in zip(got, want, strict=True):
+        assert [s for _, s in g] == pytest.approx([s for _, s in w], abs=2e-4)
+        assert {c for c, _ in g} == {c for c, _ in w} or len({s for _, s in w}) < len(w)
+
+
+def test_kill9_restart_from_snapshot_and_from_scratch_agree(
+        bootstrap: str, workers: Workers, tmp_path: Path) -> None:
+    live: Live = {}
+    data = tmp_path / "data"
+    first = workers.start("retrieval-a", data)
+    generation(bootstrap, live, 0, 600, seed=0)
+    before = answers(bootstrap, live)
+    same(before, oracle(live))
+    snapshots = data / "retrieval-shards"
+    deadline = time.monotonic() + 30
+    while len(list(snapshots.glob("shard-*.npz"))) < PARTITIONS and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(2)  # let a periodic snapshot catch the last records (replay covers it anyway)
+    workers.kill9(first)
+
+    generation(bootstrap, live, 600, 150, seed=1)  # written while no worker runs
+    second = workers.start("retrieval-b", data)
+    from_snapshot = answers(bootstrap, live)
+    same(from_snapshot, oracle(live))
+    log = second.log_path.read_text()
+    assert len(re.findall(r"shard \d loaded \d+ chunks", log)) == PARTITIONS
+    assert "rebuilding from offset 0" not in log
+    workers.kill9(second)
+
+    shutil.rmtree(snapshots)
+    third = workers.start("retrieval-c", data)
+    from_scratch = answers(bootstrap, live)
+    assert from_scratch == from_snapshot
+    assert third.log_path.read_text().count("rebuilding from offset 0") == PARTITIONS
+
+
+def owned(child: Child) -> set[int]:
+    """The partitions a worker's last completed rebalance gave it (from its log)."""
+    lines = [ln for ln in child.log_path.read_text().splitlines() if "resume at" in ln]
+    if not lines:
+        return set()
+    listed = lines[-1].split("shards [", 1)[1].split("]", 1)[0]
+    return {int(p) for p in listed.split(",") if p.strip()}
+
+
+def test_rebalance_moves_partitions_and_every_chunk_stays_searchable_once(
+        bootstrap: str, workers: Workers, tmp_path: Path) -> None:
+    live: Live = {}
+    a = workers.start("retrieval-a", tmp_path / "data-a")
+    generation(bootstrap, live, 0, 300, seed=0)
+    same(answers(bootstrap, live), oracle(live))
+
+    b = workers.start("retrieval-b", tmp_path / "data-b")  # its own disk: rebuilds what moves
+    deadline = time.monotonic() + 90
+    while not (owned(b) and owned(a) | owned(b) == set(range(PARTITIONS))
+               and not owned(a) & owned(b)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert owned(a) and owned(b) and owned(a) | owned(b) == set(range(PARTITIONS))
+    assert not owned(a) & owned(b)
+    generation(bootstrap, live, 300, 100, seed=1)  # both workers index their own shards
+    same(answers(bootstrap, live), oracle(live))
+
+    workers.kill9(a)  # everything moves to b once the group notices
+    generation(bootstrap, live, 400, 60, seed=2)
+    same(answers(bootstrap, live, timeout_s=180), oracle(live))
+    assert owned(b) == set(range(PARTITIONS))
