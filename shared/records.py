@@ -160,6 +160,9 @@ class Anchor(Record):
     chain_id: int
     anchored_at: float
     batch_closed_at: float
+    # What re-anchoring needs (a node that lost its last seconds, a reorg); None: not recorded.
+    prev_root: str | None = None
+    leaf_count: int | None = None
 
 
 class DeadLetter(Record):

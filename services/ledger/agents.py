@@ -11,7 +11,8 @@ from typing import Any, NoReturn, TypeVar
 from services.ledger.anchors import AnchorReceipt
 from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq, ledger, settings
 from services.ledger.chain import AnchorClient
-from services.ledger.errors import LedgerUnavailable
+from services.ledger.errors import LedgerError, LedgerUnavailable
+from services.ledger.reconcile import recent, reconcile
 from shared.codec import decode, encode
 from shared.dlq import send_dead_letter
 from shared.errors import InvalidInput
@@ -94,3 +95,33 @@ async def anchor_batches(stream: Any) -> None:
                  batch_id, receipt.tx_hash, receipt.block_number,
                  (time.monotonic() - started) * 1000, record.anchored_at - batch.created_at,
                  " (already on chain)" if receipt.already_anchored else "")
+
+
+@app.timer(settings.reconcile_interval_s)
+async def reconcile_anchors() -> None:
+    await reconcile_once()
+
+
+async def reconcile_once() -> None:
+    """Re-anchor recent batches the chain lost (a node restarted from an older state, a reorg).
+
+    The table says "done" once an anchor is confirmed, so without this a lost anchor would
+    never be written again. Timers cannot write tables in Faust 0.15, so the table keeps the
+    first tx; the new one is announced on ledger.anchors.v1 (latest record per batch id wins).
+    """
+    if _client is None:
+        return  # still connecting; nothing anchored by this worker yet
+    due = recent(list(anchored.values()), time.time(), settings.reconcile_window_s,
+                 settings.reconcile_max_batches)
+    if not due:
+        return
+    try:
+        outcome = await asyncio.to_thread(reconcile, _client, due)
+    except LedgerError as exc:  # node down or a refusal: the next round tries again
+        log.warning("reconciling %d recent anchors failed, retrying next round: %s",
+                    len(due), exc)
+        return
+    closed = {a.batch_id: a.batch_closed_at for a in due}
+    for receipt in outcome.reanchored:
+        record = receipt.record(batch_closed_at=closed[receipt.batch_id])
+        await anchors_topic.send(key=receipt.batch_id.encode(), value=encode(record))

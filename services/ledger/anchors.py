@@ -30,7 +30,8 @@ class AnchorReceipt:
         return Anchor(batch_id=self.batch_id, root=self.root, tx_hash=self.tx_hash,
                       block_number=self.block_number, contract=self.contract,
                       chain_id=self.chain_id, anchored_at=self.anchored_at,
-                      batch_closed_at=batch_closed_at)
+                      batch_closed_at=batch_closed_at, prev_root=self.prev_root,
+                      leaf_count=self.leaf_count)
 
 
 def batch_key(batch_id: str) -> bytes:

@@ -19,3 +19,8 @@ class LedgerServiceSettings(ServiceSettings):
     rpc_timeout_s: float = Field(default=10.0, gt=0)  # one JSON-RPC request
     receipt_timeout_s: float = Field(default=120.0, gt=0)  # mined + confirmations
     poll_interval_s: float = Field(default=0.2, gt=0)
+    # Reconciliation: every interval, check the anchors confirmed in the last window
+    # seconds (at most max_batches, newest first) are still on chain; re-anchor the missing.
+    reconcile_interval_s: float = Field(default=10.0, gt=0)
+    reconcile_window_s: float = Field(default=600.0, gt=0)
+    reconcile_max_batches: int = Field(default=256, ge=1)

@@ -108,7 +108,8 @@ def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSett
         return 1
     proof = prove(batch, doc.doc_id, doc.version)
     on_chain = chain_reader(ledger, anchors)(batch.batch_id)
-    anchor = next((a for a in anchors if a.batch_id == batch.batch_id), None)
+    # The latest announcement wins: a re-anchored batch is announced again.
+    anchor = next((a for a in reversed(anchors) if a.batch_id == batch.batch_id), None)
     out = {"doc_id": doc.doc_id, "version": doc.version, "batch_id": batch.batch_id,
            "partition": batch.partition, "leaf_index": proof.index, "tree_size": proof.size,
            "leaf": proof.leaf.model_dump(), "leaf_hash": proof.leaf_hash,
