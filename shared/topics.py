@@ -83,11 +83,15 @@ DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", part
                        doc="Rejected records past ingest: a payload hash, never the payload.")
 FEEDBACK = TopicSpec("feedback.v1", "chunk id", "records.Feedback", retention_ms=WEEK_MS,
                      doc="A user clicked or skipped a cited chunk (inference's Feedback RPC).")
+QUERY_LATENCY = TopicSpec(
+    "query.latency.v1", "gRPC method", "services.inference.latency.QueryLatency",
+    retention_ms=HOUR_MS, doc="One record per finished inference call, for the latency table.",
+)
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
-    FEEDBACK,
+    FEEDBACK, QUERY_LATENCY,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -103,9 +107,11 @@ AUDIT_CHAIN = TableSpec(REDACTION_APP, "audit_chain", "partition", "last Merkle 
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
 CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
 CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
+QUERY_LATENCIES = TableSpec(INFERENCE_APP, "query_latency", "method/bucket",
+                            "calls per log-spaced latency bucket, tumbling 1 min")
 
 TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, ANCHORED,
-                                 CHUNK_CLICKS, CHUNK_SKIPS)
+                                 CHUNK_CLICKS, CHUNK_SKIPS, QUERY_LATENCIES)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
@@ -117,7 +123,8 @@ SERVICES: dict[str, str] = {
 SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_RAW, DOCS_PARSED), "redaction": (DOCS_NORMALIZED,),
     "chunking": (DOCS_REDACTED,), "embedding": (CHUNKS,),
-    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS), "inference": (SEARCH_REPLIES, FEEDBACK),
+    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS),
+    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY),
     "ledger": (AUDIT_BATCHES,),
 }
 

@@ -7,6 +7,10 @@ window around now to boost or demote chunks. Bad records are dead-lettered.
 Each instance counts the partitions it is assigned: with several inference instances a
 chunk's feedback boosts only on the instance that owns its partition (see the note in
 the README's inference section).
+
+Finished calls' latencies go the same way: the handlers buffer them, a one-second timer
+sends them to query.latency.v1 keyed by method, and an agent counts them per log-spaced
+bucket in tumbling one-minute windows, from which p50/p95/p99 are read.
 """
 
 from __future__ import annotations
@@ -15,19 +19,37 @@ import time
 from typing import Any
 
 from services.inference.app import app, kafka, settings
+from services.inference.latency import (
+    LatencyBuffer,
+    LatencyStats,
+    QueryLatency,
+    bucket_of,
+    stats,
+    table_key,
+)
 from services.inference.runtime import InferenceRuntime
 from shared.codec import decode, encode
 from shared.dlq import send_dead_letter
 from shared.errors import InvalidInput
 from shared.faust_app import topic
 from shared.records import Feedback
-from shared.topics import CHUNK_CLICKS, CHUNK_SKIPS, DEADLETTER, FEEDBACK
+from shared.topics import (
+    CHUNK_CLICKS,
+    CHUNK_SKIPS,
+    DEADLETTER,
+    FEEDBACK,
+    QUERY_LATENCIES,
+    QUERY_LATENCY,
+)
 
 WINDOW_S, STEP_S = 3600.0, 300.0
+LATENCY_WINDOW_S = 60.0
 STAGE = "inference"
 
 feedback_topic = topic(app, FEEDBACK)
 deadletters = topic(app, DEADLETTER)
+latency_topic = topic(app, QUERY_LATENCY)
+latency_buffer = LatencyBuffer(time.time)
 
 
 def _window_table(name: str, partitions: int) -> Any:
@@ -37,6 +59,9 @@ def _window_table(name: str, partitions: int) -> Any:
 
 clicks = _window_table(CHUNK_CLICKS.name, CHUNK_CLICKS.partitions)
 skips = _window_table(CHUNK_SKIPS.name, CHUNK_SKIPS.partitions)
+latencies = app.Table(QUERY_LATENCIES.name, default=int, partitions=QUERY_LATENCIES.partitions,
+                      key_type=str, value_type=int).tumbling(
+    LATENCY_WINDOW_S, expires=2 * LATENCY_WINDOW_S).relative_to_stream()
 
 
 class WindowedFeedback:
@@ -63,10 +88,37 @@ async def count_feedback(stream: Any) -> None:
         table[record.chunk_id] += 1
 
 
+def latency_stats(method: str, at: float | None = None) -> LatencyStats:
+    """Calls of `method` in the minute holding `at` (default: now), with percentiles."""
+    view = latencies if at is None else latencies.relative_to(at)
+    if at is None:
+        return stats(lambda b: int(view[table_key(method, b)].now()))
+    return stats(lambda b: int(view[table_key(method, b)].value()))
+
+
+@app.timer(1.0)
+async def send_latencies() -> None:
+    for record in latency_buffer.drain():
+        await latency_topic.send(key=record.method.encode(), value=encode(record))
+
+
+@app.agent(latency_topic)
+async def count_latencies(stream: Any) -> None:
+    async for event in stream.events():
+        try:
+            record = decode(QueryLatency, event.message.value)
+        except InvalidInput as exc:
+            await send_dead_letter(deadletters, STAGE, exc, event.message)
+            continue
+        latencies[table_key(record.method, bucket_of(record.latency_ms))] += 1
+
+
 @app.service
 class Runtime(InferenceRuntime):
     """Faust builds this in its own loop when the app starts; bound to this app's settings."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(settings, kafka, feedback_sink=publish_feedback,
-                         feedback_view=WindowedFeedback(), **kwargs)
+                         feedback_view=WindowedFeedback(),
+                         latency_sink=latency_buffer.record, latency_view=latency_stats,
+                         **kwargs)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import numpy as np
 
 from services.inference.engine import Answer, QueryEngine, Retrieval
+from services.inference.latency import LatencyStats
 from services.inference.params import QueryParams, parse_params
 from services.inference.prompt import cited_chunk_ids
 from services.inference.settings import InferenceSettings
@@ -85,7 +87,8 @@ def embed_response(engine: QueryEngine, vectors: np.ndarray) -> pb.EmbedResponse
                             vectors=[pb.Vector(values=row.tolist()) for row in vectors])
 
 
-def info(engine: QueryEngine, shards: int) -> pb.InfoResponse:
+def info(engine: QueryEngine, shards: int,
+         latency: Sequence[tuple[str, LatencyStats]] = ()) -> pb.InfoResponse:
     s, encoder, lm = engine.settings, engine.encoder, engine.lm
     return pb.InfoResponse(
         model_id=encoder.model_id if encoder else "", dim=encoder.dim if encoder else 0,
@@ -99,4 +102,6 @@ def info(engine: QueryEngine, shards: int) -> pb.InfoResponse:
                          queue_capacity=s.queue_capacity,
                          max_new_tokens=s.max_new_tokens_cap),
         generator_model=lm.model_id if lm else "", generator_device=str(lm.device) if lm else "",
+        latency=[pb.MethodLatency(method=m, count=s.count, p50_ms=s.p50_ms, p95_ms=s.p95_ms,
+                                  p99_ms=s.p99_ms) for m, s in latency],
     )

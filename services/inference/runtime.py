@@ -22,7 +22,13 @@ from services.inference.feedback import FeedbackView
 from services.inference.generator import CausalLM
 from services.inference.metrics import InferenceMetrics
 from services.inference.search_client import SearchClient
-from services.inference.server import FeedbackSink, build_server, set_serving
+from services.inference.server import (
+    FeedbackSink,
+    LatencySink,
+    LatencyView,
+    build_server,
+    set_serving,
+)
 from services.inference.settings import InferenceSettings
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
@@ -59,6 +65,8 @@ class InferenceRuntime(mode.Service):
                  generator_factory: Callable[[], CausalLM | None] | None = None,
                  feedback_sink: FeedbackSink | None = None,
                  feedback_view: FeedbackView | None = None,
+                 latency_sink: LatencySink | None = None,
+                 latency_view: LatencyView | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
@@ -71,6 +79,7 @@ class InferenceRuntime(mode.Service):
         self.port = 0
         self._warm = False
         self._feedback_sink = feedback_sink
+        self._latency_sink, self._latency_view = latency_sink, latency_view
         self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
         self._generator_factory = generator_factory or (lambda: load_generator(settings))
 
@@ -80,7 +89,8 @@ class InferenceRuntime(mode.Service):
             self.metrics.serve(self.settings.grpc_host, self.settings.metrics_port)
         self.engine.start()
         self.server, self.port = build_server(
-            self.engine, self.health, self.settings, self._feedback_sink)
+            self.engine, self.health, self.settings, self._feedback_sink, self._latency_sink,
+            self._latency_view)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)

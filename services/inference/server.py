@@ -18,6 +18,7 @@ from services.inference.auth import BearerAuth
 from services.inference.batcher import BULK, QueueFullError
 from services.inference.engine import Answer, QueryEngine, Retrieval
 from services.inference.feedback import check_feedback
+from services.inference.latency import LatencyStats
 from services.inference.params import QueryParams
 from services.inference.settings import InferenceSettings
 from shared.errors import InfrastructureError, InvalidInput
@@ -30,11 +31,17 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Inference"].full_name
 GATHER_SHARE = 0.75
 FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"}
 FeedbackSink = Callable[[str, str], Awaitable[None]]
+LatencySink = Callable[[str, float], None]  # (method, seconds) of a finished call
+LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
+TIMED_METHODS = ("Query", "StreamQuery", "Embed")
 
 
 class InferenceServicer(pb_grpc.InferenceServicer):
-    def __init__(self, engine: QueryEngine, feedback_sink: FeedbackSink | None = None) -> None:
+    def __init__(self, engine: QueryEngine, feedback_sink: FeedbackSink | None = None,
+                 latency_sink: LatencySink | None = None,
+                 latency_view: LatencyView | None = None) -> None:
         self.engine, self.feedback_sink = engine, feedback_sink
+        self.latency_sink, self.latency_view = latency_sink, latency_view
         self.metrics = engine.metrics
 
     async def Query(self, request: pb.QueryRequest,
@@ -43,7 +50,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         async with self._guard("Query", context, request.deadline_ms):
             retrieval = await self._retrieve(await self._params(request, context), context)
             answer = await self.engine.answer(retrieval)
-        self.metrics.latency.labels(method="Query").observe(time.perf_counter() - started)
+        self._finished("Query", started)
         return convert.query_response(retrieval, answer)
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
@@ -67,7 +74,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                 now - (started if first else last))
             first, last = False, now
             yield pb.StreamQueryResponse(delta=event)
-        self.metrics.latency.labels(method="StreamQuery").observe(time.perf_counter() - started)
+        self._finished("StreamQuery", started)
         yield convert.stream_end(retrieval, answer)
 
     async def Embed(self, request: pb.EmbedRequest,
@@ -76,7 +83,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         async with self._guard("Embed", context, request.deadline_ms):
             texts = self._embed_texts(request)
             vectors = await self.engine.encode(texts, priority=BULK)
-        self.metrics.latency.labels(method="Embed").observe(time.perf_counter() - started)
+        self._finished("Embed", started)
         return convert.embed_response(self.engine, vectors)
 
     async def Feedback(self, request: pb.FeedbackRequest,
@@ -91,7 +98,16 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
     async def Info(self, request: pb.InfoRequest,
                    context: grpc.aio.ServicerContext) -> pb.InfoResponse:
-        return convert.info(self.engine, self.engine.search.partitions)
+        view = self.latency_view
+        latency = [] if view is None else [(m, view(m)) for m in TIMED_METHODS]
+        return convert.info(self.engine, self.engine.search.partitions,
+                            [(m, s) for m, s in latency if s.count])
+
+    def _finished(self, method: str, started: float) -> None:
+        seconds = time.perf_counter() - started
+        self.metrics.latency.labels(method=method).observe(seconds)
+        if self.latency_sink is not None:
+            self.latency_sink(method, seconds)
 
     def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
         s = self.engine.settings
@@ -177,14 +193,16 @@ def _remaining(context: grpc.aio.ServicerContext) -> float | None:
 
 def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
                  settings: InferenceSettings, feedback_sink: FeedbackSink | None = None,
-                 ) -> tuple[grpc.aio.Server, int]:
+                 latency_sink: LatencySink | None = None,
+                 latency_view: LatencyView | None = None) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
     TLS when a cert and key are set; a bearer-token check when a token is set.
     """
     token = settings.auth_token.get_secret_value() if settings.auth_token else ""
     server = grpc.aio.server(interceptors=[BearerAuth(token)] if token else None)
-    pb_grpc.add_InferenceServicer_to_server(InferenceServicer(engine, feedback_sink), server)
+    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view)
+    pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)

@@ -189,7 +189,7 @@ class Limits(_message.Message):
     def __init__(self, default_top_k: _Optional[int] = ..., max_top_k: _Optional[int] = ..., max_question_chars: _Optional[int] = ..., shard_timeout_s: _Optional[float] = ..., answer_sentences: _Optional[int] = ..., max_embed_texts: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., max_new_tokens: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "dim", "device", "answer_mode", "shards", "limits", "ready", "generator_model", "generator_device")
+    __slots__ = ("model_id", "dim", "device", "answer_mode", "shards", "limits", "ready", "generator_model", "generator_device", "latency")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +199,7 @@ class InfoResponse(_message.Message):
     READY_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_MODEL_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     dim: int
     device: str
@@ -208,7 +209,22 @@ class InfoResponse(_message.Message):
     ready: bool
     generator_model: str
     generator_device: str
-    def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., device: _Optional[str] = ..., answer_mode: _Optional[str] = ..., shards: _Optional[int] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., ready: _Optional[bool] = ..., generator_model: _Optional[str] = ..., generator_device: _Optional[str] = ...) -> None: ...
+    latency: _containers.RepeatedCompositeFieldContainer[MethodLatency]
+    def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., device: _Optional[str] = ..., answer_mode: _Optional[str] = ..., shards: _Optional[int] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., ready: _Optional[bool] = ..., generator_model: _Optional[str] = ..., generator_device: _Optional[str] = ..., latency: _Optional[_Iterable[_Union[MethodLatency, _Mapping]]] = ...) -> None: ...
+
+class MethodLatency(_message.Message):
+    __slots__ = ("method", "count", "p50_ms", "p95_ms", "p99_ms")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    P95_MS_FIELD_NUMBER: _ClassVar[int]
+    P99_MS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    count: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    def __init__(self, method: _Optional[str] = ..., count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ...) -> None: ...
 
 class EmbedRequest(_message.Message):
     __slots__ = ("texts", "deadline_ms")

@@ -1,0 +1,125 @@
+"""Every Inference RPC against the real mesh, through a plain generated stub."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from shared.cli.mesh import Endpoints
+from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
+from tests.integration.test_mesh_e2e import eventually, produce, uid
+
+pytestmark = pytest.mark.integration
+QUESTION = "why did checkout payments time out at the gateway"
+DOCS = ("The payment gateway timed out during checkout on Friday evening.",
+        "Checkout payments timed out because the gateway certificate had expired.")
+
+
+@pytest.fixture(scope="module")
+def corpus(mesh: Endpoints) -> Iterator[tuple[str, grpc.Channel]]:
+    """Two documents in a domain of their own, searchable; yields (domain, channel)."""
+    domain = uid("api")
+    values = [json.dumps({"id": uid("pay"), "text": text, "source": "api-test",
+                          "domain": domain, "title": f"Checkout incident {i}"}).encode()
+              for i, text in enumerate(DOCS)]
+    produce(mesh, values)
+    with grpc.insecure_channel(mesh.grpc_target) as channel:
+        eventually(lambda: len(_query(channel, domain).citations) == 2, "both documents")
+        yield domain, channel
+
+
+def _stub(channel: grpc.Channel) -> Any:
+    return pb_grpc.InferenceStub(channel)
+
+
+def _query(channel: grpc.Channel, domain: str) -> pb.QueryResponse:
+    return _stub(channel).Query(pb.QueryRequest(question=QUESTION, domain=domain, top_k=5),
+                                timeout=15)
+
+
+def test_query_and_stream_query_give_the_same_answer(corpus: tuple[str, grpc.Channel]) -> None:
+    domain, channel = corpus
+    answer = _query(channel, domain)
+    assert {c.text for c in answer.citations} == set(DOCS)
+    assert answer.answer_mode == "extractive" and not answer.partial
+    assert set(answer.cited_chunk_ids) <= {c.chunk_id for c in answer.citations}
+    assert answer.cited_chunk_ids
+    events = list(_stub(channel).StreamQuery(
+        pb.QueryRequest(question=QUESTION, domain=domain, top_k=5), timeout=15))
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "end" and set(kinds[1:-1]) == {"delta"}
+    assert "".join(e.delta for e in events[1:-1]) == answer.answer
+    assert [c.chunk_id for c in events[0].start.citations] == [
+        c.chunk_id for c in answer.citations]
+    assert list(events[-1].end.cited_chunk_ids) == list(answer.cited_chunk_ids)
+
+
+def test_info_and_embed(corpus: tuple[str, grpc.Channel]) -> None:
+    _, channel = corpus
+    info = _stub(channel).Info(pb.InfoRequest(), timeout=15)
+    assert info.ready and info.shards == 4 and info.answer_mode == "extractive"
+    assert info.dim > 0 and info.limits.max_embed_texts >= 3
+    texts = ["disk full on node b7", "lunch was late", "disk full on node b7"]
+    response = _stub(channel).Embed(pb.EmbedRequest(texts=texts), timeout=30)
+    vectors = np.array([list(v.values) for v in response.vectors], dtype=np.float32)
+    assert (response.model_id, response.dim) == (info.model_id, info.dim)
+    assert vectors.shape == (3, info.dim)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(vectors[0], vectors[2], atol=1e-5)
+    assert float(vectors[0] @ vectors[1]) < 0.9  # different texts, different vectors
+
+
+def test_info_reports_the_current_minutes_query_latencies(
+        corpus: tuple[str, grpc.Channel]) -> None:
+    domain, channel = corpus
+
+    def query_then_info() -> list[Any]:
+        # A query each poll: the one-minute window may roll over between polls.
+        _query(channel, domain)
+        info = _stub(channel).Info(pb.InfoRequest(), timeout=15)
+        return [m for m in info.latency if m.method == "Query" and m.count >= 1]
+    latency = eventually(query_then_info, "Query in the latency table")[0]
+    assert 0 < latency.p50_ms <= latency.p95_ms <= latency.p99_ms < 15_000
+
+
+def test_clicks_and_skips_reorder_the_citations(corpus: tuple[str, grpc.Channel]) -> None:
+    domain, channel = corpus
+    first, second = (c.chunk_id for c in _query(channel, domain).citations)
+    # Ten of each reach the boost cap (+-0.2 at the default weight): a swing of 0.4 is
+    # more than the score gap of two sentences on the same incident.
+    for _ in range(10):
+        assert _stub(channel).Feedback(pb.FeedbackRequest(
+            chunk_id=second, kind=pb.FEEDBACK_KIND_CLICK), timeout=15).accepted
+        assert _stub(channel).Feedback(pb.FeedbackRequest(
+            chunk_id=first, kind=pb.FEEDBACK_KIND_SKIP), timeout=15).accepted
+    eventually(lambda: [c.chunk_id for c in _query(channel, domain).citations]
+               == [second, first], "the clicked chunk to rank first")
+
+
+def test_bad_requests_name_the_field(corpus: tuple[str, grpc.Channel]) -> None:
+    _, channel = corpus
+    with pytest.raises(grpc.RpcError) as err:
+        _stub(channel).Query(pb.QueryRequest(question=QUESTION, top_k=100_000), timeout=15)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "top_k" in err.value.details()
+    assert ("streamrag-field", "top_k") in tuple(err.value.trailing_metadata())
+    with pytest.raises(grpc.RpcError) as err:
+        _stub(channel).Feedback(pb.FeedbackRequest(chunk_id="c"), timeout=15)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "invalid kind" in err.value.details()
+
+
+def test_reflection_lists_inference_and_health(corpus: tuple[str, grpc.Channel]) -> None:
+    _, channel = corpus
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    answers = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=15)
+    names = {s.name for a in answers for s in a.list_services_response.service}
+    assert {"streamrag.v1.Inference", "grpc.health.v1.Health"} <= names
