@@ -16,7 +16,6 @@ def run(coro):  # noqa: ANN001, ANN201
 
 async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock]:
     app.finalize()
-    app.conf.store = "memory://"
     app.flow_control.resume()
     forward, dead = AsyncMock(), AsyncMock()
     with patch.object(parsed_topic, "send", forward), patch.object(dlq_raw, "send", dead):
