@@ -6,11 +6,13 @@ import base64
 import hashlib
 import logging
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from shared.codec import encode
+from shared.codec import decode, encode
 from shared.errors import InvalidInput
-from shared.records import DeadLetter
+from shared.records import DeadLetter, Record
+
+R = TypeVar("R", bound=Record)
 
 log = logging.getLogger(__name__)
 MAX_KEPT_PAYLOAD = 256 * 1024
@@ -50,3 +52,12 @@ async def send_dead_letter(
                 message.offset, exc.reason, exc.field)
     await dlq_topic.send(key=message.key, value=encode(record))
     return record
+
+
+async def decode_or_dead_letter(cls: type[R], event: Any, dlq_topic: Any, stage: str) -> R | None:
+    """The `cls` record a Faust event carries, or None once it is dead-lettered (hash only)."""
+    try:
+        return decode(cls, event.message.value)
+    except InvalidInput as exc:
+        await send_dead_letter(dlq_topic, stage, exc, event.message)
+        return None

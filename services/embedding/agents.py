@@ -16,10 +16,9 @@ from typing import Any
 from services.embedding.app import app, chunks_topic, dlq, embedded_topic, settings
 from services.embedding.batcher import DynamicBatcher
 from services.embedding.vectors import embed_sets, longest_chunk
-from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
+from shared.codec import encode
+from shared.dlq import decode_or_dead_letter
 from shared.embedder import Encoder
-from shared.errors import InvalidInput
 from shared.records import ChunkSet
 
 log = logging.getLogger(__name__)
@@ -56,10 +55,8 @@ async def embed(stream: Any) -> None:
 
 async def intake(stream: Any, inbox: asyncio.Queue[Pending]) -> None:
     async for event in stream.events():
-        try:
-            chunk_set = decode(ChunkSet, event.value)
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "embedding", exc, event.message)
+        chunk_set = await decode_or_dead_letter(ChunkSet, event, dlq, "embedding")
+        if chunk_set is None:
             await stream.ack(event)
             continue
         await inbox.put((event, chunk_set))  # a full inbox holds the consumer back

@@ -28,9 +28,8 @@ from services.inference.latency import (
     table_key,
 )
 from services.inference.runtime import InferenceRuntime
-from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
-from shared.errors import InvalidInput
+from shared.codec import encode
+from shared.dlq import decode_or_dead_letter
 from shared.faust_app import topic
 from shared.records import Feedback
 from shared.topics import (
@@ -79,10 +78,8 @@ async def publish_feedback(chunk_id: str, kind: str) -> None:
 @app.agent(feedback_topic)
 async def count_feedback(stream: Any) -> None:
     async for event in stream.events():
-        try:
-            record = decode(Feedback, event.message.value)
-        except InvalidInput as exc:
-            await send_dead_letter(deadletters, STAGE, exc, event.message)
+        record = await decode_or_dead_letter(Feedback, event, deadletters, STAGE)
+        if record is None:
             continue
         table = clicks if record.kind == "click" else skips
         table[record.chunk_id] += 1
@@ -105,12 +102,10 @@ async def send_latencies() -> None:
 @app.agent(latency_topic)
 async def count_latencies(stream: Any) -> None:
     async for event in stream.events():
-        try:
-            record = decode(QueryLatency, event.message.value)
-        except InvalidInput as exc:
-            await send_dead_letter(deadletters, STAGE, exc, event.message)
+        latency = await decode_or_dead_letter(QueryLatency, event, deadletters, STAGE)
+        if latency is None:
             continue
-        latencies[table_key(record.method, bucket_of(record.latency_ms))] += 1
+        latencies[table_key(latency.method, bucket_of(latency.latency_ms))] += 1
 
 
 @app.service

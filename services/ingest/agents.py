@@ -16,8 +16,8 @@ from services.ingest.app import (
 )
 from services.ingest.dedup import next_version, seen
 from services.ingest.normalize import RawMessage, parse_raw
-from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
+from shared.codec import encode
+from shared.dlq import decode_or_dead_letter, send_dead_letter
 from shared.errors import InvalidInput
 from shared.records import Document
 
@@ -43,10 +43,8 @@ async def parse(stream: Any) -> None:
 async def deduplicate(stream: Any) -> None:
     """docs.parsed.v1 -> docs.normalized.v1, dropping repeats and numbering versions."""
     async for event in stream.events():
-        try:
-            doc = decode(Document, event.value)
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "ingest.dedup", exc, event.message)
+        doc = await decode_or_dead_letter(Document, event, dlq, "ingest.dedup")
+        if doc is None:
             continue
         new = next_version(doc_versions.get(doc.doc_id), doc)
         if new is None:

@@ -21,8 +21,8 @@ from services.redaction.app import (
 from services.redaction.audit import batch_id_for, build_batch, leaf_for
 from services.redaction.redactor import Redactor
 from shared.batching import current_event, partition_batches
-from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
+from shared.codec import encode
+from shared.dlq import decode_or_dead_letter, send_dead_letter
 from shared.errors import InvalidInput
 from shared.records import Document, RedactedDocument
 from shared.topics import DOCS_NORMALIZED
@@ -41,10 +41,9 @@ async def warm_up() -> None:
 async def _valid(events: list[Any]) -> list[tuple[Any, Document]]:
     out = []
     for event in events:
-        try:
-            out.append((event, decode(Document, event.value)))
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "redaction", exc, event.message)
+        doc = await decode_or_dead_letter(Document, event, dlq, "redaction")
+        if doc is not None:
+            out.append((event, doc))
     return out
 
 

@@ -19,7 +19,7 @@ from services.retrieval.index import Filters
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.shards import Shards, digest
 from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
+from shared.dlq import decode_or_dead_letter, send_dead_letter
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.records import EmbeddedChunkSet, SearchReply, SearchRequest, decode_vector
 from shared.topics import CHUNKS_EMBEDDED
@@ -72,10 +72,8 @@ async def index(stream: Any) -> None:
 @app.agent(requests_topic)
 async def search(stream: Any) -> None:
     async for event in stream.events():
-        try:
-            req = decode(SearchRequest, event.value)
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "retrieval.search", exc, event.message)
+        req = await decode_or_dead_letter(SearchRequest, event, dlq, "retrieval.search")
+        if req is None:
             continue
         if time.time() > req.deadline:
             # Normal after a restart (old requests replay): the asker gave up already.

@@ -86,3 +86,24 @@ def test_dead_letter_keeps_payload_only_before_redaction() -> None:
     assert after.payload_b64 is None and "secret" not in encode(after).decode()
     assert after.payload_sha256 == before.payload_sha256 and after.payload_size == 18
     assert (after.reason, after.field, after.offset, after.key) == ("wrong_type", "text", 9, "k")
+
+
+def test_decode_or_dead_letter_returns_the_record_or_sends_the_reason() -> None:
+    import asyncio
+    from types import SimpleNamespace
+    from unittest.mock import AsyncMock
+
+    from shared.dlq import decode_or_dead_letter
+
+    def event(value: bytes) -> SimpleNamespace:
+        return SimpleNamespace(message=SimpleNamespace(
+            topic="t", partition=2, offset=7, key=b"k", value=value))
+
+    dlq = SimpleNamespace(send=AsyncMock())
+    good = asyncio.run(decode_or_dead_letter(Document, event(encode(_doc())), dlq, "stage"))
+    assert good == _doc() and dlq.send.await_count == 0
+    bad = asyncio.run(decode_or_dead_letter(Document, event(b"{oops"), dlq, "stage"))
+    assert bad is None and dlq.send.await_count == 1
+    letter = json.loads(dlq.send.await_args.kwargs["value"])
+    assert (letter["stage"], letter["reason"], letter["offset"]) == ("stage", "malformed_json", 7)
+    assert letter["payload_b64"] is None
