@@ -15,7 +15,6 @@ from tests.unit.inference.fakes import hit
 
 async def _drive(values: list[bytes]) -> tuple[tuple[int, int], tuple[int, int], AsyncMock]:
     agents.app.finalize()
-    agents.app.conf.store = "memory://"
     agents.app.flow_control.resume()
     dead = AsyncMock()
     with patch.object(agents.deadletters, "send", dead):

@@ -58,7 +58,6 @@ def _record(method: str, ms: float, at: float = T0) -> bytes:
 async def _drive(values: list[tuple[bytes, float]]) -> tuple[
         LatencyStats, LatencyStats, LatencyStats, AsyncMock]:
     agents.app.finalize()
-    agents.app.conf.store = "memory://"
     agents.app.flow_control.resume()
     dead = AsyncMock()
     with patch.object(agents.deadletters, "send", dead):

@@ -30,7 +30,6 @@ def doc(i: int, text: str) -> bytes:
 
 async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock, AsyncMock]:
     app.finalize()
-    app.conf.store = "memory://"
     app.flow_control.resume()
     red, audit, dead = AsyncMock(), AsyncMock(), AsyncMock()
     with patch.object(redacted_topic, "send", red), patch.object(audit_topic, "send", audit), \
