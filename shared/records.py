@@ -91,18 +91,34 @@ class EmbeddedChunkSet(Record):
     chunks: tuple[EmbeddedChunk, ...] = ()
 
 
-class SearchRequest(Record):
-    request_id: str
-    partition: int
-    vector: str
-    model_id: str
-    dim: int
+class SearchSpec(BaseModel):
+    """One query of a batched SearchRequest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    query_id: str
+    vector: str  # base64 of little-endian float32, L2-normalised
     top_k: int = Field(ge=1, le=1000)
     since: float | None = None
     until: float | None = None
     domain: str | None = None
     source: str | None = None
+
+
+class SearchRequest(Record):
+    """A batch of queries for one shard (the partition it is sent to).
+
+    Version 2: one request carries up to MAX_SEARCH_BATCH queries (version 1 carried one),
+    so a batch of questions costs one message per shard instead of one per question.
+    """
+
+    KNOWN_VERSIONS: ClassVar[frozenset[int]] = frozenset({2})
+    schema_version: int = 2
+    request_id: str
+    partition: int
+    model_id: str
+    dim: int
     deadline: float  # seconds since the epoch; a shard past it does not answer
+    queries: tuple[SearchSpec, ...] = Field(min_length=1, max_length=256)
 
 
 class SearchHit(BaseModel):
@@ -118,12 +134,25 @@ class SearchHit(BaseModel):
     source: str
 
 
+class QueryHits(BaseModel):
+    """One query's top k from one shard, or why that query got none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    query_id: str
+    hits: tuple[SearchHit, ...] = ()
+    error: str = ""
+
+
 class SearchReply(Record):
+    """A shard's answer to a SearchRequest: one QueryHits per query, or one error for all."""
+
+    KNOWN_VERSIONS: ClassVar[frozenset[int]] = frozenset({2})
+    schema_version: int = 2
     request_id: str
     partition: int
-    hits: tuple[SearchHit, ...] = ()
+    results: tuple[QueryHits, ...] = ()
     shard_size: int = 0
-    error: str = ""
+    error: str = ""  # the whole batch failed ("recovering", "model_mismatch")
 
 
 class AuditLeaf(BaseModel):

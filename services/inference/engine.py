@@ -27,6 +27,7 @@ from services.inference.params import QueryParams
 from services.inference.prompt import pack_prompt
 from services.inference.scheduler import BatchScheduler
 from services.inference.settings import InferenceSettings
+from services.inference.vector_cache import VectorCache
 from shared.errors import InfrastructureError
 
 
@@ -105,6 +106,7 @@ class QueryEngine:
         self.embedder: BatchScheduler[Sequence[str], np.ndarray] = BatchScheduler(
             "embed", BatchQueue(s.embed_max_batch, s.embed_token_budget, s.queue_capacity,
                                 policy), self._run_encoder, self.metrics)
+        self.sentence_cache = VectorCache(s.sentence_cache_size)
         self.lm: CausalLM | None = None
         self.generator: BatchScheduler[Job, None] | None = None
 
@@ -191,7 +193,7 @@ class QueryEngine:
         started = time.perf_counter()
         texts = [hit.text for hit in retrieval.result.hits]
         candidates = extractive.candidate_sentences(texts)
-        vectors = await self.encode([c.text for c in candidates])
+        vectors = await self._sentence_vectors([c.text for c in candidates])
         picked = extractive.select_sentences(retrieval.vector, vectors,
                                              self.settings.answer_sentences)
         pieces = extractive.answer_pieces([candidates[i] for i in picked])
@@ -199,6 +201,15 @@ class QueryEngine:
         kept, reason = extractive.apply_limits(pieces, params.stop, params.max_new_tokens)
         return Answer(tuple(kept), reason, extractive.word_count([params.question, *texts]),
                       extractive.word_count(kept), (time.perf_counter() - started) * 1000)
+
+    async def _sentence_vectors(self, sentences: list[str]) -> np.ndarray:
+        """Vectors of `sentences`, encoding only those the cache does not hold."""
+        found, missing = self.sentence_cache.lookup(sentences)
+        fresh = await self.encode(missing)
+        self.sentence_cache.store(missing, fresh)
+        self.metrics.cache.labels(result="hit").inc(len(sentences) - len(missing))
+        self.metrics.cache.labels(result="miss").inc(len(missing))
+        return self.sentence_cache.fill(sentences, found, missing, fresh)
 
     async def _generate(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
         assert self.lm is not None and self.generator is not None

@@ -1,16 +1,16 @@
-"""Scatter-gather bookkeeping for one search: the requests, the replies, the merged top k.
+"""Scatter-gather bookkeeping: batched requests, replies split per query, the merged top k.
 
 Pure: no Kafka and no asyncio, so the partial-result and merge rules test without a broker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.records import SearchHit, SearchReply, SearchRequest, encode_vector
+from shared.records import SearchHit, SearchReply, SearchRequest, SearchSpec, encode_vector
 
 
 @dataclass(frozen=True)
@@ -25,19 +25,48 @@ class SearchQuery:
     source: str | None = None
 
 
+@dataclass(frozen=True)
+class ShardAnswer:
+    """One shard's part of one query's answer."""
+
+    partition: int
+    hits: tuple[SearchHit, ...] = ()
+    error: str = ""
+
+
 def build_requests(
-    query: SearchQuery, request_id: str, partitions: int, deadline: float,
+    queries: Sequence[tuple[str, SearchQuery]], request_id: str, partitions: int,
+    deadline: float,
 ) -> list[SearchRequest]:
-    """One request per shard; each shard returns its own top k, so the merge is exact."""
-    vector = encode_vector(query.vector)
+    """One request per shard carrying every query of the batch; each shard returns each
+    query's own top k, so the merge is exact. All queries must share model and dimension."""
+    first = queries[0][1]
+    if any((q.model_id, q.dim) != (first.model_id, first.dim) for _, q in queries):
+        raise ValueError("one search batch must use one model and dimension")
+    specs = tuple(
+        SearchSpec(query_id=query_id, vector=encode_vector(q.vector), top_k=q.top_k,
+                   since=q.since, until=q.until, domain=q.domain, source=q.source)
+        for query_id, q in queries
+    )
     return [
-        SearchRequest(
-            request_id=request_id, partition=p, vector=vector, model_id=query.model_id,
-            dim=query.dim, top_k=query.top_k, since=query.since, until=query.until,
-            domain=query.domain, source=query.source, deadline=deadline,
-        )
+        SearchRequest(request_id=request_id, partition=p, model_id=first.model_id,
+                      dim=first.dim, deadline=deadline, queries=specs)
         for p in range(partitions)
     ]
+
+
+def split_reply(reply: SearchReply, query_ids: Iterable[str]) -> dict[str, ShardAnswer]:
+    """Each asked query's part of a shard's reply. A batch-wide error is every query's;
+    a query the shard left out counts as failed there, not as a shard with no matches."""
+    if reply.error:
+        return {q: ShardAnswer(reply.partition, error=reply.error) for q in query_ids}
+    by_id = {r.query_id: r for r in reply.results}
+    out = {}
+    for q in query_ids:
+        r = by_id.get(q)
+        out[q] = (ShardAnswer(reply.partition, error="no_result") if r is None
+                  else ShardAnswer(reply.partition, r.hits, r.error))
+    return out
 
 
 @dataclass(frozen=True)
@@ -57,11 +86,11 @@ class GatherResult:
         return bool(self.unanswered)
 
 
-def merge_hits(replies: Iterable[SearchReply], top_k: int) -> tuple[SearchHit, ...]:
+def merge_hits(answers: Iterable[ShardAnswer], top_k: int) -> tuple[SearchHit, ...]:
     """The top k across shards by score; a chunk seen twice keeps its best score."""
     best: dict[str, SearchHit] = {}
-    for reply in replies:
-        for hit in reply.hits:
+    for answer in answers:
+        for hit in answer.hits:
             kept = best.get(hit.chunk_id)
             if kept is None or hit.score > kept.score:
                 best[hit.chunk_id] = hit
@@ -70,33 +99,32 @@ def merge_hits(replies: Iterable[SearchReply], top_k: int) -> tuple[SearchHit, .
 
 
 class Gather:
-    """The replies of one request as they arrive, first reply per shard wins."""
+    """One query's shard answers as they arrive, first answer per shard wins."""
 
-    def __init__(self, request_id: str, partitions: int) -> None:
-        self.request_id = request_id
+    def __init__(self, partitions: int) -> None:
         self.expected = frozenset(range(partitions))
-        self.replies: dict[int, SearchReply] = {}
+        self.answers: dict[int, ShardAnswer] = {}
 
-    def add(self, reply: SearchReply) -> bool:
-        """Record a reply; True once every shard has answered.
+    def add(self, answer: ShardAnswer) -> bool:
+        """Record a shard's answer; True once every shard has answered.
 
-        Replies are at-least-once, so a repeat from a shard is ignored, and a reply for a
-        shard this request never asked is ignored rather than trusted.
+        Replies are at-least-once, so a repeat from a shard is ignored, and an answer from
+        a shard this query never asked is ignored rather than trusted.
         """
-        if reply.request_id == self.request_id and reply.partition in self.expected:
-            self.replies.setdefault(reply.partition, reply)
+        if answer.partition in self.expected:
+            self.answers.setdefault(answer.partition, answer)
         return self.complete
 
     @property
     def complete(self) -> bool:
-        return len(self.replies) == len(self.expected)
+        return len(self.answers) == len(self.expected)
 
     def result(self, top_k: int) -> GatherResult:
-        ok = [r for r in self.replies.values() if not r.error]
-        errors = {p: r.error for p, r in sorted(self.replies.items()) if r.error}
+        ok = [a for a in self.answers.values() if not a.error]
+        errors = {p: a.error for p, a in sorted(self.answers.items()) if a.error}
         return GatherResult(
             hits=merge_hits(ok, top_k),
-            answered=tuple(sorted(r.partition for r in ok)),
-            missing=tuple(sorted(self.expected - self.replies.keys())),
+            answered=tuple(sorted(a.partition for a in ok)),
+            missing=tuple(sorted(self.expected - self.answers.keys())),
             errors=errors,
         )

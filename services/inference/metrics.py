@@ -41,6 +41,9 @@ class InferenceMetrics:
         self.latency = Histogram("streamrag_inference_request_seconds",
                                  "End-to-end call latency", ["method"], buckets=_LATENCY_S,
                                  registry=r)
+        self.cache = Counter("streamrag_inference_sentence_cache_total",
+                             "Answer sentences found in (hit) or encoded for (miss) the cache",
+                             ["result"], registry=r)
         self.failures = Counter("streamrag_inference_failures_total",
                                 "Failed calls by reason", ["method", "reason"], registry=r)
 

@@ -70,7 +70,8 @@ class InferenceRuntime(mode.Service):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
-        self.search: ManagedSearch = search or SearchClient(kafka)
+        self.search: ManagedSearch = search or SearchClient(
+            kafka, max_batch=settings.search_max_batch)
         self.metrics = InferenceMetrics()
         self.engine = QueryEngine(settings, self.search, metrics=self.metrics,
                                   feedback=feedback_view)

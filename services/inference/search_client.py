@@ -1,4 +1,9 @@
-"""Scatter a query to every retrieval shard over Kafka and gather the replies.
+"""Scatter queries to every retrieval shard over Kafka and gather the replies.
+
+Queries asked in the same event-loop turn (the query encoder's batcher releases a whole
+batch of question vectors at once) leave together, up to `max_batch`: one SearchRequest
+per shard carries them all, so a batch of questions costs each shard one message and one
+reply, not one per question. Nothing waits to fill a batch; a lone query leaves alone.
 
 Requests go to search.requests.v1 at an explicit partition, one per shard. Replies are
 read with a group-less consumer assigned every partition of search.replies.v1, so every
@@ -13,11 +18,18 @@ import contextlib
 import logging
 import time
 import uuid
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from services.inference.gather import Gather, GatherResult, SearchQuery, build_requests
+from services.inference.gather import (
+    Gather,
+    GatherResult,
+    SearchQuery,
+    build_requests,
+    split_reply,
+)
 from shared.codec import decode, encode
 from shared.errors import InfrastructureError, InvalidInput
 from shared.records import SearchReply, SearchRequest
@@ -27,16 +39,33 @@ from shared.topics import INFERENCE_APP, SEARCH_REPLIES, SEARCH_REQUESTS, TopicS
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """One query between search() and its result."""
+
+    query_id: str
+    query: SearchQuery
+    gather: Gather
+    deadline: float  # time.time() after which its caller stops waiting
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    request_id: str = ""  # the batch it left in; "" while still queued
+    failure: BaseException | None = None
+
+
 class SearchClient:
     def __init__(self, kafka: KafkaSettings, *, requests: TopicSpec = SEARCH_REQUESTS,
-                 replies: TopicSpec = SEARCH_REPLIES, client_id: str = INFERENCE_APP) -> None:
+                 replies: TopicSpec = SEARCH_REPLIES, client_id: str = INFERENCE_APP,
+                 max_batch: int = 16) -> None:
         self._kafka, self._requests, self._replies = kafka, requests, replies
-        self._client_id = client_id
-        self._pending: dict[str, tuple[Gather, asyncio.Event]] = {}
+        self._client_id, self._max_batch = client_id, max_batch
+        self._queued: list[_Waiter] = []
+        self._batches: dict[str, dict[str, _Waiter]] = {}  # request id -> waiters by query id
+        self._flush_soon: asyncio.Handle | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+        self.sent_batches: list[int] = []  # queries per request sent, newest last (tests, bench)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-
     @property
     def partitions(self) -> int:
         return self._requests.partitions
@@ -72,8 +101,12 @@ class SearchClient:
             # Its own failure, if any, was logged where it happened.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
-        for _, done in self._pending.values():
-            done.set()  # waiting queries return now, partial, instead of at their deadline
+        for waiter in [*self._queued, *(w for b in self._batches.values() for w in b.values())]:
+            waiter.done.set()  # waiting queries return now, partial, instead of at their deadline
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+        for task in list(self._sends):
+            task.cancel()
         if self._consumer is not None:
             await self._consumer.stop()
         if self._producer is not None:
@@ -83,21 +116,49 @@ class SearchClient:
         """The merged top k from the shards that answered within `timeout_s`."""
         if not self.ready:
             raise InfrastructureError("the search client is not running")
-        request_id = uuid.uuid4().hex
-        gather, done = Gather(request_id, self.partitions), asyncio.Event()
-        self._pending[request_id] = (gather, done)  # before sending: a reply can beat the ack
+        waiter = _Waiter(uuid.uuid4().hex, query, Gather(self.partitions),
+                         time.time() + timeout_s)
+        self._queued.append(waiter)
+        if len(self._queued) >= self._max_batch:
+            self._flush()
+        elif self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
         try:
             async with asyncio.timeout(timeout_s):
-                deadline = time.time() + timeout_s
-                await self._scatter(build_requests(query, request_id, self.partitions, deadline))
-                await done.wait()
+                await waiter.done.wait()
         except TimeoutError:
             pass  # the deadline passed: answer with the shards that made it
         finally:
-            del self._pending[request_id]
-        return gather.result(query.top_k)
+            self._forget(waiter)
+        if waiter.failure is not None:
+            raise InfrastructureError(f"could not send search requests: {waiter.failure}")
+        return waiter.gather.result(query.top_k)
 
-    async def _scatter(self, requests: list[SearchRequest]) -> None:
+    def _flush(self) -> None:
+        """Send everything queued, `max_batch` queries (of one model) per request."""
+        self._flush_soon = None
+        queued, self._queued = self._queued, []
+        by_model: dict[tuple[str, int], list[_Waiter]] = {}
+        for waiter in queued:
+            by_model.setdefault((waiter.query.model_id, waiter.query.dim), []).append(waiter)
+        for waiters in by_model.values():
+            for i in range(0, len(waiters), self._max_batch):
+                self._send(waiters[i : i + self._max_batch])
+
+    def _send(self, waiters: list[_Waiter]) -> None:
+        request_id = uuid.uuid4().hex
+        # Registered before sending: a reply can beat the producer's ack.
+        self._batches[request_id] = {w.query_id: w for w in waiters}
+        for w in waiters:
+            w.request_id = request_id
+        self.sent_batches.append(len(waiters))
+        requests = build_requests([(w.query_id, w.query) for w in waiters], request_id,
+                                  self.partitions, max(w.deadline for w in waiters))
+        task = asyncio.create_task(self._scatter(requests, waiters))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _scatter(self, requests: list[SearchRequest], waiters: list[_Waiter]) -> None:
         assert self._producer is not None
         try:
             sent = [await self._producer.send(self._requests.name, encode(r),
@@ -105,7 +166,18 @@ class SearchClient:
                     for r in requests]
             await asyncio.gather(*sent)
         except KafkaError as exc:
-            raise InfrastructureError(f"could not send search requests: {exc}") from exc
+            for w in waiters:
+                w.failure = exc
+                w.done.set()
+
+    def _forget(self, waiter: _Waiter) -> None:
+        if not waiter.request_id:
+            self._queued.remove(waiter)  # it never left (stopped, or its caller went away)
+            return
+        batch = self._batches.get(waiter.request_id, {})
+        batch.pop(waiter.query_id, None)
+        if not batch:
+            self._batches.pop(waiter.request_id, None)
 
     async def _read(self) -> None:
         assert self._consumer is not None
@@ -120,13 +192,17 @@ class SearchClient:
 
     def _deliver(self, key: bytes | None, value: bytes | None) -> None:
         # Every instance sees every reply: skip others' by key before parsing the JSON.
-        if key is not None and key.decode("utf-8", "replace") not in self._pending:
+        if key is not None and key.decode("utf-8", "replace") not in self._batches:
             return
         try:
             reply = decode(SearchReply, value)
         except InvalidInput as exc:
             log.warning("unreadable search reply skipped: %s", exc)
             return
-        entry = self._pending.get(reply.request_id)
-        if entry is not None and entry[0].add(reply):
-            entry[1].set()
+        batch = self._batches.get(reply.request_id)
+        if batch is None:
+            return
+        for query_id, answer in split_reply(reply, list(batch)).items():
+            waiter = batch[query_id]
+            if waiter.gather.add(answer):
+                waiter.done.set()

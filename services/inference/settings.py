@@ -45,6 +45,12 @@ class InferenceSettings(ServiceSettings):
     adaptive_wait: bool = True
     max_wait_ceiling_ms: float = Field(default=20.0, ge=0)
     latency_target_ms: float = Field(default=250.0, gt=0)
+    # Questions released together by the encoder batcher share one search request per
+    # shard, up to this many; 1 sends every question on its own.
+    search_max_batch: int = Field(default=16, ge=1, le=256)
+    # Extractive answers: vectors of recently seen chunk sentences, so a popular chunk's
+    # sentences are encoded once, not on every query that cites it (~1.6 KiB each; 0: off).
+    sentence_cache_size: int = Field(default=50_000, ge=0)
 
     # Generator: a Hugging Face causal LM folder; None keeps the extractive answers.
     generator_path: Path | None = None

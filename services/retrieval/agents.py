@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import binascii
 import logging
 import time
 from typing import Any
+
+import numpy as np
 
 from services.retrieval.app import (
     app,
@@ -15,13 +18,20 @@ from services.retrieval.app import (
     requests_topic,
     settings,
 )
-from services.retrieval.index import Filters
+from services.retrieval.index import Filters, Shard
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.shards import Shards, digest
 from shared.codec import decode, encode
 from shared.dlq import decode_or_dead_letter, send_dead_letter
 from shared.errors import InvalidInput, ModelMismatchError
-from shared.records import EmbeddedChunkSet, SearchReply, SearchRequest, decode_vector
+from shared.records import (
+    EmbeddedChunkSet,
+    QueryHits,
+    SearchReply,
+    SearchRequest,
+    SearchSpec,
+    decode_vector,
+)
 from shared.topics import CHUNKS_EMBEDDED
 
 log = logging.getLogger(__name__)
@@ -85,6 +95,7 @@ async def search(stream: Any) -> None:
 
 
 def answer(req: SearchRequest, partition: int) -> SearchReply:
+    """This shard's top k for every query of the batch."""
     shard = shards.get(partition)
     if shard is None or not shards.ready(partition):
         # Still replaying its partition: a partial answer would look complete to the asker.
@@ -92,7 +103,19 @@ def answer(req: SearchRequest, partition: int) -> SearchReply:
     if req.model_id != shard.model_id or req.dim != shard.dim:
         return SearchReply(request_id=req.request_id, partition=partition,
                            shard_size=len(shard), error="model_mismatch")
-    filters = Filters(since=req.since, until=req.until, domain=req.domain, source=req.source)
-    hits = shard.search(decode_vector(req.vector), req.top_k, filters)
-    return SearchReply(request_id=req.request_id, partition=partition, hits=tuple(hits),
+    return SearchReply(request_id=req.request_id, partition=partition,
+                       results=tuple(search_one(shard, q) for q in req.queries),
                        shard_size=len(shard))
+
+
+def search_one(shard: Shard, spec: SearchSpec) -> QueryHits:
+    try:
+        vector = decode_vector(spec.vector)
+    except (ValueError, binascii.Error):
+        return QueryHits(query_id=spec.query_id, error="invalid_vector")
+    if vector.shape != (shard.dim,) or not np.isfinite(vector).all():
+        return QueryHits(query_id=spec.query_id, error="invalid_vector")
+    filters = Filters(since=spec.since, until=spec.until, domain=spec.domain,
+                      source=spec.source)
+    return QueryHits(query_id=spec.query_id,
+                     hits=tuple(shard.search(vector, spec.top_k, filters)))

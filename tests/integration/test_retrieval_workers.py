@@ -30,8 +30,11 @@ from shared.codec import decode, encode
 from shared.records import (
     EmbeddedChunk,
     EmbeddedChunkSet,
+    QueryHits,
+    SearchHit,
     SearchReply,
     SearchRequest,
+    SearchSpec,
     encode_vector,
 )
 from shared.settings import KafkaSettings
@@ -157,11 +160,10 @@ class Asker:
     async def scatter(self, q: np.ndarray, top_k: int, domain: str | None) -> list[SearchReply]:
         """The replies of every shard that answered within 10 s, by partition."""
         rid = uuid.uuid4().hex
+        spec = SearchSpec(query_id="q", vector=encode_vector(q), top_k=top_k, domain=domain)
         for p in range(PARTITIONS):
-            req = SearchRequest(request_id=rid, partition=p, vector=encode_vector(q),
-                                model_id=self.model, dim=self.dim, top_k=top_k,
-                                domain=domain,
-                                deadline=time.time() + 10)
+            req = SearchRequest(request_id=rid, partition=p, model_id=self.model, dim=self.dim,
+                                deadline=time.time() + 10, queries=(spec,))
             await self.producer.send_and_wait(SEARCH_REQUESTS.name, encode(req),
                                               key=rid.encode(), partition=p)
         replies: dict[int, SearchReply] = {}
@@ -179,6 +181,13 @@ QUERIES = [(unit(10_000 + i), domain) for i, domain in enumerate([None, "pay", "
 Answers = list[list[tuple[str, float]]]
 
 
+def hits_of(reply: SearchReply) -> tuple[SearchHit, ...]:
+    """The one query's hits in a reply to Asker.scatter."""
+    [result] = reply.results or [QueryHits(query_id="q")]
+    assert not result.error, result.error
+    return result.hits
+
+
 def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
     """Every query's merged top 15, once all 4 shards answer and hold exactly `live`."""
     async def go() -> Answers:
@@ -188,7 +197,7 @@ def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
             while time.monotonic() < deadline:
                 replies = await ask.scatter(QUERIES[0][0], 1000, None)
                 last = [(r.partition, r.error, r.shard_size) for r in replies]
-                everything = [h.chunk_id for r in replies for h in r.hits]
+                everything = [h.chunk_id for r in replies for h in hits_of(r)]
                 if (len(replies) == PARTITIONS and not any(r.error for r in replies)
                         and sorted(everything) == sorted(live)):  # each live chunk once
                     return [await merged(ask, q, domain) for q, domain in QUERIES]
@@ -200,7 +209,7 @@ def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
 async def merged(ask: Asker, q: np.ndarray, domain: str | None) -> list[tuple[str, float]]:
     replies = await ask.scatter(q, 15, domain)
     assert len(replies) == PARTITIONS and not any(r.error for r in replies)
-    hits = sorted((h for r in replies for h in r.hits), key=lambda h: -h.score)
+    hits = sorted((h for r in replies for h in hits_of(r)), key=lambda h: -h.score)
     assert all(domain is None or h.domain == domain for h in hits)
     return [(h.chunk_id, round(h.score, 4)) for h in hits[:15]]
 

@@ -17,7 +17,7 @@ from services.inference.gather import GatherResult, SearchQuery
 from services.inference.search_client import SearchClient
 from shared.admin import ensure_topics
 from shared.codec import decode, encode
-from shared.records import SearchHit, SearchReply, SearchRequest
+from shared.records import QueryHits, SearchHit, SearchReply, SearchRequest, decode_vector
 from shared.settings import KafkaSettings
 from shared.topics import SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
 
@@ -32,10 +32,10 @@ def _kafka(broker: str) -> None:
     KAFKA = KafkaSettings(bootstrap=broker)
 
 
-def _hit(partition: int, n: int) -> SearchHit:
+def _hit(partition: int, n: int, text: str = "t") -> SearchHit:
     score = round(0.9 - 0.01 * partition - 0.1 * n, 3)  # shards interleave
     return SearchHit(chunk_id=f"p{partition}-c{n}", doc_id=f"doc-{partition}", version=1,
-                     score=score, event_time=time.time(), text="t", domain="d", source="s")
+                     score=score, event_time=time.time(), text=text, domain="d", source="s")
 
 
 @contextlib.asynccontextmanager
@@ -55,8 +55,12 @@ async def topics() -> AsyncIterator[tuple[TopicSpec, TopicSpec]]:
         await admin.close()
 
 
-async def respond(requests: TopicSpec, replies: TopicSpec, answering: set[int]) -> None:
-    """A stand-in for retrieval: plain aiokafka, answering only the shards in `answering`."""
+async def respond(requests: TopicSpec, replies: TopicSpec, answering: set[int],
+                  batches: list[int] | None = None) -> None:
+    """A stand-in for retrieval: plain aiokafka, answering only the shards in `answering`.
+
+    Each query's hits carry its vector's first component as their text, so a test can
+    see that every query got its own results; `batches` collects queries per request."""
     consumer = AIOKafkaConsumer(bootstrap_servers=KAFKA.bootstrap, group_id=None,
                                 auto_offset_reset="earliest",
                                 fetch_max_wait_ms=KAFKA.fetch_max_wait_ms)
@@ -69,10 +73,16 @@ async def respond(requests: TopicSpec, replies: TopicSpec, answering: set[int]) 
             req = decode(SearchRequest, message.value)
             if message.partition not in answering:
                 continue
+            if batches is not None and req.partition == 0:
+                batches.append(len(req.queries))
             error = "" if message.partition == req.partition else "wrong_partition"
-            hits = tuple(_hit(req.partition, n) for n in range(req.top_k))
-            reply = SearchReply(request_id=req.request_id, partition=req.partition, hits=hits,
-                                shard_size=req.top_k, error=error)
+            results = tuple(
+                QueryHits(query_id=q.query_id, hits=tuple(
+                    _hit(req.partition, n, f"q{decode_vector(q.vector)[0]:g}")
+                    for n in range(q.top_k)))
+                for q in req.queries)
+            reply = SearchReply(request_id=req.request_id, partition=req.partition,
+                                results=results, shard_size=9, error=error)
             await producer.send_and_wait(replies.name, encode(reply),
                                          key=req.request_id.encode())
     finally:
@@ -117,3 +127,30 @@ def test_partial_gather_names_the_missing_shards_at_the_deadline() -> None:
     assert result.partial and result.unanswered == (1, 3)
     assert [h.chunk_id for h in result.hits] == ["p0-c0", "p2-c0", "p0-c1"]
     assert 1.4 <= elapsed < 4.0  # waited out the deadline, then returned: never a hang
+
+
+@pytest.mark.parametrize(("max_batch", "expected"), [(16, [5]), (2, [2, 2, 1]), (1, [1] * 5)])
+def test_queries_asked_together_share_one_request_per_shard(max_batch: int,
+                                                             expected: list[int]) -> None:
+    async def go() -> tuple[list[GatherResult], list[int]]:
+        batches: list[int] = []
+        async with topics() as (requests, replies):
+            responder = asyncio.create_task(respond(requests, replies, {0, 1, 2, 3}, batches))
+            client = SearchClient(KAFKA, requests=requests, replies=replies,
+                                  max_batch=max_batch)
+            await client.start()
+            try:
+                queries = [SearchQuery(np.full(8, i, dtype=np.float32), "m", 8, top_k=2)
+                           for i in range(5)]
+                results = await asyncio.gather(*(client.search(q, 10.0) for q in queries))
+            finally:
+                responder.cancel()
+                await client.stop()
+            assert client.sent_batches == expected
+            return list(results), batches
+    results, batches = asyncio.run(go())
+    assert sorted(batches) == sorted(expected)  # what shard 0 actually received
+    for i, result in enumerate(results):
+        assert (result.answered, result.partial) == ((0, 1, 2, 3), False)
+        assert {h.text for h in result.hits} == {f"q{i}"}, i  # its own hits, no one else's
+        assert [h.chunk_id for h in result.hits] == ["p0-c0", "p1-c0"]

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.inference.gather import Gather, GatherResult, SearchQuery
-from shared.records import SearchHit, SearchReply
+from services.inference.gather import Gather, GatherResult, SearchQuery, ShardAnswer
+from shared.records import SearchHit
 
 DIM = 64
 
@@ -68,13 +68,12 @@ class FakeSearch:
 
     async def search(self, query: SearchQuery, timeout_s: float) -> GatherResult:
         self.queries.append((query, timeout_s))
-        gather = Gather("r", self._partitions)
+        gather = Gather(self._partitions)
         for p in range(self._partitions):
             if p in self.silent:
                 continue
             hits = sorted(self.hits_by_shard.get(p, []), key=lambda h: -h.score)[: query.top_k]
-            gather.add(SearchReply(request_id="r", partition=p, hits=tuple(hits),
-                                   error=self.failing.get(p, "")))
+            gather.add(ShardAnswer(p, tuple(hits), self.failing.get(p, "")))
         if not gather.complete:
             await asyncio.sleep(timeout_s)  # like the real client: silent shards cost the wait
         return gather.result(query.top_k)

@@ -10,7 +10,7 @@ import pytest
 from shared.codec import decode, encode
 from shared.dlq import build_dead_letter
 from shared.errors import InvalidInput
-from shared.records import Document, SearchRequest, decode_vector, encode_vector
+from shared.records import Document, SearchRequest, SearchSpec, decode_vector, encode_vector
 from shared.topics import (
     CHUNKS_EMBEDDED,
     SEARCH_REQUESTS,
@@ -72,9 +72,25 @@ def test_vectors_round_trip_as_float32() -> None:
     import numpy as np
     v = np.array([0.5, -1.25, 3.0], dtype="float32")
     assert decode_vector(encode_vector(v)).tolist() == [0.5, -1.25, 3.0]
-    req = SearchRequest(request_id="r", partition=0, vector=encode_vector(v), model_id="m",
-                        dim=3, top_k=1, deadline=0)
-    assert json.loads(encode(req))["vector"] == base64.b64encode(v.tobytes()).decode()
+    spec = SearchSpec(query_id="q", vector=encode_vector(v), top_k=1)
+    req = SearchRequest(request_id="r", partition=0, model_id="m", dim=3, deadline=0,
+                        queries=(spec,))
+    wire = json.loads(encode(req))
+    assert wire["queries"][0]["vector"] == base64.b64encode(v.tobytes()).decode()
+    assert wire["schema_version"] == 2
+
+
+def test_search_request_refuses_the_old_single_query_form() -> None:
+    old = {"schema_version": 1, "request_id": "r", "partition": 0, "vector": "AAAA",
+           "model_id": "m", "dim": 1, "top_k": 1, "deadline": 0}
+    with pytest.raises(InvalidInput) as err:
+        decode(SearchRequest, json.dumps(old).encode())
+    assert (err.value.reason, err.value.field) == ("unknown_schema_version", "schema_version")
+    empty = {"schema_version": 2, "request_id": "r", "partition": 0, "model_id": "m",
+             "dim": 1, "deadline": 0, "queries": []}
+    with pytest.raises(InvalidInput) as err:
+        decode(SearchRequest, json.dumps(empty).encode())
+    assert (err.value.reason, err.value.field) == ("invalid_field", "queries")
 
 
 def test_dead_letter_keeps_payload_only_before_redaction() -> None:
