@@ -33,8 +33,13 @@ class Item(Generic[T]):
 
 @dataclass
 class WaitPolicy:
-    """How long a batch may wait to fill: underfilled batches lengthen it while latency
-    stays under target; a batch over target halves it. Fixed when not adaptive."""
+    """How long a batch may wait to fill, adjusted after every batch when adaptive.
+
+    A batch over the latency target halves the wait, and so does a batch of one: nobody
+    came while it waited, so a lone caller (one client, a quiet hour) stops paying a wait
+    that buys nothing. A batch that found company but is under half full lengthens it
+    (x1.5, up to the ceiling): others are arriving, a little more patience fills it.
+    """
 
     wait_s: float
     ceiling_s: float
@@ -42,12 +47,12 @@ class WaitPolicy:
     adaptive: bool = True
     floor_s: float = 0.0
 
-    def observe(self, fill: float, latency_s: float) -> None:
+    def observe(self, size: int, max_batch: int, latency_s: float) -> None:
         if not self.adaptive:
             return
-        if latency_s > self.target_s:
+        if latency_s > self.target_s or size <= 1 < max_batch:
             self.wait_s = max(self.floor_s, self.wait_s / 2)
-        elif fill < 0.5:
+        elif size / max_batch < 0.5:
             self.wait_s = min(self.ceiling_s, max(self.wait_s * 1.5, MIN_GROWTH_S))
 
 

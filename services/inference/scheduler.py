@@ -96,7 +96,7 @@ class BatchScheduler(Generic[T, R]):
                 future.set_exception(result)
             else:
                 future.set_result(result)
-        self.queue.policy.observe(len(batch) / self.queue.max_batch, latency)
+        self.queue.policy.observe(len(batch), self.queue.max_batch, latency)
         m.batch_size.labels(**label).observe(len(batch))
         m.batch_fill.labels(**label).observe(len(batch) / self.queue.max_batch)
         m.batch_time.labels(**label).observe(latency)

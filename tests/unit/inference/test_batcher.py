@@ -69,21 +69,35 @@ def test_a_full_queue_refuses_saying_so_and_discard_frees_a_slot() -> None:
 
 def test_adaptive_wait_grows_when_underfilled_and_halves_over_target() -> None:
     policy = WaitPolicy(wait_s=0.0, ceiling_s=0.01, target_s=0.1)
-    policy.observe(fill=0.25, latency_s=0.05)
+    policy.observe(size=4, max_batch=16, latency_s=0.05)
     assert policy.wait_s == pytest.approx(0.0005)  # from zero it can still grow
     for _ in range(20):
-        policy.observe(fill=0.25, latency_s=0.05)
+        policy.observe(size=4, max_batch=16, latency_s=0.05)
     assert policy.wait_s == pytest.approx(0.01)  # capped at the ceiling
-    policy.observe(fill=1.0, latency_s=0.05)
+    policy.observe(size=16, max_batch=16, latency_s=0.05)
     assert policy.wait_s == pytest.approx(0.01)  # full batches: no reason to change
-    policy.observe(fill=0.25, latency_s=0.3)
+    policy.observe(size=4, max_batch=16, latency_s=0.3)
     assert policy.wait_s == pytest.approx(0.005)  # over target: latency wins over fill
+
+
+def test_a_lone_caller_stops_waiting() -> None:
+    policy = WaitPolicy(wait_s=0.02, ceiling_s=0.02, target_s=0.1)
+    policy.observe(size=1, max_batch=16, latency_s=0.01)
+    assert policy.wait_s == pytest.approx(0.01)  # nobody came while it waited
+    for _ in range(20):
+        policy.observe(size=1, max_batch=16, latency_s=0.01)
+    assert policy.wait_s < 1e-6  # one client: no wait at all, as with batch size 1
+    policy.observe(size=3, max_batch=16, latency_s=0.01)
+    assert policy.wait_s == pytest.approx(0.0005)  # company again: patience grows back
+    single = WaitPolicy(wait_s=0.004, ceiling_s=0.02, target_s=0.1)
+    single.observe(size=1, max_batch=1, latency_s=0.01)  # max batch 1 is always "full"
+    assert single.wait_s == pytest.approx(0.004)
 
 
 def test_fixed_policy_never_moves() -> None:
     policy = WaitPolicy(wait_s=0.004, ceiling_s=0.02, target_s=0.1, adaptive=False)
-    policy.observe(0.1, 0.01)
-    policy.observe(0.1, 9.0)
+    policy.observe(1, 16, 0.01)
+    policy.observe(1, 16, 9.0)
     assert policy.wait_s == 0.004
 
 
