@@ -35,8 +35,10 @@ def _lower_fetch_wait(wait_ms: int) -> None:
     _fetch_wait_ms = wait_ms
 
 
-def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, **overrides: Any) -> faust.App:
-    _lower_fetch_wait(kafka.fetch_max_wait_ms)
+def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
+             fetch_wait_ms: int | None = None, **overrides: Any) -> faust.App:
+    """The service's app; its consumer waits `fetch_wait_ms` (default: the pipeline's)."""
+    _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
     app_dir = (data_dir / app_id).resolve()
     app_dir.mkdir(parents=True, exist_ok=True)
     conf: dict[str, Any] = dict(

@@ -21,8 +21,13 @@ class KafkaSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_KAFKA_", frozen=True)
 
     bootstrap: str = "127.0.0.1:19092"
-    # The embedded broker does not answer a waiting fetch early; real Kafka does.
-    fetch_max_wait_ms: int = Field(default=10, ge=1, le=60_000)
+    # The embedded broker does not answer a waiting fetch early (real Kafka does), so a
+    # caught-up consumer waits up to this long for the next record. Pipeline hops can
+    # afford 50 ms (freshness is judged in seconds), and fewer idle polls leave the CPU
+    # to the work; the interactive query path (retrieval's consumer, inference's reply
+    # reader) uses the shorter query wait.
+    fetch_max_wait_ms: int = Field(default=50, ge=1, le=60_000)
+    query_fetch_max_wait_ms: int = Field(default=10, ge=1, le=60_000)
     session_timeout_s: float = Field(default=10.0, gt=0)
     rebalance_timeout_s: float = Field(default=3.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)

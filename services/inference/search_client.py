@@ -82,7 +82,7 @@ class SearchClient:
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._kafka.bootstrap, client_id=self._client_id, group_id=None,
             enable_auto_commit=False, auto_offset_reset="latest",
-            fetch_max_wait_ms=self._kafka.fetch_max_wait_ms)
+            fetch_max_wait_ms=self._kafka.query_fetch_max_wait_ms)
         await self._producer.start()
         await self._consumer.start()
         tps = [TopicPartition(self._replies.name, p) for p in range(self._replies.partitions)]

@@ -19,7 +19,9 @@ from shared.topics import (
 
 settings = RetrievalSettings()
 kafka = KafkaSettings()
-app = make_app(RETRIEVAL_APP, kafka, settings.data_dir)
+# Search requests arrive on this app's consumer: it waits the short, query-path time.
+app = make_app(RETRIEVAL_APP, kafka, settings.data_dir,
+               fetch_wait_ms=kafka.query_fetch_max_wait_ms)
 
 embedded_topic = topic(app, CHUNKS_EMBEDDED)
 requests_topic = topic(app, SEARCH_REQUESTS)

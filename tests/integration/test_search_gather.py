@@ -63,7 +63,7 @@ async def respond(requests: TopicSpec, replies: TopicSpec, answering: set[int],
     see that every query got its own results; `batches` collects queries per request."""
     consumer = AIOKafkaConsumer(bootstrap_servers=KAFKA.bootstrap, group_id=None,
                                 auto_offset_reset="earliest",
-                                fetch_max_wait_ms=KAFKA.fetch_max_wait_ms)
+                                fetch_max_wait_ms=KAFKA.query_fetch_max_wait_ms)
     producer = AIOKafkaProducer(bootstrap_servers=KAFKA.bootstrap)
     await consumer.start()
     await producer.start()
