@@ -214,11 +214,12 @@ class QueryEngine:
     async def _generate(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
         assert self.lm is not None and self.generator is not None
         started, s, params = time.perf_counter(), self.settings, retrieval.params
-        prompt, _ = pack_prompt(params.question, [h.text for h in retrieval.result.hits],
-                                self.lm.count_tokens, s.prompt_token_budget)
         max_new = min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
+        budget = min(s.prompt_token_budget, self.lm.prompt_room(max_new))
+        prompt, _ = pack_prompt(params.question, [h.text for h in retrieval.result.hits],
+                                self.lm.count_tokens, budget)
         job = Job(prompt, max_new, params.temperature, params.stop)
-        item, _ = self.generator.enqueue(job, s.prompt_token_budget + max_new, INTERACTIVE)
+        item, _ = self.generator.enqueue(job, budget + max_new, INTERACTIVE)
         pieces: list[str] = []
         try:
             while not isinstance(event := await job.events.get(), Finished):

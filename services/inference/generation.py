@@ -32,7 +32,12 @@ class Job:
     events: asyncio.Queue[str | Finished | BaseException] = field(default_factory=asyncio.Queue)
     cancelled: bool = False  # set by the caller; the runner drops the row at the next step
     ids: list[int] = field(default_factory=list)
-    text: str = ""  # decoded so far (what was emitted plus what the scanner holds)
+    # Incremental detokenization (as TGI and vLLM do it): the next delta is what decoding
+    # ids[prefix_offset:] adds to decoding ids[prefix_offset:read_offset]. Decoding the
+    # whole answer each step instead breaks when a later token rewrites earlier text
+    # (clean_up_tokenization_spaces turns "it '" + "s" into "it's").
+    prefix_offset: int = 0
+    read_offset: int = 0
     prompt_tokens: int = 0
 
     def __post_init__(self) -> None:
@@ -90,11 +95,12 @@ class GenerationRunner:
         if token in self.lm.eos_ids:
             return self._finish(job, "stop")
         job.ids.append(token)
-        text = self.lm.decode(job.ids)
-        # Emit only text that extends what came before and is not a half-decoded character.
-        if text.startswith(job.text) and not text.endswith("\ufffd"):
-            delta = job.scanner.feed(text[len(job.text):])
-            job.text = text
+        before = self.lm.decode(job.ids[job.prefix_offset:job.read_offset])
+        text = self.lm.decode(job.ids[job.prefix_offset:])
+        # Emit once the text grew and does not end in a half-decoded character.
+        if len(text) > len(before) and not text.endswith("\ufffd"):
+            job.prefix_offset, job.read_offset = job.read_offset, len(job.ids)
+            delta = job.scanner.feed(text[len(before):])
             if delta:
                 job.events.put_nowait(delta)
             if job.scanner.stopped:

@@ -34,7 +34,10 @@ class CausalLM:
     def __init__(self, path: Path, device: str = "auto") -> None:
         self.device = pick_device(device)
         self.dtype = pick_dtype(self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path), padding_side="left")
+        # Left padding lines up every row's last token; left truncation, should a prompt
+        # still be too long, drops the oldest context, never the question at its end.
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), padding_side="left",
+                                                       truncation_side="left")
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         # A second tokenizer for counting on the event loop: a fast tokenizer used from
@@ -48,6 +51,11 @@ class CausalLM:
         self.eos_ids = frozenset(i for i in eos if isinstance(i, int))
         self.max_positions = int(getattr(config, "max_position_embeddings", 0)
                                  or getattr(config, "n_positions", 2048))
+
+    def prompt_room(self, max_new_tokens: int) -> int:
+        """Tokens a prompt may count (as count_tokens does) and still fit with its answer."""
+        specials = len(self.counter("")["input_ids"])  # what tokenizing a prompt adds
+        return max(1, self.max_positions - max_new_tokens - specials)
 
     def count_tokens(self, text: str) -> int:
         return len(self.counter(text, add_special_tokens=False)["input_ids"])

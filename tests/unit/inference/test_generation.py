@@ -136,3 +136,38 @@ def test_stream_query_generates_with_citations_through_grpc(lm: CausalLM) -> Non
     assert (end.finish_reason, end.usage.completion_tokens, end.usage.unit) == (
         "length", 6, "tokens")
     assert end.usage.prompt_tokens > 20  # the packed sources are in the prompt
+
+
+def test_deltas_survive_decoding_that_rewrites_earlier_text(lm: CausalLM) -> None:
+    # With clean_up_tokenization_spaces, "it '" + "s" decodes to "it's": the whole-answer
+    # text stops extending what was emitted. Every token must still reach the caller.
+    lm.tokenizer.clean_up_tokenization_spaces = True
+    try:
+        tokens = lm.tokenizer("it ' s late today", add_special_tokens=False)["input_ids"]
+        j = job("unused", max_new=len(tokens))
+        runner = GenerationRunner(lm)
+        finished = [runner._advance(j, t) for t in tokens]
+        deltas = []
+        while not isinstance(event := j.events.get_nowait(), Finished):
+            deltas.append(event)
+    finally:
+        lm.tokenizer.clean_up_tokenization_spaces = False
+    assert finished[-1] and not any(finished[:-1])
+    assert (event.reason, event.completion_tokens) == ("length", 5)
+    assert "".join(deltas).replace(" ", "") == "it'slatetoday"  # nothing lost after "'"
+    assert "".join(deltas).endswith("late today")
+
+
+def test_a_long_prompt_is_packed_to_fit_and_keeps_its_question(lm: CausalLM) -> None:
+    from services.inference.prompt import pack_prompt
+
+    sources = [f"Source {i} says the ledger export stalled because of lock contention "
+               f"in shard {i} during the nightly batch window." * 3 for i in range(12)]
+    room = lm.prompt_room(12)
+    prompt, packed = pack_prompt("Why did the export stall?", sources, lm.count_tokens,
+                                 min(1024, room))
+    assert 0 < len(packed) < len(sources)  # the tiny model's 256 positions hold only some
+    assert len(lm.tokenizer(prompt)["input_ids"]) + 12 <= lm.max_positions
+    # Should a prompt still be too long, the start goes, not the question at the end.
+    ids = lm.tokenizer(prompt * 3, truncation=True, max_length=40)["input_ids"]
+    assert lm.tokenizer.decode(ids, skip_special_tokens=True).endswith("answer :")
