@@ -25,8 +25,10 @@ def wait_ready(target: str, timeout_s: float, dead: Callable[[], list[str]],
             try:
                 serving = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status \
                     == health_pb2.HealthCheckResponse.SERVING
-                if serving and not stub.Query(inference_pb2.QueryRequest(question="ready?"),
-                                              timeout=5).partial:
+                # One new token: with a generator configured, the probe is about
+                # retrieval; a full answer on a CPU could outlast the probe's timeout.
+                probe = inference_pb2.QueryRequest(question="ready?", max_new_tokens=1)
+                if serving and not stub.Query(probe, timeout=5).partial:
                     return
             except grpc.RpcError:
                 pass  # not listening yet, or no shard owner yet (UNAVAILABLE)
