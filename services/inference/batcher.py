@@ -96,17 +96,21 @@ class BatchQueue(Generic[T]):
             return float("-inf")
         return min(i.enqueued for i in self._items) + self.policy.wait_s
 
-    def take(self) -> list[Item[T]]:
-        """The next batch: by priority then arrival, within max_batch and the token budget.
+    def take(self, limit: int | None = None) -> list[Item[T]]:
+        """The next batch: by priority then arrival, within max_batch (or `limit`, if
+        lower) and the token budget.
 
         The first item always goes, even over budget, or an oversized one would starve.
         Order is kept: an item that does not fit stops the batch rather than being skipped.
         """
         ordered = sorted(self._items, key=lambda i: (i.priority, i.seq))
+        most = self.max_batch if limit is None else min(limit, self.max_batch)
         batch: list[Item[T]] = []
         tokens = 0
         for item in ordered:
-            if batch and (len(batch) == self.max_batch or tokens + item.cost > self.token_budget):
+            if len(batch) == most:
+                break
+            if batch and tokens + item.cost > self.token_budget:
                 break
             batch.append(item)
             tokens += item.cost

@@ -131,9 +131,12 @@ class QueryEngine:
         policy = WaitPolicy(s.gen_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
                             s.latency_target_ms / 1000, s.adaptive_wait)
         self.lm = lm
+        runner = runner or GenerationRunner(lm)
         self.generator = BatchScheduler(
             "generate", BatchQueue(s.gen_max_batch, s.gen_token_budget, s.queue_capacity,
-                                   policy), runner or GenerationRunner(lm), self.metrics)
+                                   policy), runner, self.metrics)
+        if s.gen_continuous:
+            runner.admit, runner.max_rows = self.generator.admit, s.gen_max_batch
         self.generator.start()
 
     async def encode(self, texts: Sequence[str], priority: int = INTERACTIVE) -> np.ndarray:

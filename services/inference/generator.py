@@ -86,12 +86,36 @@ class CausalLM:
         return DecodeState(out.past_key_values, mask, state.next_pos + 1,
                            out.logits[:, -1, :].float())
 
+    def merge(self, a: DecodeState, b: DecodeState) -> DecodeState:
+        """One state holding a's rows then b's: how a prefilled newcomer joins a running
+        batch between decode steps. The shorter side is left-padded (masked out) in the
+        attention mask and in every layer's keys and values; positions stay per row."""
+        length = max(a.mask.shape[1], b.mask.shape[1])
+        for mine, theirs in zip(a.past.layers, b.past.layers, strict=True):
+            mine.keys = torch.cat([_left_pad(mine.keys, length, 2),
+                                   _left_pad(theirs.keys, length, 2)])
+            mine.values = torch.cat([_left_pad(mine.values, length, 2),
+                                     _left_pad(theirs.values, length, 2)])
+        mask = torch.cat([_left_pad(a.mask, length, 1), _left_pad(b.mask, length, 1)])
+        return DecodeState(a.past, mask, torch.cat([a.next_pos, b.next_pos]),
+                           torch.cat([a.logits, b.logits]))
+
     def keep_rows(self, state: DecodeState, rows: list[int]) -> DecodeState:
         """Drop finished rows so the next steps compute only the live ones."""
         index = torch.tensor(rows, device=self.device)
         state.past.batch_select_indices(index)
         return DecodeState(state.past, state.mask[index], state.next_pos[index],
                            state.logits[index])
+
+
+def _left_pad(t: torch.Tensor, length: int, dim: int) -> torch.Tensor:
+    """`t` zero-padded on the left along `dim` to `length`."""
+    missing = length - t.shape[dim]
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
 
 
 def choose(logits: torch.Tensor, temperatures: list[float], seed: int | None = None,

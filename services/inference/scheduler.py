@@ -65,6 +65,20 @@ class BatchScheduler(Generic[T, R]):
             self.cancel(item)
             raise
 
+    def admit(self, limit: int) -> list[T]:
+        """Up to `limit` queued payloads, handed to the batch now running (continuous
+        batching). Their callers' futures resolve to None at once: the runner that admits
+        them reports to them itself (generation jobs carry their own event queues)."""
+        batch = self.queue.take(limit)
+        now = self._clock()
+        for item in batch:
+            self.metrics.queue_time.labels(batcher=self.name).observe(now - item.enqueued)
+            future = self._futures.pop(id(item))
+            if not future.done():
+                future.set_result(None)  # type: ignore[arg-type]
+        self._gauge()
+        return [i.payload for i in batch]
+
     async def _loop(self) -> None:
         while True:
             due = self.queue.due()

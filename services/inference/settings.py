@@ -57,6 +57,9 @@ class InferenceSettings(ServiceSettings):
     gen_max_batch: int = Field(default=8, ge=1)
     gen_max_wait_ms: float = Field(default=10.0, ge=0)
     gen_token_budget: int = Field(default=8192, ge=1)  # prompt + new tokens over a batch
+    # Continuous batching: requests that arrive mid-generation join at the next step (up
+    # to gen_max_batch rows) instead of waiting for the whole batch to finish.
+    gen_continuous: bool = True
     prompt_token_budget: int = Field(default=1024, ge=16)
     default_max_new_tokens: int = Field(default=128, ge=1)
     max_new_tokens_cap: int = Field(default=512, ge=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -171,3 +172,45 @@ def test_a_long_prompt_is_packed_to_fit_and_keeps_its_question(lm: CausalLM) -> 
     # Should a prompt still be too long, the start goes, not the question at the end.
     ids = lm.tokenizer(prompt * 3, truncation=True, max_length=40)["input_ids"]
     assert lm.tokenizer.decode(ids, skip_special_tokens=True).endswith("answer :")
+
+
+def test_a_job_admitted_mid_generation_decodes_as_if_alone(lm: CausalLM) -> None:
+    alone = run_jobs(lm, [job(PROMPTS[3], max_new=8)])[0]
+    waiting = [job(PROMPTS[3], max_new=8)]
+
+    def admit(room: int) -> list[Job]:
+        # Joins after the first job's third step, much shorter: its side is left-padded.
+        return [waiting.pop()] if waiting and len(runner.steps) == 3 and room else []
+    runner = GenerationRunner(lm, admit=admit, max_rows=4)
+    first = job(PROMPTS[2], max_new=20)
+    late = waiting[0]
+    [(first_deltas, first_done)] = run_jobs(lm, [first], runner)
+    late_deltas, late_done = asyncio.run(collect(late))
+    assert runner.joined == [1] and max(runner.steps) == 2  # two rows ran together
+    assert "".join(late_deltas) == "".join(alone[0])  # the merged KV cache is exact
+    assert late_done.completion_tokens == alone[1].completion_tokens == 8
+    assert "".join(first_deltas) == "".join(run_jobs(lm, [job(PROMPTS[2], 20)])[0][0])
+    assert first_done.completion_tokens == 20
+
+
+def test_continuous_batching_starts_a_late_request_before_the_batch_ends(lm: CausalLM) -> None:
+    async def go() -> tuple[list[str], float, float, list[int], list[int]]:
+        runner = GenerationRunner(lm)
+        scheduler: BatchScheduler[Job, None] = BatchScheduler(
+            "generate", BatchQueue(8, 10_000, 16, WaitPolicy(0.0, 0.0, 10, False)), runner)
+        runner.admit, runner.max_rows = scheduler.admit, 8
+        scheduler.start()
+        long, late = job(PROMPTS[0], 60), job(PROMPTS[1], 3)
+        scheduler.enqueue(long, 100, INTERACTIVE)
+        first = await long.events.get()  # the long job is decoding
+        scheduler.enqueue(late, 100, INTERACTIVE)
+        late_deltas, _ = await collect(late)
+        late_end = time.monotonic()
+        rest, _ = await collect(long)
+        long_end = time.monotonic()
+        await scheduler.stop()
+        return [first, *rest], late_end, long_end, scheduler.batches, runner.joined
+    long_deltas, late_end, long_end, batches, joined = asyncio.run(go())
+    assert late_end < long_end  # it did not wait for the long one to finish
+    assert batches == [1] and joined == [1]  # one batch; the late job joined it
+    assert long_deltas  # and the long one went on to its end
