@@ -135,6 +135,7 @@ class QueryEngine:
         self.generator = BatchScheduler(
             "generate", BatchQueue(s.gen_max_batch, s.gen_token_budget, s.queue_capacity,
                                    policy), runner, self.metrics)
+        runner.on_step = self.metrics.decode_rows.observe
         if s.gen_continuous:
             runner.admit, runner.max_rows = self.generator.admit, s.gen_max_batch
         self.generator.start()

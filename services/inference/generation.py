@@ -58,6 +58,7 @@ class GenerationRunner:
         self.admit, self.max_rows = admit, max_rows
         self.steps: list[int] = []  # rows computed per decode step (tests, metrics)
         self.joined: list[int] = []  # jobs admitted into a running batch, per admission
+        self.on_step: Callable[[int], None] = lambda rows: None  # metrics hook
         self._members: list[Job] = []  # every job of the run in progress, admitted ones too
 
     async def __call__(self, jobs: Sequence[Job]) -> list[None]:
@@ -83,6 +84,7 @@ class GenerationRunner:
                 live, tokens = [live[r] for r in keep], [tokens[r] for r in keep]
             if state is not None:
                 self.steps.append(len(live))
+                self.on_step(len(live))
                 state = await asyncio.to_thread(self._step, state, tokens)
             room = self.max_rows - len(live)
             if self.admit is not None and room > 0 and (newcomers := self.admit(room)):

@@ -41,6 +41,10 @@ class InferenceMetrics:
         self.latency = Histogram("streamrag_inference_request_seconds",
                                  "End-to-end call latency", ["method"], buckets=_LATENCY_S,
                                  registry=r)
+        self.decode_rows = Histogram("streamrag_inference_decode_rows",
+                                     "Requests decoded together per generation step "
+                                     "(continuous batching included)", buckets=_SIZE,
+                                     registry=r)
         self.cache = Counter("streamrag_inference_sentence_cache_total",
                              "Answer sentences found in (hit) or encoded for (miss) the cache",
                              ["result"], registry=r)

@@ -123,13 +123,15 @@ def test_stream_query_generates_with_citations_through_grpc(lm: CausalLM) -> Non
     from tests.unit.inference.fakes import FakeSearch
     from tests.unit.inference.test_server import CHUNKS, serving, stub
 
-    async def go() -> tuple[list[pb.StreamQueryResponse], pb.InfoResponse]:
+    async def go() -> tuple[list[pb.StreamQueryResponse], pb.InfoResponse, float]:
         async with serving(FakeSearch(CHUNKS)) as (runtime, channel):
             runtime.engine.attach_generator(lm)
             request = pb.QueryRequest(question="what freed the disk?", max_new_tokens=6)
             messages = [m async for m in stub(channel).StreamQuery(request)]
-            return messages, await stub(channel).Info(pb.InfoRequest())
-    messages, info = asyncio.run(go())
+            steps = runtime.metrics.sample("streamrag_inference_decode_rows_count")
+            return messages, await stub(channel).Info(pb.InfoRequest()), steps
+    messages, info, steps = asyncio.run(go())
+    assert steps == 5  # six tokens: the first from the prefill, five decode steps
     kinds = [m.WhichOneof("event") for m in messages]
     assert kinds[0] == "start" and kinds[-1] == "end" and set(kinds[1:-1]) == {"delta"}
     assert messages[0].start.answer_mode == "generative" and info.answer_mode == "generative"
