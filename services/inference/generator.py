@@ -43,6 +43,7 @@ class CausalLM:
         # A second tokenizer for counting on the event loop: a fast tokenizer used from
         # two threads at once fails ("Already borrowed").
         self.counter = AutoTokenizer.from_pretrained(str(path))
+        self._specials = len(self.counter("")["input_ids"])  # what tokenizing a prompt adds
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype)
         self.model = self.model.to(self.device).eval()
         self.model_id = path.name
@@ -54,8 +55,7 @@ class CausalLM:
 
     def prompt_room(self, max_new_tokens: int) -> int:
         """Tokens a prompt may count (as count_tokens does) and still fit with its answer."""
-        specials = len(self.counter("")["input_ids"])  # what tokenizing a prompt adds
-        return max(1, self.max_positions - max_new_tokens - specials)
+        return max(1, self.max_positions - max_new_tokens - self._specials)
 
     def count_tokens(self, text: str) -> int:
         return len(self.counter(text, add_special_tokens=False)["input_ids"])
