@@ -1,21 +1,28 @@
-"""A phone recognizer that runs python-phonenumbers only where digits could form a number.
+"""Phone numbers: every number that is *possible* in a configured region, not only *valid*.
 
-Presidio's PhoneRecognizer runs phonenumbers' matcher over the whole text once per region,
-which was the largest cost of redaction. Every number that matcher can find is a chain of
-digit blocks joined by at most four punctuation characters; we find those chains with one
-cheap regex and run the same matcher only on each chain with some context around it, so
-the results are the same as over the whole text.
+Presidio's PhoneRecognizer keeps only numbers python-phonenumbers calls valid, that is
+inside a currently assigned range; a fictional or test number (an unassigned area code,
+555 exchanges) is still personal data in a ticket and was let through. Here a number that
+is merely possible (right length for its region) is taken too, but only when it is
+written the way phone numbers are written, so that ports, ticket ids, versions, dates and
+IP addresses stay: it starts with `+` (E.164), has a parenthesised area code, is written in
+three or more digit groups, or follows a word like "phone" or "call". Valid numbers are
+taken whatever their shape, as before. Extensions ("x42", "ext. 123") are part of a match.
+
+phonenumbers' matcher is the cost; it runs only on snippets around digit chains (a chain
+is digit blocks joined by at most four punctuation characters, a superset of what the
+matcher can find), with context around each so the results equal a whole-text run.
 """
 
 from __future__ import annotations
 
 import re
 
-from presidio_analyzer import RecognizerResult
+import phonenumbers
+from phonenumbers import Leniency
+from phonenumbers.phonenumbermatcher import _verify as verify_at
+from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
-from presidio_analyzer.predefined_recognizers import PhoneRecognizer
-
-from services.redaction.windows import shifted
 
 # A superset of phonenumbers' separators: non-word characters, 'x' and the katakana dash.
 _CHAIN = re.compile(r"\d(?:[\W_x\u30fc]{0,4}\d)*")
@@ -23,6 +30,14 @@ _CHAIN = re.compile(r"\d(?:[\W_x\u30fc]{0,4}\d)*")
 # a leading '+' or '('), and an extension ("ext. 123") is a chain of its own nearby.
 MARGIN = 32
 MIN_DIGITS = 4  # no region has a valid number this short
+MIN_POSSIBLE_DIGITS = 7  # a merely possible number needs at least this many digits
+CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|mobile|mob|cell|cellphone|call|called|calling|"
+                 r"ring|fax|sms|text|whatsapp|signal|contact|reach|dial|hotline|"
+                 r"number|no|nr|ph|tél|telefon|handy|portable)\b\W{0,3}$")
+CUE_WINDOW = 24
+_DATE = re.compile(r"^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})$")
+_DOTTED_QUAD = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_GROUP = re.compile(r"\d+")
 
 
 def snippets(text: str) -> list[tuple[int, int]]:
@@ -39,10 +54,72 @@ def snippets(text: str) -> list[tuple[int, int]]:
     return out
 
 
-class PrefilteredPhoneRecognizer(PhoneRecognizer):
+def phone_shaped(raw: str, before: str) -> bool:
+    """Whether a possible-but-not-valid match is written like a phone number.
+
+    `raw` is the matched text, `before` the text just before it (for a cue word).
+    """
+    body = re.split(r"(?i)\s*(?:ext\.?|x|#)\s*\d+$", raw)[0]  # the extension aside
+    digits = sum(c.isdigit() for c in body)
+    if digits < MIN_POSSIBLE_DIGITS or _DATE.match(body) or _DOTTED_QUAD.match(body):
+        return False
+    if body.startswith("+") or "(" in body:
+        return True
+    if CUE.search(before[-CUE_WINDOW:]):
+        return True
+    return len(_GROUP.findall(body)) >= 3
+
+
+def _valid(raw: str, region: str) -> bool:
+    """Presidio's criterion: valid, with the national prefix where the region requires it.
+
+    phonenumbers applies it only inside its matcher, on a number parsed with its raw input
+    kept (the match it returns has that cleared), so the candidate is parsed again here.
+    """
+    try:
+        number = phonenumbers.parse(raw, region, keep_raw_input=True)
+    except phonenumbers.NumberParseException:
+        return False
+    return bool(verify_at(Leniency.VALID, number, raw, None))
+
+
+class PossiblePhoneRecognizer(LocalRecognizer):
+    """PHONE_NUMBER: valid numbers, and possible ones written like phone numbers."""
+
+    SCORE = 0.5
+    CONTEXT = ["phone", "number", "telephone", "cell", "cellphone", "mobile", "call", "fax"]
+
+    def __init__(self, supported_regions: list[str], prefilter: bool = True) -> None:
+        super().__init__(supported_entities=["PHONE_NUMBER"], supported_language="en",
+                         context=self.CONTEXT, name="PossiblePhoneRecognizer")
+        self.supported_regions = list(supported_regions)
+        self.prefilter = prefilter
+
+    def load(self) -> None:
+        pass
+
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
-        results: list[RecognizerResult] = []
-        for start, end in snippets(text):
-            results += shifted(super().analyze(text[start:end], entities, nlp_artifacts), start)
-        return results
+        spans = snippets(text) if self.prefilter else [(0, len(text))]
+        found: dict[tuple[int, int], str] = {}
+        for start, end in spans:
+            for a, b, why in self._matches(text[start:end]):
+                found.setdefault((a + start, b + start), why)
+        return [self._result(a, b, why) for (a, b), why in sorted(found.items())]
+
+    def _matches(self, text: str) -> list[tuple[int, int, str]]:
+        out = []
+        for region in self.supported_regions:
+            for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):
+                if _valid(m.raw_string, region):
+                    out.append((m.start, m.end, f"valid {region} number"))
+                elif phone_shaped(m.raw_string, text[:m.start]):
+                    out.append((m.start, m.end, f"possible {region} number, phone-shaped"))
+        return out
+
+    def _result(self, start: int, end: int, why: str) -> RecognizerResult:
+        return RecognizerResult(
+            "PHONE_NUMBER", start, end, self.SCORE,
+            AnalysisExplanation("PossiblePhoneRecognizer", self.SCORE, textual_explanation=why),
+            {RecognizerResult.RECOGNIZER_NAME_KEY: self.name,
+             RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import tldextract
 from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerResult
-from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 from presidio_anonymizer import AnonymizerEngine
 from presidio_anonymizer.entities import OperatorConfig
 
@@ -28,7 +27,8 @@ from services.redaction.nlp import (
     TrimmedSpacyNlpEngine,
     spacy_model_path,
 )
-from services.redaction.phones import PrefilteredPhoneRecognizer
+from services.redaction.cards import CardRecognizer
+from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
 from services.redaction.recognizers import secret_recognizer
 from services.redaction.settings import RedactionSettings
@@ -57,9 +57,13 @@ class Redactor:
         nlp = TrimmedSpacyNlpEngine(settings.nlp_components)
         analyzer = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"],
                                   context_aware_enhancer=BisectContextEnhancer())
-        phones = PrefilteredPhoneRecognizer if settings.phone_prefilter else PhoneRecognizer
+        # Presidio's own phone and card recognizers miss unassigned numbers and current
+        # issuer ranges; ours find a superset of what they find.
         analyzer.registry.remove_recognizer("PhoneRecognizer")
-        analyzer.registry.add_recognizer(phones(supported_regions=list(settings.phone_regions)))
+        analyzer.registry.add_recognizer(PossiblePhoneRecognizer(
+            list(settings.phone_regions), prefilter=settings.phone_prefilter))
+        analyzer.registry.remove_recognizer("CreditCardRecognizer")
+        analyzer.registry.add_recognizer(CardRecognizer())
         self.secrets = secret_recognizer()
         self.batch = BatchAnalyzerEngine(analyzer_engine=analyzer)
         self.anonymizer = AnonymizerEngine()

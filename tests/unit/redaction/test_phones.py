@@ -1,37 +1,84 @@
-"""The prefiltered phone recognizer finds exactly what Presidio's own finds."""
+"""Phone numbers: everything Presidio's recognizer finds, plus possible but unassigned ones."""
 
 from __future__ import annotations
+
+import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
-from services.redaction.phones import PrefilteredPhoneRecognizer, snippets
+from services.redaction.phones import PossiblePhoneRecognizer, snippets
 from tests.unit.redaction.pii_corpus import VALUES
 
 REGIONS = ["US", "GB", "DE", "FR", "IN"]
-FULL = PhoneRecognizer(supported_regions=REGIONS)
-FAST = PrefilteredPhoneRecognizer(supported_regions=REGIONS)
+PRESIDIO = PhoneRecognizer(supported_regions=REGIONS)
+OURS = PossiblePhoneRecognizer(REGIONS)
+UNFILTERED = PossiblePhoneRecognizer(REGIONS, prefilter=False)
 NOISE = ["call", "x", "ext. 12", "fax:", "4111 1111 1111 1111", "10.0.4.17", "2026-11-28",
          "(", ")", "+", "-", "\n", "12", "order #77812", "v2.4.1", "port 8080"]
+NOT_PHONES = ("port 8443", "build 20261128", "release 4.12.3", "10.0.4.17", "2026-11-28",
+              "Ticket #48213", "order 7741-2209", "v2.4.1", "at 14:05 UTC", "HTTP 502")
 
 
-def spans(rec: PhoneRecognizer, text: str) -> list[tuple[int, int]]:
+def spans(rec: PhoneRecognizer | PossiblePhoneRecognizer, text: str) -> list[tuple[int, int]]:
     return sorted((x.start, x.end) for x in rec.analyze(text, ["PHONE_NUMBER"]))
+
+
+def covered(rec: PossiblePhoneRecognizer, text: str, start: int, end: int) -> bool:
+    return any(a <= start and end <= b for a, b in spans(rec, text))
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(list(VALUES["PHONE_NUMBER"]) + NOISE), max_size=12),
        st.sampled_from([" ", "  ", ", ", "; "]))
-def test_same_findings_as_presidio(parts: list[str], sep: str) -> None:
+def test_finds_everything_presidio_finds_and_the_prefilter_changes_nothing(
+        parts: list[str], sep: str) -> None:
     text = sep.join(parts)
-    assert spans(FAST, text) == spans(FULL, text)
+    ours = spans(OURS, text)
+    assert ours == spans(UNFILTERED, text)
+    for a, b in spans(PRESIDIO, text):
+        assert any(x <= a and b <= y for x, y in ours), (text, (a, b))
 
 
 def test_every_known_number_is_found_at_its_place() -> None:
     for number in VALUES["PHONE_NUMBER"]:
         text = f"Ring {number} after nine."
-        assert spans(FAST, text) == [(5, 5 + len(number))]
+        assert spans(OURS, text) == [(5, 5 + len(number))]
+
+
+def test_the_whole_north_american_area_code_space_in_every_usual_shape() -> None:
+    """Assigned or not: every NXX area code, written the ways people write numbers."""
+    rng = random.Random(7)
+    shapes = ("({a}) {e}-{s}", "{a}-{e}-{s}", "{a}.{e}.{s}", "+1 {a} {e} {s}", "+1-{a}-{e}-{s}",
+              "1 ({a}) {e}-{s}", "({a}) {e}-{s} x{x}", "{a}-{e}-{s} ext. {x}", "+1{a}{e}{s}")
+    missed = []
+    for area in range(200, 1000):
+        exchange = rng.randint(200, 999)
+        shape = shapes[area % len(shapes)]
+        number = shape.format(a=area, e=exchange, s=f"{rng.randint(0, 9999):04d}",
+                              x=rng.randint(1, 9999))
+        text = f"Customer wrote: {number}. Please follow up."
+        if not covered(OURS, text, 16, 16 + len(number)):
+            missed.append(number)
+    assert missed == []
+
+
+def test_e164_numbers_of_many_regions_are_found_whatever_the_configured_regions() -> None:
+    import phonenumbers
+    rng = random.Random(11)
+    for region in ("BR", "JP", "ES", "IT", "AU", "MX", "NG", "PL", "SE", "KR"):
+        example = phonenumbers.example_number(region)
+        assert example is not None
+        number = phonenumbers.format_number(example, phonenumbers.PhoneNumberFormat.E164)
+        text = f"{rng.choice(['Mobile', 'reach me on', 'ph'])} {number} thanks"
+        start = text.index("+")
+        assert covered(OURS, text, start, start + len(number)), number
+
+
+def test_numbers_that_are_not_phones_are_left_alone() -> None:
+    for text in NOT_PHONES:
+        assert spans(OURS, f"We saw {text} in the logs.") == [], text
 
 
 def test_text_without_digit_chains_costs_no_matcher_call() -> None:
