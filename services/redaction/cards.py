@@ -3,8 +3,8 @@
 Presidio's CreditCardRecognizer knows a handful of prefixes and missed current ranges (for
 example Mastercard's 2-series). Here a card is any 12-19 digit run that starts inside a
 published issuer range for its length and passes the Luhn check. Digits may be grouped
-with single separators (none, space, dash, dot) in groups of three or more digits and may sit inside a
-longer token (`card:5555...`, `cc=4111...`): only neighbouring digits end a candidate.
+by single separators (none, space, dash, dot), in groups of three or more digits, and may
+sit inside a longer token (`card:5555...`, `cc=4111...`): only neighbouring digits end a candidate.
 A run of groups longer than a card (a card followed by a year, say) is searched for every
 contiguous sub-run of groups that is a card.
 """

@@ -22,12 +22,12 @@ from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerRes
 from presidio_anonymizer import AnonymizerEngine
 from presidio_anonymizer.entities import OperatorConfig
 
+from services.redaction.cards import CardRecognizer
 from services.redaction.nlp import (
     BisectContextEnhancer,
     TrimmedSpacyNlpEngine,
     spacy_model_path,
 )
-from services.redaction.cards import CardRecognizer
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
 from services.redaction.recognizers import secret_recognizer
