@@ -7,8 +7,11 @@ import sys
 
 import faust
 
+from shared import logsafe
+
 
 def run_worker(app: faust.App, log_level: str = "INFO") -> None:
+    logsafe.install()  # before Faust sets up logging: no record may carry document text
     logging.getLogger("faust").setLevel(log_level)
     sys.argv = [app.conf.id, "worker", "--loglevel", log_level.lower(), "--without-web"]
     app.main()

@@ -8,6 +8,7 @@ import runpy
 import sys
 from collections.abc import Callable
 
+from shared import logsafe
 from shared.cli import admin, audit, produce, query, status, up
 from shared.topics import SERVICES
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    logsafe.install()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
     args = build_parser().parse_args(argv)

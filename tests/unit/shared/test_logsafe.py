@@ -1,0 +1,94 @@
+"""No log line, traceback, crash message or warning carries an exception's text."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from shared.errors import InvalidInput
+from shared.logsafe import WITHHELD, describe, format_exception
+
+ROOT = Path(__file__).resolve().parents[3]
+PII = "Jennifer Lawrence 4111 1111 1111 1111 jl@example.com"
+
+# Every channel by which Python and the frameworks report a failure, in one child process
+# that installs the filter the way every service does (shared.runner.run_worker), then a
+# real Faust agent that crashes on a PII-laden record.
+CHILD = textwrap.dedent(f'''
+    import asyncio, logging, threading, warnings
+    from shared import logsafe
+    logsafe.install()
+    logging.basicConfig(level=logging.DEBUG)
+    log = logging.getLogger("child")
+    PII = {PII!r}
+    try:
+        try:
+            raise ValueError(PII)
+        except ValueError as e:
+            raise KeyError(PII) from e
+    except KeyError as exc:
+        log.exception("handler failed: %r", exc)
+        log.error("crash %s", exc)
+        log.error(exc)
+    warnings.warn(PII)
+    def bad():
+        raise RuntimeError(PII)
+    t = threading.Thread(target=bad); t.start(); t.join()
+
+    import faust
+    app = faust.App("logsafe-child", broker="kafka://127.0.0.1:1", store="memory://")
+    topic = app.topic("t", value_type=bytes, value_serializer="raw")
+
+    @app.agent(topic)
+    async def stage(stream):
+        async for value in stream:
+            value.decode("ascii") + "\\ud800".encode("utf-8")  # raises with the text inside
+
+    async def crash():
+        async with stage.test_context() as agent:
+            await agent.put(PII.encode() + b" \\xc3\\xa9")
+            await asyncio.sleep(0.2)
+
+    async def orphan():
+        async def boom():
+            raise UnicodeEncodeError("utf-8", PII, 1, 2, "surrogates not allowed")
+        asyncio.get_running_loop().create_task(boom())
+        await asyncio.sleep(0.05)
+
+    try:
+        asyncio.run(crash())
+    except BaseException as exc:
+        log.exception("agent run failed: %r", exc)
+    asyncio.run(orphan())
+    import gc; gc.collect()
+    raise TypeError(PII)
+''')
+
+
+def test_every_failure_channel_keeps_types_and_frames_but_no_text() -> None:
+    run = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={"PYTHONPATH": str(ROOT)})
+    out = run.stdout + run.stderr
+    assert run.returncode == 1  # the final uncaught TypeError
+    for piece in ("Jennifer", "Lawrence", "4111", "jl@example.com"):
+        assert piece not in out.replace("PII", ""), out
+    for seen in ("KeyError: <withheld>", "ValueError: <withheld>", "direct cause",
+                 "RuntimeError: <withheld>", "UserWarning: <withheld>",
+                 "UnicodeEncodeError: <withheld>", "TypeError: <withheld>",
+                 "Task exception was never retrieved", "in bad",
+                 "Crashed reason='UnicodeDecodeError(<withheld>)'"):
+        assert seen in out, (seen, out)
+
+
+def test_our_own_messages_are_kept_and_others_withheld() -> None:
+    assert describe(InvalidInput("wrong_type", field="id")) == \
+        "InvalidInput(wrong_type (field id))"
+    assert describe(ValueError(PII)) == f"ValueError({WITHHELD})"
+    try:
+        raise InvalidInput("too_deep") from ValueError(PII)
+    except InvalidInput as exc:
+        text = format_exception(exc)
+    assert "InvalidInput: too_deep" in text and "ValueError: <withheld>" in text
+    assert "Jennifer" not in text
