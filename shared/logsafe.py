@@ -27,6 +27,9 @@ from shared.errors import StreamragError
 WITHHELD = "<withheld>"
 _WARNING = re.compile(r"^(?P<where>.*?:\d+): (?P<category>\w+): ", re.S)
 _installed = False
+# Libraries that put the analysed text itself into log arguments (Presidio logs a value
+# it failed to validate): their arguments are withheld whatever they are.
+QUOTING_LOGGERS = ("presidio-analyzer", "presidio-anonymizer", "spacy")
 
 
 def describe(exc: BaseException) -> str:
@@ -101,6 +104,9 @@ def clean(record: logging.LogRecord) -> logging.LogRecord:
         _scrub_message(record, record.exc_info[1])
         record.exc_text = format_exception(record.exc_info[1], record.exc_info[2])
         record.exc_info = None
+    if record.name.split(".")[0] in QUOTING_LOGGERS and record.args:
+        record.args = tuple(WITHHELD for _ in record.args) \
+            if isinstance(record.args, tuple) else None
     if record.name == "py.warnings":
         text = record.getMessage()
         m = _WARNING.match(text)

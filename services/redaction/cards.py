@@ -48,6 +48,9 @@ ISSUER_RANGES: tuple[IssuerRange, ...] = (
     _r("discover", "65", None, range(16, 20)),
     _r("discover", "622126", "622925", range(16, 20)),
     _r("jcb", "3528", "3589", range(16, 20)),
+    _r("jcb", "3500", "3599", (16,)),  # the whole 35 block, as some issuers print it
+    _r("jcb", "1800", None, (15,)),  # JCB's legacy 15-digit numbers
+    _r("jcb", "2131", None, (15,)),
     _r("diners", "300", "305", range(14, 20)),
     _r("diners", "3095", None, range(14, 20)),
     _r("diners", "36", None, range(14, 20)),
@@ -62,7 +65,7 @@ ISSUER_RANGES: tuple[IssuerRange, ...] = (
     _r("maestro", "6759", None, range(12, 20)),
     _r("maestro", "6761", "6763", range(12, 20)),
     _r("maestro", "50", None, range(12, 20)),
-    _r("maestro", "56", "58", range(12, 20)),
+    _r("maestro", "56", "69", range(12, 20)),
     _r("mir", "2200", "2204", range(16, 20)),
     _r("rupay", "60", None, range(16, 20)),
     _r("rupay", "508", None, range(16, 20)),

@@ -36,7 +36,9 @@ CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|mobile|mob|cell|cellphone|call|c
                  r"number|no|nr|ph|tél|telefon|handy|portable)\b\W{0,3}$")
 CUE_WINDOW = 24
 _DATE = re.compile(r"^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})$")
+_SSN = re.compile(r"^\d{3}-\d{2}-\d{4}$")  # a US social security number's layout
 _DOTTED_QUAD = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_TRUNK = re.compile(r"^(?:0[1-9]|00[1-9])(?:[ ./-]?\d){7,}$")
 _GROUP = re.compile(r"\d+")
 
 
@@ -61,9 +63,11 @@ def phone_shaped(raw: str, before: str) -> bool:
     """
     body = re.split(r"(?i)\s*(?:ext\.?|x|#)\s*\d+$", raw)[0]  # the extension aside
     digits = sum(c.isdigit() for c in body)
-    if digits < MIN_POSSIBLE_DIGITS or _DATE.match(body) or _DOTTED_QUAD.match(body):
+    if digits < MIN_POSSIBLE_DIGITS or any(p.match(body) for p in (_DATE, _DOTTED_QUAD, _SSN)):
         return False
     if body.startswith("+") or "(" in body:
+        return True
+    if _TRUNK.match(body):  # a national or international prefix: 0xx..., 00xx...
         return True
     if CUE.search(before[-CUE_WINDOW:]):
         return True

@@ -23,6 +23,8 @@ from presidio_anonymizer import AnonymizerEngine
 from presidio_anonymizer.entities import OperatorConfig
 
 from services.redaction.cards import CardRecognizer
+from services.redaction.ibans import Mod97IbanRecognizer
+from services.redaction.names import NameRecognizer
 from services.redaction.nlp import (
     BisectContextEnhancer,
     TrimmedSpacyNlpEngine,
@@ -64,6 +66,9 @@ class Redactor:
             list(settings.phone_regions), prefilter=settings.phone_prefilter))
         analyzer.registry.remove_recognizer("CreditCardRecognizer")
         analyzer.registry.add_recognizer(CardRecognizer())
+        analyzer.registry.remove_recognizer("IbanRecognizer")
+        analyzer.registry.add_recognizer(Mod97IbanRecognizer())
+        self.names = NameRecognizer(settings.allow_list)
         self.secrets = secret_recognizer()
         self.batch = BatchAnalyzerEngine(analyzer_engine=analyzer)
         self.anonymizer = AnonymizerEngine()
@@ -77,7 +82,7 @@ class Redactor:
             "recognizers": sorted([r.name for r in analyzer.registry.recognizers]
                                   + [self.secrets.name]),
             "window": [settings.window_chars, settings.window_overlap_chars],
-            "allow_list": sorted(settings.allow_list),
+            "allow_list": sorted(settings.allow_list), "name_rules": settings.name_rules,
             "pseudonyms": self._key is not None,
         }).encode()).hexdigest()
 
@@ -93,6 +98,11 @@ class Redactor:
             if WHOLE_TEXT in self.settings.entities:
                 results += [r for r in self.secrets.analyze(text, [WHOLE_TEXT])
                             if r.score >= self.settings.score_threshold]
+            if self.settings.name_rules and "PERSON" in self.settings.entities:
+                # Outside Presidio: its de-duplication would let a wider NER span (that is
+                # then trimmed) swallow the name rules' exact one.
+                results = [p for r in results for p in self.names.refine(text, r)]
+                results += self.names.analyze(text, ["PERSON"])
             out.append(merge(results))
         return out
 

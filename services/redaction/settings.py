@@ -20,7 +20,10 @@ class RedactionSettings(ServiceSettings):
 
     entities: tuple[str, ...] = DEFAULT_ENTITIES
     score_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
-    phone_regions: tuple[str, ...] = ("US", "GB", "DE", "FR", "IN")
+    # Numbers possible in any of these regions are found in national format; E.164
+    # (+CC ...) numbers are found whatever the region.
+    phone_regions: tuple[str, ...] = ("US", "CA", "GB", "IE", "DE", "AT", "CH", "FR", "BE",
+                                      "NL", "ES", "IT", "PT", "IN", "AU")
     batch_max_docs: int = Field(default=32, ge=1)
     batch_within_s: float = Field(default=0.2, gt=0)
     # spaCy's NER cost grows with length; long documents are analysed in windows.
@@ -29,6 +32,9 @@ class RedactionSettings(ServiceSettings):
     # Words never redacted, matched exactly (tool names the small NER model calls PERSON,
     # like Kafka or Grafana); the env var takes a JSON list.
     allow_list: tuple[str, ...] = ()
+    # Given-name gazetteer, greeting/signature/honorific rules, and technology words
+    # (data/tech_terms.txt + allow_list) never taken for people (services/redaction/names.py).
+    name_rules: bool = True
     # spaCy components kept enabled; en_core_web_sm's NER needs none of the others.
     nlp_components: tuple[str, ...] = ("ner",)
     # Run phonenumbers only around digit chains (same results, a fraction of the time).

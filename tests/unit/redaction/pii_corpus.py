@@ -20,13 +20,15 @@ PRIVATE_KEY = ("-----BEGIN RSA PRIVATE KEY-----\n"
 # entity -> values; for SECRET the value is the secret itself (what must never leak).
 VALUES: dict[str, tuple[str, ...]] = {
     "PERSON": ("Jennifer Lawrence", "Robert Miller", "Maria Garcia", "Thomas Becker",
-               "Emily Johnson", "Michael Brown", "Sarah Thompson", "Daniel Fischer"),
+               "Emily Johnson", "Michael Brown", "Sarah Thompson", "Daniel Fischer",
+               "Walentina Faust", "Ruthild Reuter"),
     "EMAIL_ADDRESS": ("jennifer.lawrence@example.com", "r.miller@contoso.org",
                       "maria_garcia77@mail.example.net", "t.becker@firma.example.de"),
     "PHONE_NUMBER": ("+1 415-555-0199", "(212) 555-0142", "+44 20 7946 0958",
-                     "+49 30 901820", "+33 1 42 68 53 00", "+91 98765 43210"),
+                     "+49 30 901820", "+33 1 42 68 53 00", "+91 98765 43210",
+                     "(555) 234-5678", "+1 999 234 5678"),
     "CREDIT_CARD": ("4111 1111 1111 1111", "5500-0000-0000-0004", "4012888888881881",
-                    "3400 0000 0000 009"),
+                    "3400 0000 0000 009", "2223003122003222", "6200.0000.0000.0005"),
     "IBAN_CODE": ("DE89 3704 0044 0532 0130 00", "GB82 WEST 1234 5698 7654 32",
                   "FR1420041010050500013M02606", "NL91ABNA0417164300"),
     "US_SSN": ("536-22-1098", "412-68-3391", "287-45-9012"),
