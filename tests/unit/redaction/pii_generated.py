@@ -45,8 +45,8 @@ RUNNING = (
     "Billing retried card {CREDIT_CARD} three times before the Stripe webhook timed out.",
     "Mail from {EMAIL_ADDRESS} bounced because the SMTP relay rejected it.",
 )
-TITLES = ("Escalation from {PERSON}", "Call with {PERSON} about invoice", "{PERSON}: account locked",
-          "Incident review led by {PERSON}")
+TITLES = ("Escalation from {PERSON}", "Call with {PERSON} about invoice",
+          "{PERSON}: account locked", "Incident review led by {PERSON}")
 GREETINGS = ("Hi {FIRST},", "Dear {PERSON},", "Hello {FIRST},", "Good morning {PERSON},")
 SIGNATURES = ("Thanks,\n{PERSON}", "Best regards,\n{PERSON}\n{PHONE_NUMBER}",
               "Cheers,\n{PERSON}\n{EMAIL_ADDRESS}", "Kind regards,\n{PERSON}")
