@@ -48,7 +48,10 @@ def planted(tag: str) -> list[tuple[str, bytes, list[tuple[str, bytes]] | None]]
     v = VALUES
     plain = {"id": f"pii-plain-{tag}", "source": f"pii-{tag}", "domain": "privacy",
              "title": f"Call from {v['PERSON'][0]} in {v['LOCATION'][0]}",
-             "text": " ".join(sentences(i) for i in range(6)),
+             "text": f"Hi {v['PERSON'][8]},\n" + " ".join(sentences(i) for i in range(6))
+             + f"\nCard on file {v['CREDIT_CARD'][4]}, spare card:{v['CREDIT_CARD'][5]}."
+             + f"\nBest regards,\n{v['PERSON'][9]}\n{v['PHONE_NUMBER'][6]} or "
+             f"{v['PHONE_NUMBER'][7]}",
              "metadata": {"reporter": v["EMAIL_ADDRESS"][1], "callback": v["PHONE_NUMBER"][2],
                           "api_key": v["SECRET"][0], "owner": v["PERSON"][3],
                           "card": v["CREDIT_CARD"][1], "key": PRIVATE_KEY}}
