@@ -86,3 +86,17 @@ def test_counts_are_written_for_status(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["stage-dump"] == {
         "processed": 1.0, "dead_lettered.internal_error": 1.0,
         "internal_error.ValueError": 1.0}
+
+
+def test_status_shows_what_workers_wrote(tmp_path: Path) -> None:
+    from shared.cli.status import render_counts, stage_counts
+
+    dlq = SimpleNamespace(send=AsyncMock())
+    run_through(Boundary("stage-status", dlq), KeyError("k"))
+    run_through(Boundary("stage-status", dlq), InvalidInput("too_deep"))
+    (tmp_path / "some-app").mkdir()
+    dump_counts(tmp_path / "some-app" / "stage-counters.json")
+    shown = stage_counts(tmp_path)
+    line = next(x for x in render_counts(shown).splitlines() if x.startswith("stage-status"))
+    assert line.split()[1:4] == ["2", "2", "1"]
+    assert line.endswith("internal_error=1, too_deep=1")
