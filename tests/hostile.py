@@ -38,7 +38,7 @@ _times = st.one_of(_scalar, st.sampled_from([
 
 
 def _valid_plain(tag: str, n: int) -> dict[str, Any]:
-    return {"id": f"{tag}-plain-{n}", "text": f"Hostile test document {n} about settlement.",
+    return {"id": f"{tag}-plain-{n}", "text": f"Hostile test document {n} about lighthouses.",
             "source": tag, "event_time": "2026-11-28T14:05:00Z", "metadata": {"n": n}}
 
 

@@ -48,8 +48,8 @@ def mesh_settings() -> IngestSettings:
 
 def valid_records(tag: str) -> list[Raw]:
     return [(json.dumps({"id": f"{tag}-valid-{i}", "source": tag, "title": f"Runbook {i}",
-                         "text": f"Valid document {i}: the settlement job retries card "
-                                 "captures every night before the ledger closes."}).encode(),
+                         "text": f"Valid accounting record {i}: the lighthouse keeper "
+                                 "logs the tide tables at dawn."}).encode(),
              f"{tag}-valid-{i}".encode(), []) for i in range(N_VALID)]
 
 
