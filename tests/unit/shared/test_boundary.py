@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import AsyncMock
@@ -100,3 +103,25 @@ def test_status_shows_what_workers_wrote(tmp_path: Path) -> None:
     line = next(x for x in render_counts(shown).splitlines() if x.startswith("stage-status"))
     assert line.split()[1:4] == ["2", "2", "1"]
     assert line.endswith("internal_error=1, too_deep=1")
+
+
+def test_by_default_a_fatal_failure_exits_the_process_without_a_clean_stop() -> None:
+    script = """
+import asyncio, logging, sys
+from types import SimpleNamespace
+from unittest.mock import AsyncMock
+from shared.boundary import Boundary
+logging.basicConfig(stream=sys.stderr)
+event = SimpleNamespace(message=SimpleNamespace(topic="t", partition=0, offset=3, key=None,
+                                                value=b"v"))
+async def main():
+    async with Boundary("s", SimpleNamespace(send=AsyncMock())).record(event):
+        raise OSError(28, "No space left on device /secret/path")
+asyncio.run(main())
+print("went on")
+"""
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert done.returncode == 70 and "went on" not in done.stdout
+    assert "OSError" in done.stderr and "/secret/path" not in done.stderr
