@@ -20,7 +20,6 @@ from shared.errors import InvalidInput
 # A JSON string literal; possessive, so a long or unterminated one cannot backtrack.
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _PLAIN_PATH = re.compile(r"[\w.\[\]-]{1,100}", re.ASCII)  # named in errors only if plain
 
 
@@ -73,16 +72,25 @@ def _float(literal: str) -> float:
     return value
 
 
+def _scalar_values(text: str) -> bool:
+    """No lone surrogates (encoding is far faster than a regex over a long text)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_strings(obj: Any, path: str = "") -> None:
     """Every key and string value is valid Unicode scalar values (no lone surrogates)."""
     if isinstance(obj, str):
-        if _SURROGATE.search(obj):
+        if not _scalar_values(obj):
             field = path if _PLAIN_PATH.fullmatch(path) else None
             raise InvalidInput("invalid_unicode", field, "lone surrogate escape")
     elif isinstance(obj, dict):
         for key, value in obj.items():
             where = f"{path}.{key}" if path else key
-            if _SURROGATE.search(key):
+            if not _scalar_values(key):
                 field = path if _PLAIN_PATH.fullmatch(path) else None
                 raise InvalidInput("invalid_unicode", field, "lone surrogate in a key")
             _check_strings(value, where)

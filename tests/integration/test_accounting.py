@@ -29,7 +29,7 @@ from shared.cli.status import stage_counts
 from shared.errors import InvalidInput
 from tests.hostile import Raw, draw_records
 from tests.integration.conftest import MESH_ENV
-from tests.integration.test_mesh_e2e import uid
+from tests.integration.test_mesh_e2e import eventually, query, uid
 
 pytestmark = pytest.mark.integration
 N_HOSTILE = 3000
@@ -215,6 +215,13 @@ def test_every_hostile_record_is_accounted_for(mesh: RunningMesh) -> None:
     while counted() != want and time.monotonic() < deadline:
         time.sleep(0.5)
     assert counted() == want
+    # What was accepted is queryable, and no stored value breaks an answer (a gRPC error
+    # here fails the test): the question draws the hostile-but-valid documents too.
+    def cited() -> set[str]:
+        resp = query(mesh, "what does the lighthouse keeper log at dawn?", top_k=50)
+        return {c.doc_id for c in resp.citations if c.doc_id in ledger.ids}
+
+    assert any(d.startswith(f"{tag}-valid-") for d in eventually(cited, "a cited valid doc"))
     reasons = Counter(ledger.refused.values())
     print(f"\ningest: longest gap between consecutive dead letters of a partition "
           f"{longest_gap(seen, ledger):.2f} s (a crash-restart would show about 5 s)")
