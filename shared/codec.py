@@ -28,6 +28,10 @@ def decode(cls: type[R], raw: bytes | None) -> R:
     except json.JSONDecodeError as exc:
         msg = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise InvalidInput("malformed_json", detail=msg) from exc
+    except RecursionError as exc:  # anyone can produce to a topic: deep nesting is input
+        raise InvalidInput("too_deep", detail="JSON nested too deeply") from exc
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise InvalidInput("number_too_large", detail=type(exc).__name__) from exc
     if not isinstance(data, dict):
         raise InvalidInput("not_an_object", detail=type(data).__name__)
     version = data.get("schema_version", 1)

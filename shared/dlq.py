@@ -8,6 +8,8 @@ import logging
 import time
 from typing import Any, TypeVar
 
+from prometheus_client import Counter
+
 from shared.codec import decode, encode
 from shared.errors import InvalidInput
 from shared.records import DeadLetter, Record
@@ -16,6 +18,8 @@ R = TypeVar("R", bound=Record)
 
 log = logging.getLogger(__name__)
 MAX_KEPT_PAYLOAD = 256 * 1024
+DEAD_LETTERED = Counter("streamrag_records_dead_lettered", "Records sent to a dead-letter topic",
+                        ["stage", "reason"])
 
 
 def build_dead_letter(
@@ -51,6 +55,7 @@ async def send_dead_letter(
     log.warning("dead-lettered %s/%s@%s: %s field=%s", message.topic, message.partition,
                 message.offset, exc.reason, exc.field)
     await dlq_topic.send(key=message.key, value=encode(record))
+    DEAD_LETTERED.labels(stage, exc.reason).inc()
     return record
 
 

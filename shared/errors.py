@@ -7,6 +7,9 @@ StreamragError
     └── ModelMismatchError  a vector from another embedding model or dimension
 
 Services hang their own errors from these (services/ledger/errors.py lists the ledger's).
+How an agent treats each while handling a record (InvalidInput: dead letter; any other
+Exception: internal_error dead letter; InfrastructureError, OSError, Kafka/Faust errors:
+stop the worker) is decided in one place, shared/boundary.py.
 """
 
 from __future__ import annotations

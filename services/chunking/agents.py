@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from services.chunking.app import app, chunks_topic, dlq, redacted_topic, settings
 from services.chunking.documents import DocumentChunker
+from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
 from shared.embedder import load_tokenizer
-from shared.errors import InvalidInput
 from shared.records import ChunkSet, RedactedDocument
 
-log = logging.getLogger(__name__)
 chunker = DocumentChunker(load_tokenizer(), settings.max_tokens, settings.overlap_tokens)
+# A chunker bug on one document dead-letters it (internal_error), never the stream's place.
+boundary = Boundary("chunking", dlq)
+export_counts(app, settings.data_dir)
 
 
 def chunk_record(raw: bytes | None) -> ChunkSet:
-    doc = decode(RedactedDocument, raw)
-    try:
-        return chunker.chunk(doc)
-    except Exception as exc:  # a chunker bug on one document must not lose the stream's place
-        log.exception("chunking failed for %s v%d", doc.doc_id, doc.version)
-        raise InvalidInput("chunking_failed", detail=type(exc).__name__) from exc
+    return chunker.chunk(decode(RedactedDocument, raw))
 
 
 @app.agent(redacted_topic)
 async def chunk(stream: Any) -> None:
     async for event in stream.events():
-        try:
-            chunk_set = chunk_record(event.value)
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "chunking", exc, event.message)
-            continue
-        await chunks_topic.send(key=chunk_set.doc_id.encode(), value=encode(chunk_set))
+        async with boundary.record(event):
+            chunk_set = chunk_record(event.message.value)
+            await chunks_topic.send(key=chunk_set.doc_id.encode(), value=encode(chunk_set))

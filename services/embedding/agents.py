@@ -16,16 +16,18 @@ from typing import Any
 from services.embedding.app import app, chunks_topic, dlq, embedded_topic, settings
 from services.embedding.batcher import DynamicBatcher
 from services.embedding.vectors import embed_sets, longest_chunk
-from shared.codec import encode
-from shared.dlq import decode_or_dead_letter
+from shared.boundary import Boundary, export_counts, is_fatal
+from shared.codec import decode, encode
 from shared.embedder import Encoder
-from shared.records import ChunkSet
+from shared.records import ChunkSet, EmbeddedChunkSet
 
 log = logging.getLogger(__name__)
 encoder: Encoder | None = None
 ready = asyncio.Event()
 
 Pending = tuple[Any, ChunkSet]  # (Faust event, its decoded ChunkSet)
+boundary = Boundary("embedding", dlq)
+export_counts(app, settings.data_dir)
 
 
 @app.task
@@ -55,11 +57,13 @@ async def embed(stream: Any) -> None:
 
 async def intake(stream: Any, inbox: asyncio.Queue[Pending]) -> None:
     async for event in stream.events():
-        chunk_set = await decode_or_dead_letter(ChunkSet, event, dlq, "embedding")
-        if chunk_set is None:
+        queued = False
+        async with boundary.record(event):
+            chunk_set = decode(ChunkSet, event.message.value)
+            await inbox.put((event, chunk_set))  # a full inbox holds the consumer back
+            queued = True
+        if not queued:  # dead-lettered
             await stream.ack(event)
-            continue
-        await inbox.put((event, chunk_set))  # a full inbox holds the consumer back
 
 
 async def batches(stream: Any, inbox: asyncio.Queue[Pending]) -> None:
@@ -89,8 +93,7 @@ async def flush(stream: Any, batcher: DynamicBatcher[Pending]) -> None:
     live = [(ev, cs) for ev, cs in batch.values
             if ev.message.generation_id == app.consumer_generation_id]
     started = time.perf_counter()
-    embedded = await asyncio.to_thread(embed_sets, encoder, [cs for _, cs in live],
-                                       settings.max_batch_tokens)
+    embedded = await _embedded(encoder, live)
     encoded_ms = (time.perf_counter() - started) * 1000
     sent = [await embedded_topic.send(key=out.doc_id.encode(), value=encode(out))
             for out in embedded]
@@ -100,3 +103,21 @@ async def flush(stream: Any, batcher: DynamicBatcher[Pending]) -> None:
     wait = batcher.done(batch)
     log.info("embedded %d docs (%d padded tokens%s) in %.0f ms; wait now %.0f ms", len(live),
              batch.padded_tokens, ", full" if batch.full else "", encoded_ms, wait * 1000)
+
+
+async def _embedded(ready: Encoder, live: list[Pending]) -> list[EmbeddedChunkSet]:
+    """The batch's outputs; if the batch fails, each set alone, dead-lettering the bad ones."""
+    try:
+        return await asyncio.to_thread(embed_sets, ready, [cs for _, cs in live],
+                                       settings.max_batch_tokens)
+    except Exception as exc:
+        if is_fatal(exc):
+            raise
+        log.warning("embedding a batch of %d failed (%s); retrying one by one", len(live),
+                    type(exc).__name__)
+    out: list[EmbeddedChunkSet] = []
+    for event, chunk_set in live:
+        async with boundary.record(event, count=False):
+            out.extend(await asyncio.to_thread(embed_sets, ready, [chunk_set],
+                                               settings.max_batch_tokens))
+    return out

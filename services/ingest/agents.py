@@ -16,10 +16,13 @@ from services.ingest.app import (
 )
 from services.ingest.dedup import next_version, seen
 from services.ingest.normalize import RawMessage, parse_raw
-from shared.codec import encode
-from shared.dlq import decode_or_dead_letter, send_dead_letter
-from shared.errors import InvalidInput
+from shared.boundary import Boundary, export_counts
+from shared.codec import decode, encode
 from shared.records import Document
+
+parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
+dedup_boundary = Boundary("ingest.dedup", dlq)
+export_counts(app, settings.data_dir)
 
 
 def _raw_message(message: Any) -> RawMessage:
@@ -31,23 +34,19 @@ def _raw_message(message: Any) -> RawMessage:
 async def parse(stream: Any) -> None:
     """docs.raw.v1 (any key) -> docs.parsed.v1 keyed by doc id, or deadletter.raw.v1."""
     async for event in stream.events():
-        try:
+        async with parse_boundary.record(event):
             doc = parse_raw(_raw_message(event.message), settings)
-        except InvalidInput as exc:
-            await send_dead_letter(dlq_raw, "ingest", exc, event.message, keep_payload=True)
-            continue
-        await parsed_topic.send(key=doc.doc_id.encode(), value=encode(doc))
+            await parsed_topic.send(key=doc.doc_id.encode(), value=encode(doc))
 
 
 @app.agent(parsed_topic)
 async def deduplicate(stream: Any) -> None:
     """docs.parsed.v1 -> docs.normalized.v1, dropping repeats and numbering versions."""
     async for event in stream.events():
-        doc = await decode_or_dead_letter(Document, event, dlq, "ingest.dedup")
-        if doc is None:
-            continue
-        new = next_version(doc_versions.get(doc.doc_id), doc)
-        if new is None:
-            continue
-        doc_versions[doc.doc_id] = seen(new)
-        await normalized_topic.send(key=new.doc_id.encode(), value=encode(new))
+        async with dedup_boundary.record(event):
+            doc = decode(Document, event.message.value)
+            new = next_version(doc_versions.get(doc.doc_id), doc)
+            if new is None:
+                continue
+            doc_versions[doc.doc_id] = seen(new)
+            await normalized_topic.send(key=new.doc_id.encode(), value=encode(new))

@@ -1,18 +1,24 @@
 """Raw input bytes to one Document: plain documents, Debezium change events, mapped API JSON.
 
-Pure functions, no Kafka: `parse_raw` raises InvalidInput with a stable reason code for
-anything it refuses. The version is assigned later, by dedup.
+Pure functions, no Kafka: `parse_raw` returns a valid Document or raises InvalidInput with
+a stable reason code for anything it refuses, never another exception (a property test
+holds it to that). Types are exactly as the README documents them: text fields are JSON
+strings; ids are strings, or integers in mapped (CDC, API) rows where keys are numeric;
+metadata values are scalars. The version is assigned later, by dedup.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from services.ingest.rawjson import load_object
 from services.ingest.settings import FieldMapping, IngestSettings
 from shared.errors import InvalidInput
 from shared.records import Document
@@ -31,11 +37,12 @@ class RawMessage:
 
 
 def parse_raw(msg: RawMessage, settings: IngestSettings, now: float | None = None) -> Document:
-    obj = _load(msg.value, settings.max_payload_bytes)
+    obj = load_object(msg.value, max_bytes=settings.max_payload_bytes,
+                      max_depth=settings.max_json_depth, max_digits=settings.max_number_digits)
     ingest_time = time.time() if now is None else now
-    source_name = msg.headers.get(SOURCE_HEADER)
-    if source_name is not None:
-        return _from_api(obj, source_name.decode("utf-8", "replace"), msg, settings, ingest_time)
+    if SOURCE_HEADER in msg.headers:
+        name = _header(msg.headers[SOURCE_HEADER])
+        return _from_api(obj, name, msg, settings, ingest_time)
     if _is_debezium(obj):
         return _from_cdc(obj, msg, settings, ingest_time)
     return _from_plain(obj, msg, settings, ingest_time)
@@ -46,23 +53,16 @@ def content_hash(op: str, text: str, title: str, domain: str, metadata: dict[str
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
-def _load(value: bytes | None, max_bytes: int) -> dict[str, Any]:
-    if value is None or len(value) == 0:
-        raise InvalidInput("empty_value", detail="record has no value")
-    if len(value) > max_bytes:
-        raise InvalidInput("payload_too_large", detail=f"{len(value)} bytes > {max_bytes}")
+def _header(value: Any) -> str:
+    if not isinstance(value, bytes):
+        raise InvalidInput("invalid_header", SOURCE_HEADER, "header has no value")
     try:
-        text = value.decode("utf-8")
+        name = value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput("not_utf8", detail=f"invalid byte at {exc.start}") from exc
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        msg = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
-        raise InvalidInput("malformed_json", detail=msg) from exc
-    if not isinstance(obj, dict):
-        raise InvalidInput("not_an_object", detail=f"top level is {type(obj).__name__}")
-    return obj
+        raise InvalidInput("invalid_header", SOURCE_HEADER, "header is not UTF-8") from exc
+    if not name.isprintable() or len(name) > 256:
+        raise InvalidInput("invalid_header", SOURCE_HEADER, "not a printable source name")
+    return name
 
 
 def _is_debezium(obj: dict[str, Any]) -> bool:
@@ -77,9 +77,9 @@ def _str_field(obj: dict[str, Any], name: str, *, required: bool, path: str | No
         if required:
             raise InvalidInput("missing_field", where)
         return ""
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    if not isinstance(value, str):
         raise InvalidInput("wrong_type", where, f"expected string, got {type(value).__name__}")
-    return str(value)
+    return value
 
 
 def _check_text(text: str, field: str) -> str:
@@ -89,29 +89,59 @@ def _check_text(text: str, field: str) -> str:
 
 
 def _check_id(doc_id: str, field: str, settings: IngestSettings) -> str:
-    if not doc_id.strip():
+    """Ids: 1 to max_id_length characters, not blank, no control/format/unassigned ones."""
+    if doc_id == "":
         raise InvalidInput("missing_field", field, "empty id")
     if len(doc_id) > settings.max_id_length:
         raise InvalidInput("id_too_long", field, f"{len(doc_id)} > {settings.max_id_length}")
-    return _check_text(doc_id, field)
+    if not doc_id.strip():
+        raise InvalidInput("invalid_id", field, "blank id")
+    if any(unicodedata.category(ch)[0] == "C" for ch in doc_id):
+        raise InvalidInput("invalid_id", field, "control, format or unassigned character")
+    return doc_id
 
 
-def _event_time(value: Any, field: str, fallback: float) -> float:
+def _event_time(value: Any, field: str, fallback: float, s: IngestSettings) -> float:
+    """Seconds since the epoch from ISO 8601 or epoch s/ms, within the configured bounds."""
     if value is None or value == "":
-        return fallback
-    if isinstance(value, bool):
+        seconds, field = fallback, "timestamp"  # the Kafka record's own timestamp
+    elif isinstance(value, bool):
         raise InvalidInput("invalid_event_time", field, "boolean")
-    if isinstance(value, int | float):
-        return value / 1000.0 if value > 1e11 else float(value)  # ms or s since epoch
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise InvalidInput("invalid_event_time", field, "not ISO 8601") from exc
-        if parsed.tzinfo is None:
-            raise InvalidInput("invalid_event_time", field, "ISO 8601 without a timezone")
+    elif isinstance(value, int | float):
+        seconds = value / 1000.0 if value > 1e11 else float(value)  # ms or s since epoch
+    elif isinstance(value, str):
+        seconds = _iso_seconds(value, field)
+    else:
+        raise InvalidInput("invalid_event_time", field, f"got {type(value).__name__}")
+    low, high = s.min_event_time.timestamp(), s.max_event_time.timestamp()
+    if not (math.isfinite(seconds) and low <= seconds < high):
+        raise InvalidInput("event_time_out_of_range", field,
+                           f"outside [{s.min_event_time:%Y-%m-%d}, {s.max_event_time:%Y-%m-%d})")
+    return seconds
+
+
+def _iso_seconds(value: str, field: str) -> float:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput("invalid_event_time", field, "not ISO 8601") from exc
+    if parsed.tzinfo is None:
+        raise InvalidInput("invalid_event_time", field, "ISO 8601 without a timezone")
+    try:
         return parsed.timestamp()
-    raise InvalidInput("invalid_event_time", field, f"got {type(value).__name__}")
+    except (OverflowError, ValueError) as exc:  # year 1 at +14:00 is before year 1 UTC
+        raise InvalidInput("event_time_out_of_range", field, "outside the calendar") from exc
+
+
+def _scalar(value: Any, field: str) -> str:
+    """A metadata value as text: strings as they are, finite numbers and booleans as JSON."""
+    if isinstance(value, str):
+        return _check_text(value, field)
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    raise InvalidInput("wrong_type", field, "metadata values must be scalars")
 
 
 def _metadata(value: Any, field: str = "metadata") -> dict[str, str]:
@@ -121,9 +151,7 @@ def _metadata(value: Any, field: str = "metadata") -> dict[str, str]:
         raise InvalidInput("wrong_type", field, f"expected object, got {type(value).__name__}")
     out: dict[str, str] = {}
     for k, v in value.items():
-        if isinstance(v, dict | list):
-            raise InvalidInput("wrong_type", f"{field}.{k}", "metadata values must be scalars")
-        out[str(k)] = _check_text("" if v is None else str(v), f"{field}.{k}")
+        out[_check_text(k, field)] = _scalar(v, f"{field}.{k}")
     return out
 
 
@@ -145,10 +173,15 @@ def _document(
 
 def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: float) -> Document:
     version = obj.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InvalidInput("wrong_type", "schema_version",
+                           f"expected an integer, got {type(version).__name__}")
     if version not in PLAIN_VERSIONS:
         raise InvalidInput("unknown_schema_version", "schema_version",
-                           f"got {version!r}, ingest knows {sorted(PLAIN_VERSIONS)}")
+                           f"got {version}, ingest knows {sorted(PLAIN_VERSIONS)}")
     op = obj.get("op", "upsert")
+    if not isinstance(op, str):
+        raise InvalidInput("wrong_type", "op", f"expected string, got {type(op).__name__}")
     if op not in ("upsert", "delete"):
         raise InvalidInput("unknown_op", "op", "expected upsert or delete")
     return _document(
@@ -159,7 +192,7 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         source=_check_text(_str_field(obj, "source", required=True), "source"),
         kind="document",
         domain=_check_text(_str_field(obj, "domain", required=False), "domain"),
-        event_time=_event_time(obj.get("event_time"), "event_time", msg.timestamp),
+        event_time=_event_time(obj.get("event_time"), "event_time", msg.timestamp, s),
         ingest_time=now,
         metadata=_metadata(obj.get("metadata")),
     )
@@ -175,7 +208,7 @@ def _lookup(obj: Any, path: str) -> Any:
 
 def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]:
     """Apply a field mapping; field names in errors are the mapped paths."""
-    def get_str(path: str | None, required: bool) -> str:
+    def get_str(path: str | None, required: bool, *, integer_ok: bool = False) -> str:
         if path is None:
             return ""
         value = _lookup(obj, path)
@@ -184,14 +217,19 @@ def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]
             if required:
                 raise InvalidInput("missing_field", full)
             return ""
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
+        if integer_ok and isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # numeric primary keys; digits are bounded by the raw scan
+        if not isinstance(value, str):
             raise InvalidInput("wrong_type", full, f"expected string, got {type(value).__name__}")
-        return _check_text(str(value), full)
+        return _check_text(value, full)
 
-    meta = {k: get_str(p, False) for k, p in m.metadata.items()}
+    def get_meta(path: str) -> str:
+        return _scalar(_lookup(obj, path), f"{prefix}{path}")
+
+    meta = {k: get_meta(p) for k, p in m.metadata.items()}
     return dict(
-        doc_id=get_str(m.id, True), text=get_str(m.text, False), title=get_str(m.title, False),
-        domain=get_str(m.domain, False) or m.default_domain,
+        doc_id=get_str(m.id, True, integer_ok=True), text=get_str(m.text, False),
+        title=get_str(m.title, False), domain=get_str(m.domain, False) or m.default_domain,
         event_time_raw=_lookup(obj, m.event_time) if m.event_time else None,
         metadata={k: v for k, v in meta.items() if v},
     )
@@ -199,12 +237,16 @@ def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]
 
 def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: float) -> Document:
     body = obj["payload"] if isinstance(obj.get("payload"), dict) else obj
-    op = CDC_OPS.get(body.get("op"))  # type: ignore[arg-type]
+    raw_op = body.get("op")
+    if not isinstance(raw_op, str):
+        raise InvalidInput("wrong_type", "op", f"expected string, got {type(raw_op).__name__}")
+    op = CDC_OPS.get(raw_op)
     if op is None:
         raise InvalidInput("unknown_op", "op", "Debezium op must be c, u, d or r")
     src = body.get("source") if isinstance(body.get("source"), dict) else {}
-    table = str(src.get("table", "")) if src else ""
-    db = str(src.get("db", "")) if src else ""
+    table = _check_text(_str_field(src, "table", required=False, path="source.table"),
+                        "source.table")
+    db = _check_text(_str_field(src, "db", required=False, path="source.db"), "source.db")
     mapping = s.cdc_mappings.get(f"{db}.{table}") or s.cdc_mappings.get(table) \
         or s.cdc_mappings.get("*")
     if mapping is None:
@@ -212,15 +254,15 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
     row_name = "before" if op == "delete" else "after"
     row = body.get(row_name)
     if not isinstance(row, dict):
-        raise InvalidInput("missing_field", row_name, f"op {body.get('op')} needs '{row_name}'")
+        raise InvalidInput("missing_field", row_name, f"op {raw_op} needs '{row_name}'")
     f = _mapped(row, mapping, f"{row_name}.")
     ts = body.get("ts_ms")
-    fallback = _event_time(ts, "ts_ms", msg.timestamp) if ts is not None else msg.timestamp
+    fallback = _event_time(ts, "ts_ms", msg.timestamp, s) if ts is not None else msg.timestamp
     return _document(
         doc_id=_check_id(f["doc_id"], f"{row_name}.{mapping.id}", s), op=op,
         text=f["text"], title=f["title"], source=f"cdc:{db}.{table}".replace(":.", ":"),
         kind="cdc", domain=f["domain"],
-        event_time=_event_time(f["event_time_raw"], "event_time", fallback),
+        event_time=_event_time(f["event_time_raw"], "event_time", fallback, s),
         ingest_time=now, metadata=f["metadata"],
     )
 
@@ -236,6 +278,6 @@ def _from_api(obj: dict[str, Any], name: str, msg: RawMessage, s: IngestSettings
         doc_id=_check_id(f["doc_id"], mapping.id, s), op="delete" if deleted else "upsert",
         text=f["text"], title=f["title"], source=f"api:{name}", kind="api", domain=f["domain"],
         event_time=_event_time(f["event_time_raw"], mapping.event_time or "event_time",
-                               msg.timestamp),
+                               msg.timestamp, s),
         ingest_time=now, metadata=f["metadata"],
     )

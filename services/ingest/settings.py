@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from datetime import UTC, datetime
+
+from pydantic import AwareDatetime, BaseModel, Field
 from pydantic_settings import SettingsConfigDict
 
 from shared.settings import ServiceSettings
@@ -25,6 +27,12 @@ class IngestSettings(ServiceSettings):
 
     max_payload_bytes: int = Field(default=1_048_576, ge=1024)
     max_id_length: int = Field(default=512, ge=1)
+    # Checked on the raw text before parsing: deeper nesting or longer digit runs are refused.
+    max_json_depth: int = Field(default=64, ge=2, le=500)
+    max_number_digits: int = Field(default=40, ge=16, le=4000)
+    # Event times outside [min, max) are refused (event_time_out_of_range).
+    min_event_time: AwareDatetime = datetime(1970, 1, 1, tzinfo=UTC)
+    max_event_time: AwareDatetime = datetime(2100, 1, 1, tzinfo=UTC)
     # Debezium tables: "<db>.<table>" or "<table>" -> mapping of the row's columns.
     cdc_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
         "*": FieldMapping(id="id", text="body", title="title", default_domain="database"),

@@ -13,8 +13,8 @@ from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import LedgerError, LedgerUnavailable
 from services.ledger.reconcile import recent, reconcile
+from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
 from shared.errors import InvalidInput
 from shared.records import AuditBatch
 
@@ -22,6 +22,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _client: AnchorClient | None = None
 _connecting = asyncio.Lock()  # one connect (and at most one deploy) per worker
+
+
+def _stopping_already(exc: BaseException) -> None:
+    """The ledger stops itself through `_fatal` (app.crash), as its tests expect."""
+
+
+# Anchoring failures stop the worker (_fatal); the boundary handles the rest of a record.
+boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
+export_counts(app, settings.data_dir)
 
 
 async def _until_available(fn: Callable[..., T], *args: Any) -> T:
@@ -73,28 +82,30 @@ async def connect_ledger() -> None:
 async def anchor_batches(stream: Any) -> None:
     """audit.batches.v1 -> on-chain anchor -> ledger.anchors.v1 keyed by batch id."""
     async for event in stream.events():
-        batch_id = "?"
-        try:
-            batch = decode(AuditBatch, event.value)
-            batch_id = batch.batch_id
-            if anchored.get(batch_id) is not None:
-                continue  # a replayed batch: the anchor was announced already
-            started = time.monotonic()
-            receipt = await _anchor(batch)
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "ledger", exc, event.message)
-            continue
-        except Exception as exc:  # re-raised by _fatal, never swallowed
-            # A refused tx, a vanished contract, an RPC error: stop the worker, so the batch
-            # is consumed again after the restart (anchoring twice is harmless).
-            await _fatal(exc, f"anchoring {batch_id}")
-        record = receipt.record(batch_closed_at=batch.created_at)
-        anchored[batch_id] = record.model_dump(mode="json")
-        await anchors_topic.send(key=batch_id.encode(), value=encode(record))
-        log.info("anchored %s tx=%s block=%d in %.0f ms, %.2f s after the batch closed%s",
-                 batch_id, receipt.tx_hash, receipt.block_number,
-                 (time.monotonic() - started) * 1000, record.anchored_at - batch.created_at,
-                 " (already on chain)" if receipt.already_anchored else "")
+        async with boundary.record(event):
+            await _anchor_one(event)
+
+
+async def _anchor_one(event: Any) -> None:
+    batch = decode(AuditBatch, event.message.value)  # InvalidInput: the boundary dead-letters
+    if anchored.get(batch.batch_id) is not None:
+        return  # a replayed batch: the anchor was announced already
+    started = time.monotonic()
+    try:
+        receipt = await _anchor(batch)
+    except InvalidInput:
+        raise
+    except Exception as exc:  # re-raised by _fatal, never swallowed
+        # A refused tx, a vanished contract, an RPC error: stop the worker, so the batch
+        # is consumed again after the restart (anchoring twice is harmless).
+        await _fatal(exc, f"anchoring {batch.batch_id}")
+    record = receipt.record(batch_closed_at=batch.created_at)
+    anchored[batch.batch_id] = record.model_dump(mode="json")
+    await anchors_topic.send(key=batch.batch_id.encode(), value=encode(record))
+    log.info("anchored %s tx=%s block=%d in %.0f ms, %.2f s after the batch closed%s",
+             batch.batch_id, receipt.tx_hash, receipt.block_number,
+             (time.monotonic() - started) * 1000, record.anchored_at - batch.created_at,
+             " (already on chain)" if receipt.already_anchored else "")
 
 
 @app.timer(settings.reconcile_interval_s)

@@ -21,14 +21,17 @@ from services.redaction.app import (
 from services.redaction.audit import batch_id_for, build_batch, leaf_for
 from services.redaction.redactor import Redactor
 from shared.batching import current_event, partition_batches
-from shared.codec import encode
-from shared.dlq import decode_or_dead_letter, send_dead_letter
+from shared.boundary import Boundary, export_counts
+from shared.codec import decode, encode
+from shared.dlq import send_dead_letter
 from shared.errors import InvalidInput
 from shared.records import Document, RedactedDocument
 from shared.topics import DOCS_NORMALIZED
 
 log = logging.getLogger(__name__)
 redactor: Redactor | None = None
+boundary = Boundary("redaction", dlq)  # per document: a bad one never takes its batch along
+export_counts(app, settings.data_dir)
 
 
 @app.task
@@ -41,9 +44,8 @@ async def warm_up() -> None:
 async def _valid(events: list[Any]) -> list[tuple[Any, Document]]:
     out = []
     for event in events:
-        doc = await decode_or_dead_letter(Document, event, dlq, "redaction")
-        if doc is not None:
-            out.append((event, doc))
+        async with boundary.record(event):
+            out.append((event, decode(Document, event.message.value)))
     return out
 
 

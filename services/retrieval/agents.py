@@ -21,8 +21,8 @@ from services.retrieval.app import (
 from services.retrieval.index import Filters, Shard
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.shards import Shards, digest
+from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
-from shared.dlq import decode_or_dead_letter, send_dead_letter
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.records import (
     EmbeddedChunkSet,
@@ -37,6 +37,9 @@ from shared.topics import CHUNKS_EMBEDDED
 log = logging.getLogger(__name__)
 shards = Shards(settings)
 digest_at = digest_reader(kafka, CHUNKS_EMBEDDED.name, digest)
+index_boundary = Boundary("retrieval", dlq)
+search_boundary = Boundary("retrieval.search", dlq)
+export_counts(app, settings.data_dir)
 
 
 @app.on_partitions_revoked.connect
@@ -69,29 +72,26 @@ async def index(stream: Any) -> None:
         shard = shards.get(msg.partition)
         if shard is None or msg.offset <= shard.offset:
             continue  # a partition that moved away, or replay overlapping the snapshot
-        try:
-            shard.apply(decode(EmbeddedChunkSet, event.value))
-        except InvalidInput as exc:
-            await send_dead_letter(dlq, "retrieval", exc, msg)
-        except ModelMismatchError as exc:
-            err = InvalidInput("model_mismatch", "model_id", str(exc))
-            await send_dead_letter(dlq, "retrieval", err, msg)
+        async with index_boundary.record(event):
+            try:
+                shard.apply(decode(EmbeddedChunkSet, msg.value))
+            except ModelMismatchError as exc:  # an infrastructure error, but this record's
+                raise InvalidInput("model_mismatch", "model_id", str(exc)) from exc
         shards.applied(msg.partition, msg.offset, msg.value)
 
 
 @app.agent(requests_topic)
 async def search(stream: Any) -> None:
     async for event in stream.events():
-        req = await decode_or_dead_letter(SearchRequest, event, dlq, "retrieval.search")
-        if req is None:
-            continue
-        if time.time() > req.deadline:
-            # Normal after a restart (old requests replay): the asker gave up already.
-            log.debug("search %s for shard %d arrived past its deadline", req.request_id,
-                      event.message.partition)
-            continue
-        await replies_topic.send(key=req.request_id.encode(), value=encode(
-            answer(req, event.message.partition)))
+        async with search_boundary.record(event):
+            req = decode(SearchRequest, event.message.value)
+            if time.time() > req.deadline:
+                # Normal after a restart (old requests replay): the asker gave up already.
+                log.debug("search %s for shard %d arrived past its deadline", req.request_id,
+                          event.message.partition)
+                continue
+            await replies_topic.send(key=req.request_id.encode(), value=encode(
+                answer(req, event.message.partition)))
 
 
 def answer(req: SearchRequest, partition: int) -> SearchReply:

@@ -1,11 +1,13 @@
-"""`streamrag status`: which services are up (group members) and their lag per topic."""
+"""`streamrag status`: services up (group members), lag per topic, and per-stage record counts."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -13,6 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.boundary import COUNTS_FILE
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings
 from shared.topics import SERVICE_INPUTS, SERVICES
@@ -80,6 +83,29 @@ def render(rows: list[GroupStatus]) -> str:
     return "\n".join(lines)
 
 
+def stage_counts(data_dir: Path) -> dict[str, dict[str, float]]:
+    """What each worker last wrote of its boundary counters (shared.boundary)."""
+    out: dict[str, dict[str, float]] = {}
+    for path in sorted(data_dir.glob(f"*/{COUNTS_FILE}")):
+        try:
+            out.update(json.loads(path.read_text()))
+        except (OSError, ValueError):  # a worker writing it right now: skip this once
+            continue
+    return out
+
+
+def render_counts(counts: dict[str, dict[str, float]]) -> str:
+    lines = [f"{'stage':<17} {'processed':>9} {'dead':>6} {'internal':>8}  dead letters by reason"]
+    for stage, c in sorted(counts.items()):
+        dead = {k.split(".", 1)[1]: int(v) for k, v in c.items()
+                if k.startswith("dead_lettered.")}
+        internal = sum(int(v) for k, v in c.items() if k.startswith("internal_error."))
+        reasons = ", ".join(f"{r}={n}" for r, n in sorted(dead.items())) or "-"
+        lines.append(f"{stage:<17} {int(c.get('processed', 0)):>9} {sum(dead.values()):>6} "
+                     f"{internal:>8}  {reasons}")
+    return "\n".join(lines)
+
+
 def inference_health(target: str) -> str:
     """Inference answers over gRPC; its reply reader has no consumer group to count."""
     with grpc.insecure_channel(target) as channel:
@@ -99,9 +125,13 @@ def run(args: argparse.Namespace) -> int:
     except KafkaConnectionError:
         print(f"broker not reachable at {kafka.bootstrap}: is the mesh up (scripts/up)?")
         return 1
-    target = MeshSettings().inference_target
+    mesh = MeshSettings()
+    target = mesh.inference_target
     health = inference_health(target)
     print(render(rows))
+    counts = stage_counts(mesh.run_dir / "data")
+    if counts:
+        print("\n" + render_counts(counts))
     print(f"\ninference gRPC {target}: {health}")
     workers_up = all(r.members for r in rows if r.service != "inference")
     return 0 if workers_up and health == "SERVING" else 1

@@ -14,6 +14,17 @@ from shared.cli.procs import stop
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Small limit so the oversize case needs no megabyte payloads.
+MESH_ENV = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
+# The default CDC mapping, plus a table whose extra columns become metadata, so the
+# planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
+MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
+    "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
+    "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
+                              "default_domain": "database",
+                              "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real embedded Kafka-protocol broker (tansu) on a free port."""
@@ -28,15 +39,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endpoints]:
     """Start the whole mesh once, as separate processes, on free ports."""
-    # Small limit so the oversize case needs no megabyte payloads.
-    env = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
-    # The default CDC mapping, plus a table whose extra columns become metadata, so the
-    # planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
-    env["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
-        "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
-        "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
-                                  "default_domain": "database",
-                                  "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
-                  broker, env) as endpoints:
+                  broker, MESH_ENV) as endpoints:
         yield endpoints

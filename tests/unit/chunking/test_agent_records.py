@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from unittest.mock import AsyncMock, patch
+
 import pytest
 
 from services.chunking import agents
@@ -25,13 +29,29 @@ def test_undecodable_input_names_its_reason() -> None:
     assert err.value.reason == "malformed_json"
 
 
-def test_a_chunker_failure_is_a_dead_letter_not_a_lost_batch(
+def test_a_chunker_failure_is_a_dead_letter_not_a_lost_record(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(doc: RedactedDocument) -> None:
-        raise IndexError("bug")
+        raise IndexError("bug quoting Alpha beta")
 
     monkeypatch.setattr(agents.chunker, "chunk", broken)
-    with pytest.raises(InvalidInput) as err:
-        agents.chunk_record(encode(DOC))
-    assert (err.value.reason, err.value.detail) == ("chunking_failed", "IndexError")
-    assert "Alpha" not in str(err.value)  # no document text in what reaches logs
+    good = RedactedDocument(doc_id="ok", version=1, text="Gamma delta.", source="s",
+                            event_time=1, ingest_time=2)
+    forward, dead = AsyncMock(), AsyncMock()
+
+    async def drive() -> None:
+        agents.app.finalize()
+        agents.app.flow_control.resume()
+        with patch.object(agents.chunks_topic, "send", forward), \
+                patch.object(agents.dlq, "send", dead):
+            async with agents.chunk.test_context() as agent:
+                await agent.put(value=encode(DOC), key=b"d")
+                monkeypatch.undo()
+                await agent.put(value=encode(good), key=b"ok")
+
+    asyncio.run(drive())
+    letter = json.loads(dead.await_args.kwargs["value"])
+    assert (letter["stage"], letter["reason"], letter["detail"]) == (
+        "chunking", "internal_error", "IndexError")
+    assert "Alpha" not in dead.await_args.kwargs["value"].decode()  # hash only, no message
+    assert forward.await_count == 1 and forward.await_args.kwargs["key"] == b"ok"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from unittest.mock import AsyncMock, patch
+
+import pytest
 
 from services.ingest import agents
 from services.ingest.app import app, dlq_raw, parsed_topic
+from shared.boundary import counts
 
 
 def run(coro):  # noqa: ANN001, ANN201
@@ -35,3 +39,33 @@ def test_parse_agent_forwards_good_and_dead_letters_bad_without_stopping() -> No
     letter = json.loads(dead.await_args.kwargs["value"])
     assert letter["reason"] == "malformed_json" and letter["stage"] == "ingest"
     assert letter["payload_b64"] is not None  # raw input keeps its payload for replay
+
+
+def test_an_unexpected_error_dead_letters_the_record_by_type_and_the_next_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    secret = "patient Jane Roe, SSN 078-05-1120"
+    real = agents.parse_raw
+
+    def flaky(msg, settings):  # noqa: ANN001, ANN202
+        if b"boom" in msg.value:
+            raise ValueError(f"cannot handle {secret}")
+        return real(msg, settings)
+
+    bad = json.dumps({"id": "boom", "text": secret, "source": "t"}).encode()
+    good = json.dumps({"id": "doc-2", "text": "Hello", "source": "t"}).encode()
+    before = counts().get("ingest", {})
+    with patch.object(agents, "parse_raw", flaky), caplog.at_level(logging.DEBUG):
+        forward, dead = run(_drive([bad, good]))
+    letter = json.loads(dead.await_args.kwargs["value"])
+    assert (letter["stage"], letter["reason"], letter["detail"]) == (
+        "ingest", "internal_error", "ValueError")
+    assert letter["field"] is None
+    assert forward.await_count == 1 and forward.await_args.kwargs["key"] == b"doc-2"
+    assert secret not in caplog.text and "Traceback" not in caplog.text
+    assert "ValueError" in caplog.text  # the type is logged, the message never
+    assert secret not in letter["detail"]
+    after = counts()["ingest"]
+    assert after["internal_error.ValueError"] - before.get("internal_error.ValueError", 0) == 1
+    assert after["processed"] - before.get("processed", 0) == 2
+    assert (after["dead_lettered.internal_error"]
+            - before.get("dead_lettered.internal_error", 0)) == 1

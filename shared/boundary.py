@@ -1,0 +1,163 @@
+"""The one error boundary every agent puts around each record, and the per-stage counters.
+
+Faust restarts an agent that raises about 5 s later and does not redeliver the record (it
+acks it as the exception leaves the stream), and a `take_events` batch is acked even when
+the agent dies. So nothing may rely on crash-and-restart for a bad record; instead:
+
+- `InvalidInput`: the record's own fault; dead-lettered with its reason.
+- any other `Exception` (a ValueError, KeyError, RecursionError, UnicodeError from the
+  record's content, a bug in our logic): dead-lettered with reason `internal_error`, the
+  stage and the exception's type only (its message may quote the payload), counted, and
+  the agent goes on with the next record.
+- a failure that is not about the record (`FATAL`: `InfrastructureError`, `OSError` such
+  as a full disk or a lost connection, any Kafka or Faust error, `MemoryError`) stops the
+  worker at once, so it restarts and replays from the last committed offset. A clean
+  Faust stop would commit the record in hand (Faust acks it as the exception leaves the
+  stream), so the worker exits without one, as after kill -9, which every stage must
+  survive anyway. Cancellation and other BaseExceptions (a rebalance, Ctrl-C) pass
+  through untouched.
+
+Counters (prometheus_client, default registry): `streamrag_records_processed_total{stage}`
+counts every record that passed a boundary whatever became of it,
+`streamrag_records_dead_lettered_total{stage,reason}` every dead letter (shared.dlq counts
+them), `streamrag_records_internal_error_total{stage,error}` the internal errors by
+exception type. `counts()` reads them back; `dump_counts` writes them to a file that
+`streamrag status` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from aiokafka.errors import KafkaError
+from faust.exceptions import FaustError
+from prometheus_client import REGISTRY, Counter
+
+from shared.dlq import send_dead_letter
+from shared.errors import InfrastructureError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+FATAL: tuple[type[BaseException], ...] = (
+    InfrastructureError, OSError, KafkaError, FaustError, MemoryError,
+)
+EXIT_FATAL = 70  # EX_SOFTWARE: the supervisor restarts the worker
+COUNTS_FILE = "stage-counters.json"
+
+PROCESSED = Counter("streamrag_records_processed", "Records that passed a stage's boundary",
+                    ["stage"])
+INTERNAL = Counter("streamrag_records_internal_error",
+                   "Records dead-lettered because handling them raised unexpectedly",
+                   ["stage", "error"])
+
+
+def is_fatal(exc: Exception) -> bool:
+    """True for failures that are not about the record: the worker must stop and replay."""
+    return isinstance(exc, FATAL)
+
+
+def exit_now(exc: BaseException) -> None:
+    """Stop the process without Faust's clean stop (which would commit the record in hand)."""
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(EXIT_FATAL)
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame, file:line, for the log: never the exception's message."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    last = frames[-1]
+    return f"{Path(last.filename).name}:{last.lineno} in {last.name}"
+
+
+class Boundary:
+    """Wrap the handling of each record of one stage: `async with boundary.record(event):`."""
+
+    def __init__(self, stage: str, dlq_topic: Any, *, keep_payload: bool = False,
+                 on_fatal: Callable[[BaseException], None] = exit_now) -> None:
+        self.stage = stage
+        self.dlq_topic = dlq_topic
+        self.keep_payload = keep_payload  # only before redaction (deadletter.raw.v1)
+        self.on_fatal = on_fatal
+
+    @asynccontextmanager
+    async def record(self, event: Any, *, count: bool = True) -> AsyncIterator[None]:
+        """Run the block for `event`; a record-level failure dead-letters it and is swallowed.
+
+        `count=False` for a second pass over a record already counted (a batch retried
+        one by one).
+        """
+        if count:
+            PROCESSED.labels(self.stage).inc()
+        try:
+            yield
+        except InvalidInput as exc:
+            await self._dead_letter(exc, event)
+        except Exception as exc:  # noqa: BLE001 - sorted below, fatal ones stop the worker
+            if is_fatal(exc):
+                self._fatal(exc, event)
+                raise
+            INTERNAL.labels(self.stage, type(exc).__name__).inc()
+            msg = event.message
+            log.error("internal error in %s on %s/%s@%s: %s at %s; record dead-lettered",
+                      self.stage, msg.topic, msg.partition, msg.offset, type(exc).__name__,
+                      _where(exc))
+            await self._dead_letter(
+                InvalidInput("internal_error", detail=type(exc).__name__), event)
+
+    async def _dead_letter(self, exc: InvalidInput, event: Any) -> None:
+        try:
+            await send_dead_letter(self.dlq_topic, self.stage, exc, event.message,
+                                   keep_payload=self.keep_payload)
+        except Exception as failed:  # the broker is gone: not the record's fault
+            self._fatal(failed, event)
+            raise
+
+    def _fatal(self, exc: BaseException, event: Any) -> None:
+        msg = event.message
+        log.critical("%s cannot go on at %s/%s@%s: %s at %s; stopping the worker to replay",
+                     self.stage, msg.topic, msg.partition, msg.offset, type(exc).__name__,
+                     _where(exc))
+        self.on_fatal(exc)
+
+
+def counts() -> dict[str, dict[str, float]]:
+    """{stage: {"processed": n, "dead_lettered.<reason>": n, "internal_error.<type>": n}}."""
+    out: dict[str, dict[str, float]] = {}
+    for family in REGISTRY.collect():
+        if not family.name.startswith("streamrag_records_"):
+            continue
+        kind = family.name.removeprefix("streamrag_records_")
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            labels = sample.labels
+            key = kind + "".join(f".{v}" for k, v in sorted(labels.items()) if k != "stage")
+            out.setdefault(labels["stage"], {})[key] = sample.value
+    return out
+
+
+def dump_counts(path: Path) -> None:
+    """Write `counts()` to `path` atomically (the worker's timer calls this)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(counts(), sort_keys=True))
+    tmp.replace(path)
+
+
+def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
+    """Have the worker write its counters under its data dir for `streamrag status`."""
+    path = (data_dir / app.conf.id / COUNTS_FILE).resolve()
+
+    @app.timer(interval_s, name=f"{app.conf.id}.export_counts")
+    async def _export() -> None:
+        dump_counts(path)

@@ -1,0 +1,49 @@
+"""The retrieval index agent: a set that breaks the shard is dead-lettered, the next applies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from unittest.mock import AsyncMock, patch
+
+from services.retrieval import agents
+from shared.codec import encode
+from shared.records import EmbeddedChunkSet
+from tests.unit.retrieval.helpers import chunk_set
+
+
+class FlakyShard:
+    """Applies sets, except that doc 'bad' hits a bug in the index."""
+
+    model_id, dim = "m", 8
+
+    def __init__(self) -> None:
+        self.offset = -1
+        self.applied: list[str] = []
+
+    def apply(self, cs: EmbeddedChunkSet) -> None:
+        if cs.doc_id == "bad":
+            raise IndexError("bug while indexing bad text")
+        self.applied.append(cs.doc_id)
+
+
+def test_an_index_bug_dead_letters_the_set_and_the_partition_moves_on() -> None:
+    shard = FlakyShard()
+    dead = AsyncMock()
+
+    async def drive() -> None:
+        agents.app.finalize()
+        agents.app.flow_control.resume()
+        with patch.dict(agents.shards.by_partition, {0: shard}), \
+                patch.object(agents.shards, "dirty", set()), \
+                patch.object(agents.dlq, "send", dead):
+            async with agents.index.test_context() as agent:
+                for doc in ("bad", "good"):
+                    await agent.put(value=encode(chunk_set(doc, 1, [1])), key=doc.encode(),
+                                    partition=0)
+
+    asyncio.run(drive())
+    assert shard.applied == ["good"] and shard.offset == 1  # both offsets applied, in order
+    letter = json.loads(dead.await_args.kwargs["value"])
+    assert (letter["stage"], letter["reason"], letter["detail"]) == (
+        "retrieval", "internal_error", "IndexError")
