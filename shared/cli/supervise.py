@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shared.cli.procs import Child
+from shared.cli.procs import Child, kill_group
 
 log = logging.getLogger("streamrag.supervise")
 
@@ -92,6 +92,7 @@ class Supervisor:
             if entry.child.alive():
                 return
             code = entry.child.popen.returncode
+            kill_group(entry.child)  # leftovers would hold its port or its files
             up_s = now - entry.started_at
             entry.failures = 1 if up_s >= self.backoff.reset_after_s else entry.failures + 1
             delay = self.backoff.delay(entry.failures)
@@ -103,9 +104,9 @@ class Supervisor:
             self._restart(entry, now)
 
     def _restart(self, entry: Supervised, now: float) -> None:
-        with open(entry.child.log_path, "a") as out:  # says in its own log why it restarted
-            out.write(f"\n--- streamrag: {entry.name} {entry.last_exit}; restarting ---\n")
         try:
+            with open(entry.child.log_path, "a") as out:  # in its own log: why it restarted
+                out.write(f"\n--- streamrag: {entry.name} {entry.last_exit}; restarting ---\n")
             entry.child = entry.start()
         except Exception as exc:  # a failed start is one more failure, retried later
             entry.failures += 1
@@ -126,7 +127,10 @@ class Supervisor:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.poll()
+            try:
+                self.poll()
+            except Exception:  # the supervisor itself must outlive any one bad poll
+                log.exception("supervisor poll failed; trying again")
 
     def stop(self) -> None:
         """Stop restarting (before the mesh's processes are stopped on purpose)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -174,3 +175,31 @@ def test_the_thread_restarts_on_its_own_until_stopped(tmp_path: Path) -> None:
     finally:
         sup.stop()
         stop(sup.children(), 5)
+
+
+def test_what_a_killed_wrapper_left_running_is_killed_before_the_restart(
+        supervisor: tuple[Supervisor, Clock], tmp_path: Path) -> None:
+    """Like anvil's node launcher: kill -9 of the wrapper leaves its child running."""
+    grandchild = tmp_path / "grandchild.pid"
+    wrapper = [sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen("
+               f"[sys.executable, '-c', 'import time; time.sleep(600)']); "
+               f"open({str(grandchild)!r}, 'w').write(str(p.pid)); time.sleep(600)"]
+    sup, clock = supervisor
+    started = supervise(sup, "wrapper", wrapper, tmp_path)
+    for _ in range(500):
+        if grandchild.exists() and grandchild.read_text():
+            break
+        threading.Event().wait(0.01)
+    orphan = int(grandchild.read_text())
+    try:
+        kill9(started[0])
+        assert Path(f"/proc/{orphan}").exists()  # left behind by the -9
+        sup.poll()
+        for _ in range(500):  # it is not our child: it is gone once init reaps it
+            if not Path(f"/proc/{orphan}").exists():
+                break
+            threading.Event().wait(0.01)
+        assert not Path(f"/proc/{orphan}").exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orphan, signal.SIGKILL)
