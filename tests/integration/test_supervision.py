@@ -148,7 +148,8 @@ def where_lost(mesh: RunningMesh, missing: list[str]) -> dict[str, list[str]]:
     plain consumer), so a loss names the stage that dropped it."""
     reached: dict[str, str] = {}
     for topic in PIPELINE:
-        keys = {(r.key or b"").decode(errors="replace") for r in read_topic(mesh, topic)}
+        records = read_topic(mesh, topic, timeout_s=8)  # a loaded machine: read long enough
+        keys = {(r.key or b"").decode(errors="replace") for r in records}
         for doc in missing:
             if doc in keys:
                 reached[doc] = topic
