@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import numpy as np
 
@@ -12,6 +11,7 @@ from services.inference.engine import Answer, QueryEngine, Retrieval
 from services.inference.latency import LatencyStats
 from services.inference.params import QueryParams, parse_params
 from services.inference.prompt import cited_chunk_ids
+from services.inference.render import iso
 from services.inference.settings import InferenceSettings
 from shared.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -24,10 +24,6 @@ def params(request: pb.QueryRequest, settings: InferenceSettings, now: float) ->
         max_new_tokens=request.max_new_tokens, temperature=request.temperature,
         stop=tuple(request.stop), now=now,
     )
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def citation(hit: SearchHit) -> pb.Citation:

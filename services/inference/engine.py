@@ -9,6 +9,7 @@ UNAVAILABLE (QueueFullError, from the batcher, to RESOURCE_EXHAUSTED).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from services.inference import answer as extractive
+from services.inference import render
 from services.inference.batcher import INTERACTIVE, BatchQueue, WaitPolicy
 from services.inference.feedback import FeedbackView, rerank
 from services.inference.gather import GatherResult, SearchQuery
@@ -29,6 +31,9 @@ from services.inference.scheduler import BatchScheduler
 from services.inference.settings import InferenceSettings
 from services.inference.vector_cache import VectorCache
 from shared.errors import InfrastructureError
+from shared.records import SearchHit
+
+log = logging.getLogger(__name__)
 
 
 class TextEncoder(Protocol):
@@ -168,12 +173,26 @@ class QueryEngine:
         result = await self.search.search(query, timeout_s)
         if not result.answered:
             raise NoShardsError(_no_shards_message(result, self.search.partitions, timeout_s))
+        result = replace(result, hits=self._renderable(result.hits))
         if self.feedback is not None:
             hits = rerank(result.hits, self.feedback, self.settings.feedback_weight,
                           self.settings.feedback_max_boost)
             result = replace(result, hits=hits[: params.top_k])
         return Retrieval(params, vector, result, started, (embedded - started) * 1000,
                          (time.perf_counter() - embedded) * 1000)
+
+    def _renderable(self, hits: Sequence[SearchHit]) -> tuple[SearchHit, ...]:
+        """The hits with stored values that cannot be rendered emptied, each one counted."""
+        out = []
+        for hit in hits:
+            clean, fields = render.clean_hit(hit)
+            for name in fields:
+                self.metrics.unrenderable.labels(field=name).inc()
+            if fields:
+                log.warning("chunk %r of %r: stored %s cannot be rendered; returned empty",
+                            clean.chunk_id, clean.doc_id, ", ".join(fields))
+            out.append(clean)
+        return tuple(out)
 
     async def answer_stream(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
         """The answer's text deltas, then the Answer itself as the last item."""

@@ -48,6 +48,10 @@ class InferenceMetrics:
         self.cache = Counter("streamrag_inference_sentence_cache_total",
                              "Answer sentences found in (hit) or encoded for (miss) the cache",
                              ["result"], registry=r)
+        self.unrenderable = Counter("streamrag_inference_unrenderable_total",
+                                    "Stored fields of retrieved hits that could not be "
+                                    "rendered (event time out of range, invalid text): "
+                                    "returned empty", ["field"], registry=r)
         self.failures = Counter("streamrag_inference_failures_total",
                                 "Failed calls by reason", ["method", "reason"], registry=r)
 

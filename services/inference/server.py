@@ -1,11 +1,13 @@
-"""The Inference gRPC API: status codes with reasons, deadlines, auth, health and reflection."""
+"""The Inference gRPC API: deadlines, auth, health and reflection.
+
+Status codes with reasons come from one interceptor (services/inference/status.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -15,12 +17,13 @@ from grpc_reflection.v1alpha import reflection
 
 from services.inference import convert
 from services.inference.auth import BearerAuth
-from services.inference.batcher import BULK, QueueFullError
+from services.inference.batcher import BULK
 from services.inference.engine import Answer, QueryEngine, Retrieval
 from services.inference.feedback import check_feedback
 from services.inference.latency import LatencyStats
 from services.inference.params import QueryParams
 from services.inference.settings import InferenceSettings
+from services.inference.status import DeadlineError, StatusMapper
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
@@ -47,7 +50,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     async def Query(self, request: pb.QueryRequest,
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
         started = time.perf_counter()
-        async with self._guard("Query", context, request.deadline_ms):
+        async with self._guard(context, request.deadline_ms):
             retrieval = await self._retrieve(await self._params(request, context), context)
             answer = await self.engine.answer(retrieval)
         self._finished("Query", started)
@@ -56,7 +59,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
         started = last = time.perf_counter()
-        async with self._guard("StreamQuery", context, request.deadline_ms):
+        async with self._guard(context, request.deadline_ms):
             retrieval = await self._retrieve(await self._params(request, context), context)
         # Citations first: the reader sees the sources early.
         yield convert.stream_start(retrieval, self.engine.answer_mode)
@@ -64,7 +67,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         answer: Answer | None = None
         first = True
         while answer is None:
-            async with self._guard("StreamQuery", context, request.deadline_ms, started):
+            async with self._guard(context, request.deadline_ms, started):
                 event = await anext(events)
             if isinstance(event, Answer):
                 answer = event
@@ -80,7 +83,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     async def Embed(self, request: pb.EmbedRequest,
                     context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
         started = time.perf_counter()
-        async with self._guard("Embed", context, request.deadline_ms):
+        async with self._guard(context, request.deadline_ms):
             texts = self._embed_texts(request)
             vectors = await self.engine.encode(texts, priority=BULK)
         self._finished("Embed", started)
@@ -88,7 +91,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
     async def Feedback(self, request: pb.FeedbackRequest,
                        context: grpc.aio.ServicerContext) -> pb.FeedbackResponse:
-        async with self._guard("Feedback", context, 0):
+        async with self._guard(context, 0):
             chunk_id, kind = check_feedback(request.chunk_id,
                                             FEEDBACK_KINDS.get(request.kind, ""))
             if self.feedback_sink is None:
@@ -120,9 +123,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                 raise InvalidInput("bad_text", "texts", msg)
         return list(request.texts)
 
-    def _guard(self, method: str, context: grpc.aio.ServicerContext, deadline_ms: int,
+    def _guard(self, context: grpc.aio.ServicerContext, deadline_ms: int,
                since: float | None = None) -> _Guard:
-        return _Guard(self, method, context, deadline_ms, since)
+        return _Guard(deadline_ms, context, since)
 
     async def _params(self, request: pb.QueryRequest,
                       context: grpc.aio.ServicerContext) -> QueryParams:
@@ -138,53 +141,34 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
 
 class _Guard:
-    """Maps the engine's errors to status codes with reasons, counts failures, and
-    enforces the request's own deadline_ms (from `since`, the call's start)."""
+    """Enforces the request's own deadline_ms (from `since`, the call's start) and refuses a
+    call whose deadline is already gone; the status of any failure is StatusMapper's."""
 
-    def __init__(self, servicer: InferenceServicer, method: str,
-                 context: grpc.aio.ServicerContext, deadline_ms: int,
+    def __init__(self, deadline_ms: int, context: grpc.aio.ServicerContext,
                  since: float | None) -> None:
-        self.s, self.method, self.context = servicer, method, context
-        self.deadline_ms, self.since = deadline_ms, since or time.perf_counter()
+        self.deadline_ms, self.context = deadline_ms, context
+        self.since = since or time.perf_counter()
         self._timeout: asyncio.Timeout | None = None
 
     async def __aenter__(self) -> None:
         if self.deadline_ms < 0:
-            await self._fail(grpc.StatusCode.INVALID_ARGUMENT, "invalid deadline_ms (negative)",
-                             "negative", (("streamrag-field", "deadline_ms"),))
+            raise InvalidInput("negative", "deadline_ms", "must not be negative")
         if self.deadline_ms:
             left = self.deadline_ms / 1000 - (time.perf_counter() - self.since)
             self._timeout = asyncio.timeout(max(left, 0))
             await self._timeout.__aenter__()
         remaining = _remaining(self.context)
         if remaining is not None and remaining <= 0:
-            await self._fail(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline already passed",
-                             "deadline")
+            raise DeadlineError("deadline already passed")
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: object) -> bool:
         if self._timeout is not None:
             try:
                 await self._timeout.__aexit__(kind, exc, tb)
-            except TimeoutError:
-                await self._fail(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                 f"deadline_ms {self.deadline_ms} passed", "deadline")
-        if isinstance(exc, InvalidInput):
-            field = exc.field or "request"
-            await self._fail(grpc.StatusCode.INVALID_ARGUMENT,
-                             f"invalid {field} ({exc.reason}): {exc.detail}", exc.reason,
-                             (("streamrag-field", field), ("streamrag-reason", exc.reason)))
-        if isinstance(exc, QueueFullError):
-            await self._fail(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "queue_full")
-        if isinstance(exc, InfrastructureError):
-            await self._fail(grpc.StatusCode.UNAVAILABLE, str(exc), type(exc).__name__)
+            except TimeoutError as timeout:
+                raise DeadlineError(f"deadline_ms {self.deadline_ms} passed") from timeout
         return False
-
-    async def _fail(self, code: grpc.StatusCode, details: str, reason: str,
-                    trailing: tuple[tuple[str, str], ...] = ()) -> NoReturn:
-        self.s.metrics.failures.labels(method=self.method, reason=reason).inc()
-        await self.context.abort(code, details, trailing_metadata=trailing)
-        raise AssertionError("context.abort returned")  # it always raises
 
 
 def _remaining(context: grpc.aio.ServicerContext) -> float | None:
@@ -200,7 +184,13 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
     TLS when a cert and key are set; a bearer-token check when a token is set.
     """
     token = settings.auth_token.get_secret_value() if settings.auth_token else ""
-    server = grpc.aio.server(interceptors=[BearerAuth(token)] if token else None)
+    # Status mapping first: it sees whatever any later interceptor or handler raises.
+    failures = engine.metrics.failures
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        StatusMapper(lambda method, reason: failures.labels(method=method, reason=reason).inc())]
+    if token:
+        interceptors.append(BearerAuth(token))
+    server = grpc.aio.server(interceptors=interceptors)
     servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)

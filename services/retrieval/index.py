@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import binascii
+import logging
+import math
 
 import numpy as np
+from pydantic_core import PydanticSerializationError
 
 from services.retrieval.columns import Columns, Filters
 from services.retrieval.vectors import IndexConfig, Strategy, VectorIndex
@@ -12,6 +15,7 @@ from shared.errors import InvalidInput, ModelMismatchError
 from shared.records import EmbeddedChunkSet, SearchHit
 
 __all__ = ["Filters", "IndexConfig", "Shard"]
+log = logging.getLogger(__name__)
 
 
 class Shard:
@@ -31,6 +35,7 @@ class Shard:
         self.doc_version: dict[str, int] = {}
         self.offset = -1
         self.digest = ""
+        self.dropped = 0  # hits left out of replies because they cannot be serialised
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -71,8 +76,14 @@ class Shard:
         mask = None if filters.empty else self.columns.mask(filters)
         found = self.vectors.search(vector, top_k, mask, self.strategy)
         hits = self.columns.hits
-        return [hit.model_copy(update={"score": score}) for score, slot in found
-                if (hit := hits[slot]) is not None]
+        out = [hit.model_copy(update={"score": score}) for score, slot in found
+               if (hit := hits[slot]) is not None]
+        kept = [hit for hit in out if travels(hit)]
+        if len(kept) < len(out):
+            self.dropped += len(out) - len(kept)
+            log.warning("%d stored hit(s) cannot travel in a reply (invalid text or a "
+                        "non-finite event time): left out", len(out) - len(kept))
+        return kept
 
 
 def _vectors(update: EmbeddedChunkSet, dim: int) -> np.ndarray:
@@ -87,3 +98,16 @@ def _vectors(update: EmbeddedChunkSet, dim: int) -> np.ndarray:
     if not np.isfinite(vectors).all():
         raise InvalidInput("invalid_vector", "chunks.vector", "NaN or infinite component")
     return vectors
+
+
+def travels(hit: SearchHit) -> bool:
+    """True when the hit survives the JSON reply: one that cannot (a lone surrogate in its
+    text, or a NaN event time, which JSON carries as null) would fail the shard's whole
+    reply, so it is left out instead."""
+    if not math.isfinite(hit.event_time):
+        return False
+    try:
+        hit.model_dump_json()
+    except PydanticSerializationError:
+        return False
+    return True

@@ -1,11 +1,15 @@
-"""The embedded mesh: broker, dev chain, topics, and every service as its own process."""
+"""The embedded mesh: broker, dev chain, topics, and every service as its own process.
+
+Every process is supervised (shared/cli/supervise.py): one that exits is restarted with
+backoff while the rest keep running; only `Mesh.stop` ends them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +21,7 @@ from shared.admin import ensure_topics
 from shared.cli.procs import Child, port_open, service_argv, spawn, stop, stop_stale, wait_port
 from shared.cli.ready import wait_ready
 from shared.cli.settings import MeshSettings
+from shared.cli.supervise import Backoff, Supervisor
 from shared.settings import KafkaSettings, LedgerSettings
 from shared.topics import SERVICES
 
@@ -45,11 +50,22 @@ class Mesh:
                  env: dict[str, str] | None = None) -> None:
         self.settings, self.kafka, self.ledger = mesh, kafka, ledger
         self.env = env or {}  # extra environment for the services (settings overrides)
-        self.children: list[Child] = []
+        self.supervisor = Supervisor(Backoff(mesh.restart_initial_s, 2.0, mesh.restart_max_s,
+                                             mesh.restart_reset_after_s))
 
     @property
     def run_dir(self) -> Path:
         return self.settings.run_dir
+
+    @property
+    def children(self) -> list[Child]:
+        """The current process of everything this mesh started (restarts included)."""
+        return self.supervisor.children()
+
+    def _supervise(self, start: Callable[[], Child]) -> Child:
+        child = start()
+        self.supervisor.add(child, start)
+        return child
 
     def start_infrastructure(self) -> None:
         stale = stop_stale(self.run_dir)
@@ -59,14 +75,23 @@ class Mesh:
         self._start_chain()
         created = asyncio.run(ensure_topics(self.kafka))
         log.info("topics: %d created, the rest already there", len(created))
+        self.supervisor.start()
 
     def _start_broker(self) -> None:
         host, port = _host_port(self.kafka.bootstrap.split(",")[0])
         if port_open(host, port) or not self.settings.embedded_broker:
             log.info("using the Kafka broker at %s", self.kafka.bootstrap)
             return
-        self.children.append(spawn_broker(host, port, self.run_dir))
+        child = spawn_broker(host, port, self.run_dir)
+        self.supervisor.add(child, lambda: self._restart_broker(host, port))
         log.info("embedded Kafka-protocol broker (tansu, memory storage) on %s:%d", host, port)
+
+    def _restart_broker(self, host: str, port: int) -> Child:
+        """A restarted embedded broker is empty (memory storage): create the topics again."""
+        child = spawn_broker(host, port, self.run_dir)
+        log.error("the embedded broker restarted EMPTY: memory storage lost every topic")
+        asyncio.run(ensure_topics(self.kafka))
+        return child
 
     def _start_chain(self) -> None:
         rpc = urlparse(self.ledger.rpc_url)
@@ -79,28 +104,32 @@ class Mesh:
             msg = f"anvil not found at {anvil}: run scripts/up (it installs it) or set "
             raise FileNotFoundError(msg + "STREAMRAG_MESH_ANVIL_BIN")
         state = (self.run_dir / "chain-state.json").resolve()
-        child = spawn("anvil", [str(anvil), "--host", host, "--port", str(port), "--state",
-                                str(state), "--state-interval", "1", "--silent"], self.run_dir)
-        self.children.append(child)
-        wait_port(host, port, 30, child)
+        argv = [str(anvil), "--host", host, "--port", str(port), "--state", str(state),
+                "--state-interval", "1", "--silent"]
+
+        def start() -> Child:  # anvil keeps its chain in `state`: a restart loses nothing
+            child = spawn("anvil", argv, self.run_dir)
+            wait_port(host, port, 30, child)
+            return child
+
+        self._supervise(start)
         log.info("Ethereum dev node (anvil) on %s, state in %s", self.ledger.rpc_url, state)
 
     def start_services(self, names: tuple[str, ...] = START_ORDER) -> None:
         for name in names:
-            self.children.append(spawn(name, service_argv(name), self.run_dir, self.env))
-            log.info("started %-10s pid %d, log %s", name, self.children[-1].popen.pid,
-                     self.children[-1].log_path)
-
-    def dead(self) -> list[Child]:
-        return [c for c in self.children if not c.alive()]
+            argv = service_argv(name)
+            child = self._supervise(
+                lambda name=name, argv=argv: spawn(name, argv, self.run_dir, self.env))
+            log.info("started %-10s pid %d, log %s", name, child.popen.pid, child.log_path)
 
     def wait_ready(self) -> None:
+        # A worker that exits once is restarted; one that keeps failing will not get ready.
         wait_ready(self.settings.inference_target, self.settings.ready_timeout_s,
-                   lambda: [c.name for c in self.dead()], self.run_dir / "logs")
+                   self.supervisor.crash_looping, self.run_dir / "logs")
 
     def stop(self) -> None:
+        self.supervisor.stop()  # first, or it would restart what is being stopped
         stop(self.children, self.settings.stop_timeout_s)
-        self.children.clear()
 
 
 def free_port() -> int:

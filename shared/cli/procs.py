@@ -52,6 +52,13 @@ def spawn(name: str, argv: list[str], run_dir: Path, env: dict[str, str] | None 
     return Child(name, popen, log_path)
 
 
+def kill_group(child: Child) -> None:
+    """SIGKILL what is left of a child's process group once the child itself is gone: a
+    wrapper killed with -9 (anvil's node launcher) leaves its real process running."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.popen.pid, signal.SIGKILL)
+
+
 def service_argv(name: str) -> list[str]:
     return [sys.executable, "-m", f"services.{name}"]
 

@@ -14,14 +14,17 @@ from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 
 def wait_ready(target: str, timeout_s: float, dead: Callable[[], list[str]],
                logs: Path) -> None:
-    """Until inference is SERVING and every retrieval shard answers a probe query."""
+    """Until inference is SERVING and every retrieval shard answers a probe query.
+
+    `dead()` names processes that will not come up (crash-looping): then fail at once.
+    """
     deadline = time.monotonic() + timeout_s
     with grpc.insecure_channel(target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         stub = inference_pb2_grpc.InferenceStub(channel)
         while True:
             if dead():
-                raise RuntimeError(f"{', '.join(dead())} exited; see {logs}")
+                raise RuntimeError(f"{', '.join(dead())} kept exiting; see {logs}")
             try:
                 serving = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status \
                     == health_pb2.HealthCheckResponse.SERVING

@@ -19,3 +19,8 @@ class MeshSettings(BaseSettings):
     inference_target: str = "127.0.0.1:50051"
     ready_timeout_s: float = Field(default=300.0, gt=0)
     stop_timeout_s: float = Field(default=15.0, gt=0)
+    # Restarting a process that exits: the first wait, doubling up to the cap; a process
+    # that ran this long before exiting starts the count over.
+    restart_initial_s: float = Field(default=1.0, gt=0)
+    restart_max_s: float = Field(default=30.0, gt=0)
+    restart_reset_after_s: float = Field(default=60.0, gt=0)

@@ -1,4 +1,8 @@
-"""`streamrag up`: run the whole mesh on the embedded defaults, prove it with a demo query."""
+"""`streamrag up`: run the whole mesh on the embedded defaults, prove it with a demo query.
+
+It keeps the mesh running: a process that exits is restarted (shared/cli/supervise.py);
+only Ctrl-C or SIGTERM stops the mesh.
+"""
 
 from __future__ import annotations
 
@@ -97,12 +101,10 @@ def run(args: argparse.Namespace) -> int:
         if args.exit_after_demo:
             return 0
         print(f"\nmesh running: logs in {mesh.run_dir / 'logs'}; try `streamrag query "
-              "\"...\"` in another shell. Ctrl-C stops everything.")
-        while not mesh.dead():
+              "\"...\"` in another shell. A process that exits is restarted; Ctrl-C stops "
+              "everything.")
+        while True:  # the supervisor thread restarts what exits; only a signal ends this
             time.sleep(1)
-        names = ", ".join(c.name for c in mesh.dead())
-        log.error("%s exited; stopping the mesh (see %s)", names, mesh.run_dir / "logs")
-        return 1
     except KeyboardInterrupt:
         print("\nstopping the mesh ...")
         return 0

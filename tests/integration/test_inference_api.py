@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -9,11 +10,14 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from aiokafka import AIOKafkaProducer
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from shared.cli.mesh import Endpoints
+from shared.records import encode_vector
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
+from shared.topics import CHUNKS_EMBEDDED
 from tests.integration.test_mesh_e2e import eventually, produce, uid
 
 pytestmark = pytest.mark.integration
@@ -123,3 +127,56 @@ def test_reflection_lists_inference_and_health(corpus: tuple[str, grpc.Channel])
         iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=15)
     names = {s.name for a in answers for s in a.list_services_response.service}
     assert {"streamrag.v1.Inference", "grpc.health.v1.Health"} <= names
+
+
+def test_stored_values_that_cannot_be_rendered_never_fail_an_answer(
+        mesh: Endpoints, corpus: tuple[str, grpc.Channel]) -> None:
+    """Chunks written below ingest (which refuses such values) straight to the embedded
+    topic, the way the embedding service writes them: one with an event time 1e16 s from
+    the epoch (year 316,889,355), one whose title holds a lone surrogate escape."""
+    _, channel = corpus
+    info = _stub(channel).Info(pb.InfoRequest(), timeout=15)
+    domain, text = uid("odd"), "The checkout gateway certificate expired at an odd time."
+    vector = list(_stub(channel).Embed(pb.EmbedRequest(texts=[text]), timeout=30)
+                  .vectors[0].values)
+    odd, bad = uid("far-future"), uid("bad-title")
+    produce_embedded(mesh, [
+        embedded_chunk_set(odd, domain, text, vector, info, event_time=1e16),
+        embedded_chunk_set(bad, domain, text, vector, info, title_json='"t\\ud800"')])
+    request = pb.QueryRequest(question=QUESTION, domain=domain, top_k=5)
+    # Query and StreamQuery both answer (before: UNKNOWN, OverflowError, for every query
+    # that retrieved the far-future chunk); the surrogate one is left out by its shard.
+    answer = eventually(lambda: _stub(channel).Query(request, timeout=15),
+                        "the far-future chunk searchable")
+    assert [c.doc_id for c in answer.citations] == [odd] and not answer.partial
+    cited = answer.citations[0]
+    assert (cited.event_time, cited.event_time_iso, cited.text) == (1e16, "", text)
+    assert answer.answer
+    events = list(_stub(channel).StreamQuery(request, timeout=15))
+    assert [e.WhichOneof("event") for e in events][-1] == "end"
+    assert events[0].start.citations[0].event_time_iso == ""
+
+
+def embedded_chunk_set(doc_id: str, domain: str, text: str, vector: list[float], info: Any,
+                       event_time: float = 1.7e9, title_json: str = '"odd"') -> bytes:
+    chunk = {"chunk_id": f"{doc_id}#v1#0", "ordinal": 0, "text": text, "token_count": 10,
+             "vector": encode_vector(np.array(vector, dtype=np.float32))}
+    record = {"schema_version": 1, "doc_id": doc_id, "version": 1, "op": "upsert",
+              "source": "odd-test", "domain": domain, "event_time": event_time,
+              "ingest_time": 1.7e9, "model_id": info.model_id, "dim": info.dim,
+              "chunks": [chunk], "title": "__TITLE__"}
+    # json.dumps would escape a real surrogate; write the JSON escape itself.
+    return json.dumps(record).replace('"__TITLE__"', title_json).encode()
+
+
+def produce_embedded(mesh: Endpoints, values: list[bytes]) -> None:
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=mesh.bootstrap)
+        await producer.start()
+        try:
+            for value in values:
+                key = json.loads(value)["doc_id"].encode()
+                await producer.send_and_wait(CHUNKS_EMBEDDED.name, value, key=key)
+        finally:
+            await producer.stop()
+    asyncio.run(go())

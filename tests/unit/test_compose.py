@@ -89,6 +89,15 @@ def test_topics_come_from_the_contract_and_are_never_auto_created() -> None:
             "service_completed_successfully"
 
 
+def test_every_service_restarts_when_it_exits_and_the_topics_job_runs_once() -> None:
+    for files in (("docker-compose.yml",), ("docker-compose.yml", "docker-compose.gpu.yml")):
+        services = resolved(*files)["services"]
+        policies = {name: svc.get("restart") for name, svc in services.items()}
+        assert policies.pop("topics") == "no"  # one-shot: the others wait for it to succeed
+        assert policies == dict.fromkeys(policies, "unless-stopped"), policies
+        assert set(SERVICES) | {"kafka", "anvil"} <= set(policies)
+
+
 def test_gpu_override_reserves_a_gpu_for_embedding_and_inference() -> None:
     services = resolved("docker-compose.yml", "docker-compose.gpu.yml")["services"]
     for name in ("embedding", "inference"):

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.retrieval.index import Filters, IndexConfig, Shard
+from shared.codec import decode, encode
 from shared.errors import InvalidInput, ModelMismatchError
-from shared.records import encode_vector
+from shared.records import QueryHits, SearchReply, encode_vector
 from tests.unit.retrieval.helpers import DIM, EXACT_IVF, chunk_set, settle, unit
 
 
@@ -115,3 +116,16 @@ def test_filtered_search_matches_brute_force(kind, strategy, spec, since, until,
     hits = shard.search(q, k, f)
     assert all(h.chunk_id in admitted for h in hits)
     assert [h.score for h in hits] == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_hit_that_cannot_travel_in_a_reply_is_left_out_not_the_whole_reply() -> None:
+    shard = Shard("m", DIM)
+    shard.apply(chunk_set("fine", 1, [1]))
+    shard.apply(chunk_set("nan-time", 1, [2], event_time=float("nan")))
+    bad = chunk_set("bad-text", 1, [3])
+    shard.apply(bad.model_copy(update={"title": "t\ud800"}))
+    hits = shard.search(unit(1), 10, Filters())
+    assert [h.doc_id for h in hits] == ["fine"] and shard.dropped == 2
+    reply = SearchReply(request_id="r", partition=0,
+                        results=(QueryHits(query_id="q", hits=tuple(hits)),))
+    assert decode(SearchReply, encode(reply)).results[0].hits == tuple(hits)

@@ -54,7 +54,7 @@ def test_a_dead_service_stops_the_wait_at_once() -> None:
     recorder = Recorder(partial_for=10**6)
     server, target = serve(recorder)
     try:
-        with pytest.raises(RuntimeError, match="retrieval exited; see logs"):
+        with pytest.raises(RuntimeError, match="retrieval kept exiting; see logs"):
             wait_ready(target, 30, lambda: ["retrieval"], Path("logs"))
     finally:
         server.stop(0)
