@@ -5,8 +5,10 @@ inside a currently assigned range; a fictional or test number (an unassigned are
 555 exchanges) is still personal data in a ticket and was let through. Here a number that
 is merely possible (right length for its region) is taken too, but only when it is
 written the way phone numbers are written, so that ports, ticket ids, versions, dates and
-IP addresses stay: it starts with `+` (E.164), has a parenthesised area code, is written in
-three or more digit groups, or follows a word like "phone" or "call". Valid numbers are
+IP addresses stay: it starts with `+` (E.164) or a trunk prefix, has a parenthesised area
+code, is written in three or more digit groups or as a 7-digit local number, stands alone
+on its line (a signature), follows a word like "phone" or "callback", or is offered as the
+alternative to an e-mail address ("anna@example.com or 56520319"). Valid numbers are
 taken whatever their shape, as before. Extensions ("x42", "ext. 123") are part of a match.
 
 phonenumbers' matcher is the cost; it runs only on snippets around digit chains (a chain
@@ -30,10 +32,14 @@ _CHAIN = re.compile(r"\d(?:[\W_x\u30fc]{0,4}\d)*")
 MARGIN = 32
 MIN_DIGITS = 4  # no region has a valid number this short
 MIN_POSSIBLE_DIGITS = 7  # a merely possible number needs at least this many digits
+# A word that announces a phone number, close before it ("callback requested on ...").
 CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|mobile|mob|cell|cellphone|call|called|calling|"
-                 r"ring|fax|sms|text|whatsapp|signal|contact|reach|dial|hotline|"
-                 r"number|no|nr|ph|tél|telefon|handy|portable)\b\W{0,3}$")
-CUE_WINDOW = 24
+                 r"callback|ring|fax|sms|text|whatsapp|signal|contact|reach|dial|hotline|"
+                 r"number|no|nr|ph|tél|telefon|handy|portable)\b[\w ]{0,20}\W{0,3}$")
+# "... at anna@example.com or 56520319": a number offered as the alternative to an address.
+AFTER_ADDRESS = re.compile(r"\S@\S+\s+(?:or|/|,)\s*$")
+CUE_WINDOW = 40
+LOCAL_SHAPE = re.compile(r"^\d{3}[ .-]\d{4}$")  # a 7-digit local number: 555-0142
 _DATE = re.compile(r"^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})$")
 _SSN = re.compile(r"^\d{3}-\d{2}-\d{4}$")  # a US social security number's layout
 _DOTTED_QUAD = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
@@ -55,10 +61,11 @@ def snippets(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def phone_shaped(raw: str, before: str) -> bool:
+def phone_shaped(raw: str, before: str, after: str = "") -> bool:
     """Whether a possible-but-not-valid match is written like a phone number.
 
-    `raw` is the matched text, `before` the text just before it (for a cue word).
+    `raw` is the matched text, `before` and `after` the text around it (for a cue word,
+    or a number alone on its line as in a signature).
     """
     body = re.split(r"(?i)\s*(?:ext\.?|x|#)\s*\d+$", raw)[0]  # the extension aside
     digits = sum(c.isdigit() for c in body)
@@ -68,9 +75,11 @@ def phone_shaped(raw: str, before: str) -> bool:
         return True
     if _TRUNK.match(body):  # a national or international prefix: 0xx..., 00xx...
         return True
-    if CUE.search(before[-CUE_WINDOW:]):
+    window = before[-CUE_WINDOW:]
+    if CUE.search(window) or AFTER_ADDRESS.search(window) or LOCAL_SHAPE.match(body):
         return True
-    return len(_GROUP.findall(body)) >= 3
+    alone = re.search(r"(?:^|\n)[ \t]*$", before) and re.match(r"[ \t]*(?:\n|$)", after)
+    return bool(alone) or len(_GROUP.findall(body)) >= 3
 
 
 class PossiblePhoneRecognizer(LocalRecognizer):
@@ -103,9 +112,12 @@ class PossiblePhoneRecognizer(LocalRecognizer):
             # Presidio's matches first: at VALID leniency the matcher also tries the inner
             # groups of a long candidate ("+1 415-555-0199 12"), which POSSIBLE does not.
             for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.VALID):
-                out.append((m.start, m.end, f"valid {region} number"))
+                # 3-2-4 digits is a US SSN's layout (valid as a CZ or PL number too): left
+                # to the SSN recognizer, so the placeholder names the right type.
+                if not _SSN.match(m.raw_string):
+                    out.append((m.start, m.end, f"valid {region} number"))
             for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):
-                if phone_shaped(m.raw_string, text[:m.start]):
+                if phone_shaped(m.raw_string, text[:m.start], text[m.end:]):
                     out.append((m.start, m.end, f"possible {region} number, phone-shaped"))
         return out
 
