@@ -84,3 +84,38 @@ def test_numbers_that_are_not_phones_are_left_alone() -> None:
 def test_text_without_digit_chains_costs_no_matcher_call() -> None:
     assert snippets("No numbers here, only 3 words and 12 more.") == []
     assert snippets("x" * 100 + "415 555 0199") == [(68, 112)]
+
+
+def test_possible_numbers_of_every_configured_region_in_every_format() -> None:
+    """Random subscriber digits (so mostly unassigned) in each region's own formats."""
+    import phonenumbers
+    from phonenumbers import PhoneNumberFormat as F
+    from phonenumbers import PhoneNumberType as T
+
+    from services.redaction.settings import RedactionSettings
+
+    regions = RedactionSettings().phone_regions
+    rec = PossiblePhoneRecognizer(list(regions))
+    rng = random.Random(2026)
+    missed = []
+    for region in regions:
+        for kind in (T.FIXED_LINE, T.MOBILE):
+            example = phonenumbers.example_number_for_type(region, kind)
+            if example is None:
+                continue
+            national = str(example.national_number)
+            for _ in range(4):
+                digits = national[:2] + "".join(rng.choice("0123456789")
+                                                for _ in national[2:])
+                number = phonenumbers.parse(f"+{example.country_code}{digits}")
+                for fmt in (F.E164, F.INTERNATIONAL, F.NATIONAL):
+                    value = phonenumbers.format_number(number, fmt)
+                    prefix = phonenumbers.PhoneMetadata.metadata_for_region(region)
+                    if fmt == F.NATIONAL and value.isdigit() and prefix.national_prefix:
+                        # phonenumbers leaves an unassigned number unformatted, without
+                        # the trunk prefix a person dialling it nationally would write
+                        value = prefix.national_prefix + value
+                    text = f"Customer wrote: {value}. Please follow up."
+                    if not covered(rec, text, 16, 16 + len(value)):
+                        missed.append((region, value))
+    assert missed == []
