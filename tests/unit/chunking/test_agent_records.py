@@ -30,7 +30,7 @@ def test_a_chunker_failure_is_a_dead_letter_not_a_lost_batch(
     def broken(doc: RedactedDocument) -> None:
         raise IndexError("bug")
 
-    monkeypatch.setattr(agents.chunker, "chunk", broken)
+    monkeypatch.setattr(agents.chunker(), "chunk", broken)
     with pytest.raises(InvalidInput) as err:
         agents.chunk_record(encode(DOC))
     assert (err.value.reason, err.value.detail) == ("chunking_failed", "IndexError")
