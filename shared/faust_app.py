@@ -39,8 +39,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
              fetch_wait_ms: int | None = None, **overrides: Any) -> faust.App:
     """The service's app; its consumer waits `fetch_wait_ms` (default: the pipeline's)."""
     _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
+    # Created by shared.runner when the worker starts: importing a service touches no disk.
     app_dir = (data_dir / app_id).resolve()
-    app_dir.mkdir(parents=True, exist_ok=True)
     conf: dict[str, Any] = dict(
         broker=kafka.url,
         store="memory://",

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from services.chunking.app import app, chunks_topic, dlq, redacted_topic, settings
 from services.chunking.documents import DocumentChunker
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
-from shared.embedder import load_tokenizer
+from shared.encoder_model import load_tokenizer
 from shared.records import ChunkSet, RedactedDocument
 
-chunker = DocumentChunker(load_tokenizer(), settings.max_tokens, settings.overlap_tokens)
 # A chunker bug on one document dead-letters it (internal_error), never the stream's place.
 boundary = Boundary("chunking", dlq)
 export_counts(app, settings.data_dir)
 
 
+@functools.cache
+def chunker() -> DocumentChunker:
+    """The chunker and its tokenizer, built once: at worker start-up, never at import."""
+    return DocumentChunker(load_tokenizer(), settings.max_tokens, settings.overlap_tokens)
+
+
+@app.task
+async def load_chunker() -> None:
+    chunker()  # before the first record rather than inside its processing
+
+
 def chunk_record(raw: bytes | None) -> ChunkSet:
-    return chunker.chunk(decode(RedactedDocument, raw))
+    return chunker().chunk(decode(RedactedDocument, raw))
 
 
 @app.agent(redacted_topic)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import bisect
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from services.chunking.chunker import Offsets, chunk_id, chunk_layout, token_starts
 from shared.records import Chunk, ChunkSet, RedactedDocument
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class DocumentChunker:

@@ -42,20 +42,21 @@ search_boundary = Boundary("retrieval.search", dlq)
 export_counts(app, settings.data_dir)
 
 
-@app.on_partitions_revoked.connect
+# mode types a signal handler as taking any positionals; Faust sends these ones.
+@app.on_partitions_revoked.connect  # type: ignore[arg-type]
 async def on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
     # The shard may move to another worker: leave it a snapshot to start from.
     await shards.save(tp.partition for tp in revoked if tp.topic == CHUNKS_EMBEDDED.name)
 
 
-@app.on_rebalance_complete.connect
+@app.on_rebalance_complete.connect  # type: ignore[arg-type]
 async def on_rebalanced(app: Any, **kwargs: Any) -> None:
     resume = await shards.assign(await end_offsets(app, CHUNKS_EMBEDDED.name), digest_at)
     await resume_at(app, CHUNKS_EMBEDDED.name, resume)
     log.info("shards %s resume at %s", sorted(resume), resume)
 
 
-@app.on_before_shutdown.connect
+@app.on_before_shutdown.connect  # type: ignore[arg-type]
 async def on_shutdown(app: Any, **kwargs: Any) -> None:
     await shards.save()
 

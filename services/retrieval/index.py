@@ -10,7 +10,8 @@ import numpy as np
 from pydantic_core import PydanticSerializationError
 
 from services.retrieval.columns import Columns, Filters
-from services.retrieval.vectors import IndexConfig, Strategy, VectorIndex
+from services.retrieval.index_config import IndexConfig, Strategy
+from services.retrieval.vectors import VectorIndex
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.records import EmbeddedChunkSet, SearchHit
 

@@ -10,7 +10,7 @@ import faiss
 import numpy as np
 
 if TYPE_CHECKING:
-    from services.retrieval.vectors import IndexConfig
+    from services.retrieval.index_config import IndexConfig
 
 log = logging.getLogger(__name__)
 

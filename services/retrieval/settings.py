@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from services.retrieval.vectors import IndexConfig
-from shared.embedder import MODEL_ID
+from services.retrieval.index_config import IndexConfig
+from shared.encoder_model import MODEL_DIM, MODEL_ID
 from shared.settings import ServiceSettings
 
 
@@ -17,7 +17,7 @@ class RetrievalSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_RETRIEVAL_", frozen=True)
 
     model_id: str = MODEL_ID
-    dim: int = 384
+    dim: int = MODEL_DIM
     use_gpu: bool = True  # IVF k-means on a GPU when faiss-gpu and a GPU are present
     ivf_threshold: int = Field(default=20_000, ge=1)  # chunks per shard before IVF
     ivf_nlist_factor: float = Field(default=1.0, gt=0)  # nlist = factor * sqrt(chunks)

@@ -18,7 +18,8 @@ import numpy as np
 
 from services.retrieval.columns import Columns
 from services.retrieval.index import Shard
-from services.retrieval.vectors import IndexConfig, Strategy, VectorIndex
+from services.retrieval.index_config import IndexConfig, Strategy
+from services.retrieval.vectors import VectorIndex
 from shared.records import SearchHit
 
 FORMAT = 1

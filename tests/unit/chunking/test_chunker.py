@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from services.chunking.chunker import FENCE, chunk_id, chunk_spans, split
 from services.chunking.documents import DocumentChunker
-from shared.embedder import load_tokenizer
+from shared.encoder_model import load_tokenizer
 from shared.records import RedactedDocument
 
 CHUNKER = DocumentChunker(load_tokenizer(), max_tokens=40)

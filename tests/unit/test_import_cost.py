@@ -1,0 +1,36 @@
+"""Importing a settings module (or chunking's agents) loads no torch, FAISS or tokenizer.
+
+Each import runs in a fresh interpreter: this process has long since loaded everything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "faiss", "transformers")
+SETTINGS = [f"services.{name}.settings" for name in (
+    "ingest", "redaction", "chunking", "embedding", "retrieval", "inference", "ledger")]
+
+
+def heavy_modules_after_import(module: str, cwd: Path) -> list[str]:
+    probe = (f"import sys, {module}; "
+             f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env={"PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("module", [*SETTINGS, "shared.encoder_model"])
+def test_settings_load_no_deep_learning_stack(module: str, tmp_path: Path) -> None:
+    assert heavy_modules_after_import(module, tmp_path) == []
+
+
+def test_chunking_agents_load_no_tokenizer_and_touch_no_disk(tmp_path: Path) -> None:
+    # The tokenizer (transformers) loads at worker start-up; make_app creates no directories.
+    assert heavy_modules_after_import("services.chunking.agents", tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
