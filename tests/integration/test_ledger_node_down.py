@@ -24,6 +24,7 @@ from services.ledger.chain import AnchorClient
 from services.ledger.deployment import at, read_record, record_path
 from services.ledger.settings import LedgerServiceSettings
 from shared.admin import ensure_topics
+from shared.audit_signing import DEV_SIGNER as SIGNER
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import service_argv, spawn, stop
 from shared.codec import decode, encode
@@ -40,7 +41,7 @@ BATCHES = [(f"docs.normalized.v1/0/{i}-{i}", hashlib.sha256(b"batch %d" % i).hex
 def stream(client: AnchorClient, out: dict[str, AnchorReceipt], pace_s: float) -> None:
     prev = ""
     for batch_id, root in BATCHES:
-        out[batch_id] = client.anchor(batch_id, root, prev, 1)
+        out[batch_id] = client.anchor(batch_id, root, prev, 1, signer=SIGNER)
         prev = root
         time.sleep(pace_s)
 
@@ -76,7 +77,8 @@ def test_node_killed_mid_stream_every_batch_anchored_exactly_once(
         {batch_key(batch_id): 1 for batch_id, _ in BATCHES}
     assert client.contract.functions.anchor_count().call() == len(BATCHES)
     for batch_id, root in BATCHES:
-        stored_root, _, count, block = client.contract.functions.anchors(batch_key(batch_id)).call()
+        stored_root, _, count, block, _ = client.contract.functions.anchors(
+            batch_key(batch_id)).call()
         assert (stored_root.hex(), count) == (root, 1) and block > 0
         assert replay[batch_id].root == root
 
@@ -193,7 +195,7 @@ def test_worker_reanchors_what_the_restarted_node_lost(
         until(all_once, "every batch anchored exactly once")
         assert count() == len(BATCHES)
         for i, (batch_id, root) in enumerate(BATCHES):
-            stored, prev, leaves, _ = contract.functions.anchors(batch_key(batch_id)).call()
+            stored, prev, leaves, _, _ = contract.functions.anchors(batch_key(batch_id)).call()
             assert (stored.hex(), prev.hex(), leaves) == (
                 root, BATCHES[i - 1][1] if i else "00" * 32, 1)
         # A re-anchor is announced again; the last announcement of each batch is its tx on
