@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import SecretStr
 from web3 import HTTPProvider, Web3
 
 from services.ledger.anchors import AnchorReceipt, batch_key
@@ -25,6 +26,7 @@ from services.ledger.deployment import at, read_record, record_path
 from services.ledger.settings import LedgerServiceSettings
 from shared.admin import ensure_topics
 from shared.audit_signing import DEV_SIGNER as SIGNER
+from shared.audit_signing import DEV_SIGNING_KEY, sign
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import service_argv, spawn, stop
 from shared.codec import decode, encode
@@ -87,9 +89,11 @@ def audit_batch(i: int) -> AuditBatch:
     batch_id, root = BATCHES[i]
     leaf = AuditLeaf(doc_id=f"d{i}", version=1, redacted_sha256="0" * 64, raw_sha256="1" * 64,
                      offset=i)
-    return AuditBatch(batch_id=batch_id, partition=0, first_offset=i, last_offset=i, doc_count=1,
-                      entity_counts={}, analyzer_fingerprint="f", leaves=(leaf,), root=root,
-                      prev_root=BATCHES[i - 1][1] if i else "", created_at=time.time())
+    # Signed with the dev key, whose address the ledger trusts by default.
+    return sign(AuditBatch(batch_id=batch_id, partition=0, first_offset=i, last_offset=i,
+                           doc_count=1, entity_counts={}, analyzer_fingerprint="f",
+                           leaves=(leaf,), root=root, prev_root=BATCHES[i - 1][1] if i else "",
+                           created_at=time.time()), SecretStr(DEV_SIGNING_KEY))
 
 
 def produce(bootstrap: str, batches: list[AuditBatch], pace_s: float) -> None:
