@@ -156,7 +156,8 @@ def _exit_mid_batch(why: str, code: int) -> NoReturn:
     take_events batch even when its body raises or is cancelled, and commits on the way
     out) although its outputs are not all on the broker. Exiting replays the batch."""
     log.critical("redaction stops mid-batch (%s); the batch will be replayed", why)
-    logging.shutdown()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
     os._exit(code)
 
 

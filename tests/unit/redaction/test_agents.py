@@ -101,6 +101,36 @@ def test_offsets_an_audit_record_covers_are_skipped_and_the_chain_goes_on() -> N
     assert batch.prev_root == earlier.root  # the forged record moved nothing
 
 
+def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
+    """A graceful stop would commit the batch's offsets with its outputs half sent."""
+    exits: list[int] = []
+
+    async def broker_gone(**_: object) -> None:
+        raise ConnectionError("broker unreachable")
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)  # the real one never returns; this one lets the test end
+
+    async def go() -> None:
+        app.finalize()
+        app.flow_control.resume()
+
+        async def read_back(*_: object) -> list[Record]:
+            return []
+        with patch.object(redacted_topic, "send", AsyncMock(side_effect=broker_gone)), \
+                patch.object(audit_topic, "send", AsyncMock(side_effect=_delivered)) as audit, \
+                patch.object(agents, "redactor", FakeRedactor()), \
+                patch.object(agents, "read_topic", read_back), \
+                patch.object(agents, "chains", agents.Chains()), \
+                patch.object(agents.os, "_exit", fake_exit):
+            async with agents.redact.test_context() as agent:
+                await agent.put(value=doc(1, "alpha"), key=None)
+                await asyncio.sleep(0.5)
+            assert audit.await_count == 0  # no record for a batch whose documents failed
+    asyncio.run(go())
+    assert exits == [agents.EXIT_INFRA]
+
+
 class Stream:
     def __init__(self) -> None:
         self.current_event: object = "next message"
