@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from pydantic import SecretStr
+
+from services.redaction import auditor
 from services.redaction.auditor import ANCHORS_ABI, build_parser, proof_document, render_proof
-from shared.audit_signing import DEV_SIGNER
+from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.cli.main import build_parser as streamrag_parser
 from shared.records import Anchor
-from tests.unit.redaction.test_verify import KNOWN, history
+from tests.unit.redaction.test_verify import KNOWN, chain_of, history
 
 LEDGER_ABI = Path(__file__).resolve().parents[3] / "services/ledger/contract/AuditAnchor.json"
 
@@ -47,3 +51,22 @@ def test_rendered_proof_names_batch_path_signer_and_anchor() -> None:
     assert f"signed    by {DEV_SIGNER}: ok" in text
     assert "anchor    tx 0xabc block 7 contract 0xC0 chain 31337" in text
     assert text.endswith("on chain  root, prev_root, leaf count and signer: FAILED")
+
+
+def test_verify_prints_each_problem_and_counts_redeliveries(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    docs, batches = history()
+    again = sign(batches[0].model_copy(update={"created_at": 9.0}), SecretStr(DEV_SIGNING_KEY))
+    rival = sign(batches[4].model_copy(update={"root": "ab" * 32}), SecretStr("0x" + "42" * 32))
+    held = chain_of(batches)
+    monkeypatch.setattr(auditor, "load", lambda *_: auditor.Loaded(
+        docs + docs[:1], [*batches, again, rival], [], ["audit.batches.v1 0/9: malformed_json"]))
+    monkeypatch.setattr(auditor, "chain_reader", lambda *_: held.get)
+    code = auditor.main(["verify", "--signer", DEV_SIGNER])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"{batches[0].batch_id}" in out and "ok (2 redelivered copies)" in out
+    assert (f"conflicting record for this batch id: differs in root, signer; unknown signer "
+            f"{rival.signer}") in out
+    assert "unreadable: audit.batches.v1 0/9: malformed_json" in out
+    assert out.rstrip().endswith("2 FAILED")
