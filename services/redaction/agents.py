@@ -29,7 +29,7 @@ from services.redaction.app import (
     settings,
 )
 from services.redaction.audit import Tip, build_batch, leaf_for, tips_from
-from services.redaction.reader import read_topic
+from services.redaction.reader import read_back
 from services.redaction.redactor import Redactor
 from shared.audit_signing import sign
 from shared.batching import partition_batches
@@ -60,8 +60,11 @@ class Chains:
 
     async def tip(self, partition: int, offset: int) -> Tip:
         if partition not in self.just_loaded and self.expected.get(partition) != offset:
-            records = await read_topic(kafka.bootstrap, AUDIT_BATCHES,
-                                       settings.audit_reload_idle_s)
+            # The newest records suffice: read back until every partition's end is found.
+            def enough(records: list[Any]) -> bool:
+                return len(tips_from(_decoded(records), SIGNER)) == DOCS_NORMALIZED.partitions
+            records = await read_back(kafka.bootstrap, AUDIT_BATCHES,
+                                      settings.audit_reload_idle_s, enough)
             self.tips = tips_from(_decoded(records), SIGNER)
             self.just_loaded = set(range(DOCS_NORMALIZED.partitions))
             log.info("chain ends reloaded from %s: %s", AUDIT_BATCHES.name,

@@ -55,7 +55,7 @@ async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = N
         return [Record(encode(b)) for b in audit_history or []]
     with patch.object(redacted_topic, "send", red), patch.object(audit_topic, "send", audit), \
             patch.object(dlq, "send", dead), patch.object(agents, "redactor", FakeRedactor()), \
-            patch.object(agents, "read_topic", read_back), \
+            patch.object(agents, "read_back", read_back), \
             patch.object(agents, "chains", agents.Chains()):  # a fresh worker
         async with agents.redact.test_context() as agent:
             for value in values:
@@ -120,7 +120,7 @@ def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
         with patch.object(redacted_topic, "send", AsyncMock(side_effect=broker_gone)), \
                 patch.object(audit_topic, "send", AsyncMock(side_effect=_delivered)) as audit, \
                 patch.object(agents, "redactor", FakeRedactor()), \
-                patch.object(agents, "read_topic", read_back), \
+                patch.object(agents, "read_back", read_back), \
                 patch.object(agents, "chains", agents.Chains()), \
                 patch.object(agents.os, "_exit", fake_exit):
             async with agents.redact.test_context() as agent:
