@@ -167,8 +167,10 @@ class AuditLeaf(BaseModel):
 
 
 class AuditBatch(Record):
-    batch_id: str  # "<topic>/<partition>/<first offset>-<last offset>"
+    batch_id: str  # "<epoch>/<topic>/<partition>/<first offset>-<last offset>"
     partition: int
+    # The input offsets the batch consumed, dead-lettered records included: a redelivery
+    # of any of them after this record is on the broker is skipped, not batched again.
     first_offset: int
     last_offset: int
     doc_count: int
@@ -178,6 +180,12 @@ class AuditBatch(Record):
     root: str
     prev_root: str
     created_at: float
+    # The incarnation of the audit log (new when a partition's chain starts afresh, e.g. on
+    # a fresh embedded broker), so batch ids never repeat across incarnations.
+    epoch: str = ""
+    # Address of the redaction key and its EIP-191 signature (shared.audit_signing).
+    signer: str = ""
+    signature: str = ""
 
 
 class Anchor(Record):
@@ -192,6 +200,7 @@ class Anchor(Record):
     # What re-anchoring needs (a node that lost its last seconds, a reorg); None: not recorded.
     prev_root: str | None = None
     leaf_count: int | None = None
+    signer: str | None = None  # the audit record's signer, as the contract records it
 
 
 class DeadLetter(Record):

@@ -1,4 +1,9 @@
-"""Ledger agent: anchor each audit batch's Merkle root on chain, once, and announce it."""
+"""Ledger agent: anchor each signed audit batch's Merkle root on chain, once, and announce it.
+
+Only records signed by a known signer (STREAMRAG_AUDIT_SIGNERS) are anchored; the rest are
+dead-lettered (bad_signature, unknown_signer), and so is a record that reuses an anchored
+batch id with other values (anchored_<field>_differs).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 from services.ledger.anchors import AnchorReceipt
@@ -13,6 +19,7 @@ from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import LedgerError, LedgerUnavailable
 from services.ledger.reconcile import recent, reconcile
+from shared.audit_signing import AuditSignerSettings, check
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.errors import InvalidInput
@@ -22,6 +29,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _client: AnchorClient | None = None
 _connecting = asyncio.Lock()  # one connect (and at most one deploy) per worker
+KNOWN_SIGNERS = AuditSignerSettings().known()
 
 
 def _stopping_already(exc: BaseException) -> None:
@@ -59,7 +67,40 @@ async def _ledger_client() -> AnchorClient:
 async def _anchor(batch: AuditBatch) -> AnchorReceipt:
     client = await _ledger_client()
     return await _until_available(
-        client.anchor, batch.batch_id, batch.root, batch.prev_root, len(batch.leaves))
+        partial(client.anchor, signer=batch.signer),
+        batch.batch_id, batch.root, batch.prev_root, len(batch.leaves))
+
+
+def authentic(batch: AuditBatch) -> AuditBatch:
+    """The batch, if a known signer signed it; else InvalidInput(bad_signature or
+    unknown_signer): anyone who can write to the topic could have produced it."""
+    why = check(batch, KNOWN_SIGNERS)
+    if why == "unknown_signer":
+        raise InvalidInput("unknown_signer", "signer", batch.signer)
+    if why is not None:
+        raise InvalidInput("bad_signature", "signature",
+                           "no signature" if why == "unsigned" else
+                           f"does not recover to {batch.signer or '(no signer)'}")
+    return batch
+
+
+def _bare(root: str) -> str:
+    return root.removeprefix("0x").lower() or "00" * 32
+
+
+def replay_of(batch: AuditBatch, recorded: dict[str, Any]) -> bool:
+    """True for a replay of the anchored batch; InvalidInput when it claims other values."""
+    offered = {"root": _bare(batch.root), "prev_root": _bare(batch.prev_root),
+               "leaf_count": len(batch.leaves), "signer": batch.signer.lower()}
+    held = {"root": recorded["root"], "prev_root": recorded.get("prev_root"),
+            "leaf_count": recorded.get("leaf_count"),
+            "signer": (recorded.get("signer") or "").lower() or None}
+    differ = [k for k in offered if held[k] is not None and held[k] != offered[k]]
+    if differ:
+        raise InvalidInput(f"anchored_{differ[0]}_differs", differ[0],
+                           f"batch {batch.batch_id} is anchored already with other "
+                           + ", ".join(differ))
+    return True
 
 
 async def _fatal(exc: Exception, context: str) -> NoReturn:
@@ -87,8 +128,9 @@ async def anchor_batches(stream: Any) -> None:
 
 
 async def _anchor_one(event: Any) -> None:
-    batch = decode(AuditBatch, event.message.value)  # InvalidInput: the boundary dead-letters
-    if anchored.get(batch.batch_id) is not None:
+    # InvalidInput (undecodable, unsigned, unknown signer): the boundary dead-letters it.
+    batch = authentic(decode(AuditBatch, event.message.value))
+    if (done := anchored.get(batch.batch_id)) is not None and replay_of(batch, done):
         return  # a replayed batch: the anchor was announced already
     started = time.monotonic()
     try:

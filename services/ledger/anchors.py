@@ -25,13 +25,33 @@ class AnchorReceipt:
     chain_id: int
     anchored_at: float  # wall clock once confirmed; for a read-back, the block's timestamp
     already_anchored: bool = False
+    signer: str = ""  # checksummed address of the audit record's signer
 
     def record(self, batch_closed_at: float) -> Anchor:
         return Anchor(batch_id=self.batch_id, root=self.root, tx_hash=self.tx_hash,
                       block_number=self.block_number, contract=self.contract,
                       chain_id=self.chain_id, anchored_at=self.anchored_at,
                       batch_closed_at=batch_closed_at, prev_root=self.prev_root,
-                      leaf_count=self.leaf_count)
+                      leaf_count=self.leaf_count, signer=self.signer)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The fields of an anchor the contract stores (besides its block)."""
+
+    root: bytes
+    prev_root: bytes
+    leaf_count: int
+    signer: str  # checksummed address
+
+    def differences(self, offered: Stored) -> dict[str, tuple[str, str]]:
+        """{field: (on chain, offered)} for every field that differs, as text."""
+        mine, theirs = self.as_text(), offered.as_text()
+        return {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+
+    def as_text(self) -> dict[str, str]:
+        return {"root": self.root.hex(), "prev_root": self.prev_root.hex(),
+                "leaf_count": str(self.leaf_count), "signer": self.signer.lower()}
 
 
 def batch_key(batch_id: str) -> bytes:

@@ -9,7 +9,7 @@ from eth_account import Account
 from web3 import HTTPProvider, Web3
 from web3.contract import Contract
 
-from services.ledger.anchors import ZERO, AnchorReceipt, batch_key, hex32
+from services.ledger.anchors import ZERO, AnchorReceipt, Stored, batch_key, hex32
 from services.ledger.deployment import resolve_contract
 from services.ledger.errors import AnchorConflict, AnchorRejected
 from services.ledger.retry import Backoff, call_with_retry
@@ -59,56 +59,67 @@ class AnchorClient:
 
     def is_anchored(self, batch_id: str) -> bool:
         """Whether the contract holds an anchor for `batch_id` (confirmed or not)."""
-        stored = call_with_retry(lambda: self._stored(batch_key(batch_id)), self.backoff,
-                                 "is_anchored", self._sleep)
-        return stored[3] != 0
+        _, block = call_with_retry(lambda: self._stored(batch_key(batch_id)), self.backoff,
+                                   "is_anchored", self._sleep)
+        return block != 0
 
     def anchor(self, batch_id: str, root_hex: str, prev_root_hex: str,
-               leaf_count: int) -> AnchorReceipt:
-        """Anchor once; a replay of an anchored batch returns the first anchor, unchanged."""
+               leaf_count: int, *, signer: str) -> AnchorReceipt:
+        """Anchor once; a replay of an anchored batch returns the first anchor, unchanged.
+
+        `signer`: the address whose signature on the audit record was checked. A replay
+        whose root, prev_root, leaf count or signer differs from the stored anchor raises
+        AnchorConflict naming the fields.
+        """
         root, prev = hex32(root_hex, "root"), hex32(prev_root_hex, "prev_root")
         if root == ZERO:
             raise InvalidInput("empty_root", "root", "a batch needs a Merkle root")
         if leaf_count < 0:
             raise InvalidInput("negative_leaf_count", "leaf_count")
-        return call_with_retry(lambda: self._anchor_once(batch_id, root, prev, leaf_count),
+        if not Web3.is_address(signer) or int(signer, 16) == 0:
+            raise InvalidInput("bad_signer_address", "signer")
+        want = Stored(root, prev, leaf_count, Web3.to_checksum_address(signer))
+        return call_with_retry(lambda: self._anchor_once(batch_id, want),
                                self.backoff, f"anchor {batch_id}", self._sleep)
 
-    def _anchor_once(self, batch_id: str, root: bytes, prev: bytes, count: int) -> AnchorReceipt:
+    def _anchor_once(self, batch_id: str, want: Stored) -> AnchorReceipt:
         key = batch_key(batch_id)
-        if (known := self._read_back(batch_id, key, root)) is not None:
+        if (known := self._read_back(batch_id, key, want)) is not None:
             return known
         try:
-            receipt = self.sender.send(self.contract.functions.anchor(key, root, prev, count))
+            receipt = self.sender.send(self.contract.functions.anchor(
+                key, want.root, want.prev_root, want.leaf_count, want.signer))
         except REVERTS as exc:
             # Lost a race with a replayed tx or a second worker: the anchor exists.
-            if ALREADY_ANCHORED in str(exc) and (known := self._read_back(batch_id, key, root)):
+            if ALREADY_ANCHORED in str(exc) and (known := self._read_back(batch_id, key, want)):
                 return known
             raise AnchorRejected(f"anchor {batch_id} refused: {exc}") from exc
         if receipt["status"] != 1:
-            if (known := self._read_back(batch_id, key, root)) is not None:
+            if (known := self._read_back(batch_id, key, want)) is not None:
                 return known
             raise AnchorRejected(f"anchor {batch_id}: tx {receipt['transactionHash'].to_0x_hex()}"
                                  " reverted")
-        return AnchorReceipt(batch_id, root.hex(), prev.hex(), count,
+        return AnchorReceipt(batch_id, want.root.hex(), want.prev_root.hex(), want.leaf_count,
                              receipt["transactionHash"].to_0x_hex(), receipt["blockNumber"],
-                             self.contract.address, self.chain_id, time.time())
+                             self.contract.address, self.chain_id, time.time(),
+                             signer=want.signer)
 
-    def _stored(self, key: bytes) -> tuple[bytes, bytes, int, int]:
-        root, prev, count, block = self.contract.functions.anchors(key).call()
-        return root, prev, count, block
+    def _stored(self, key: bytes) -> tuple[Stored, int]:
+        root, prev, count, block, signer = self.contract.functions.anchors(key).call()
+        return Stored(root, prev, count, signer), block
 
-    def _read_back(self, batch_id: str, key: bytes, root: bytes) -> AnchorReceipt | None:
+    def _read_back(self, batch_id: str, key: bytes, want: Stored) -> AnchorReceipt | None:
         """The stored anchor with the tx that wrote it (found by its event), or None."""
-        stored_root, prev, count, block = self._stored(key)
+        stored, block = self._stored(key)
         if block == 0:
             return None
-        if stored_root != root:
-            raise AnchorConflict(batch_id, stored_root.hex(), root.hex())
+        if differ := stored.differences(want):
+            raise AnchorConflict(batch_id, differ)
         (event,) = self.contract.events.Anchored.get_logs(
             argument_filters={"batch_id": key}, from_block=block, to_block=block)
         receipt = self.sender.confirmed(event["transactionHash"])
         timestamp = self.w3.eth.get_block(block)["timestamp"]
-        return AnchorReceipt(batch_id, root.hex(), prev.hex(), count,
-                             receipt["transactionHash"].to_0x_hex(), block, self.contract.address,
-                             self.chain_id, float(timestamp), already_anchored=True)
+        return AnchorReceipt(batch_id, stored.root.hex(), stored.prev_root.hex(),
+                             stored.leaf_count, receipt["transactionHash"].to_0x_hex(), block,
+                             self.contract.address, self.chain_id, float(timestamp),
+                             already_anchored=True, signer=stored.signer)

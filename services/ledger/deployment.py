@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -35,6 +36,13 @@ class Deployment:
     chain_id: int
     genesis_hash: str
     address: str
+    # sha256 of the bytecode deployed: a contract built from another source (an older
+    # version of AuditAnchor) is not reused.
+    code_sha256: str = ""
+
+
+def artifact_code_sha256() -> str:
+    return hashlib.sha256(artifact()["bytecode"].encode("ascii")).hexdigest()
 
 
 def record_path(data_dir: Path) -> Path:
@@ -83,7 +91,8 @@ def resolve_contract(w3: Web3, sender: Sender, ledger: LedgerSettings, data_dir:
     chain_id, genesis = chain_identity(w3)
     path = record_path(data_dir)
     known = read_record(path)
-    if known and (known.chain_id, known.genesis_hash) == (chain_id, genesis) \
+    if known and (known.chain_id, known.genesis_hash, known.code_sha256) == (
+            chain_id, genesis, artifact_code_sha256()) \
             and w3.eth.get_code(Web3.to_checksum_address(known.address)):
         log.info("reusing AuditAnchor at %s (chain %d)", known.address, chain_id)
         return at(w3, known.address)
@@ -92,6 +101,6 @@ def resolve_contract(w3: Web3, sender: Sender, ledger: LedgerSettings, data_dir:
     if receipt["status"] != 1 or not receipt["contractAddress"]:
         raise AnchorRejected(f"deploying AuditAnchor failed: tx {receipt['transactionHash']!r}")
     address = str(receipt["contractAddress"])
-    write_record(path, Deployment(chain_id, genesis, address))
+    write_record(path, Deployment(chain_id, genesis, address, artifact_code_sha256()))
     log.info("deployed AuditAnchor at %s (chain %d), recorded in %s", address, chain_id, path)
     return at(w3, address)

@@ -2,7 +2,8 @@
 
 StreamragError
 ├── InvalidInput
-│   └── AnchorConflict      the batch id is already anchored with another root
+│   └── AnchorConflict      the batch id is already anchored with another root, prev_root,
+│                           leaf count or signer
 └── InfrastructureError
     └── LedgerError         the node or the contract failed us
         ├── LedgerUnavailable   node unreachable (or a tx unmined) past the retry deadline
@@ -15,11 +16,18 @@ from shared.errors import InfrastructureError, InvalidInput
 
 
 class AnchorConflict(InvalidInput):
-    """A replayed batch whose root differs from the one on chain: the chain wins."""
+    """A batch id already anchored with other values: the chain wins.
 
-    def __init__(self, batch_id: str, on_chain: str, offered: str) -> None:
-        detail = f"batch {batch_id} is anchored with root {on_chain}, not {offered}"
-        super().__init__("anchored_root_differs", "root", detail)
+    The reason names the first differing field (anchored_root_differs,
+    anchored_prev_root_differs, ...); the detail names every one, with both values.
+    """
+
+    def __init__(self, batch_id: str, differ: dict[str, tuple[str, str]]) -> None:
+        first = next(iter(differ))
+        detail = f"batch {batch_id} is anchored with " + ", ".join(
+            f"{name} {chain}, not {offered}" for name, (chain, offered) in differ.items())
+        super().__init__(f"anchored_{first}_differs", first, detail)
+        self.fields = tuple(differ)
 
 
 class LedgerError(InfrastructureError):

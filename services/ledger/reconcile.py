@@ -20,7 +20,7 @@ class Chain(Protocol):
     def is_anchored(self, batch_id: str) -> bool: ...
 
     def anchor(self, batch_id: str, root_hex: str, prev_root_hex: str,
-               leaf_count: int) -> AnchorReceipt: ...
+               leaf_count: int, *, signer: str) -> AnchorReceipt: ...
 
 
 @dataclass
@@ -58,14 +58,14 @@ def reconcile(chain: Chain, anchors: Iterable[Anchor]) -> Outcome:
         outcome.checked += 1
         if chain.is_anchored(anchor.batch_id):
             continue
-        if anchor.prev_root is None or anchor.leaf_count is None:
+        if anchor.prev_root is None or anchor.leaf_count is None or not anchor.signer:
             log.error("anchor of %s is gone from the chain and was recorded without its "
-                      "prev_root/leaf_count: cannot re-anchor it", anchor.batch_id)
+                      "prev_root/leaf_count/signer: cannot re-anchor it", anchor.batch_id)
             outcome.unrecoverable.append(anchor.batch_id)
             continue
         try:
             receipt = chain.anchor(anchor.batch_id, anchor.root, anchor.prev_root,
-                                   anchor.leaf_count)
+                                   anchor.leaf_count, signer=anchor.signer)
         except InvalidInput as exc:  # AnchorConflict: someone anchored another root
             log.error("cannot re-anchor %s: %s", anchor.batch_id, exc)
             outcome.unrecoverable.append(anchor.batch_id)

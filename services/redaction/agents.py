@@ -1,44 +1,103 @@
-"""Redaction agent: micro-batch, redact, emit redacted docs and one audit record per partition.
+"""Redaction agent: micro-batch, redact, emit redacted docs and one signed audit record per
+partition and batch.
 
-Logs name batches, counts and offsets only, never a document's content.
+A batch's offsets are acked (and later committed) only when the body returns, and it
+returns only once the redacted documents and the audit record are on the broker: sends
+are forced past Faust's attachments (which may hang them on another partition's event)
+and awaited. Input offsets an audit record already covers are skipped, so a redelivery
+after a crash never forms a second, overlapping batch. Logs name batches, counts and
+offsets only, never a document's content.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import os
+from collections.abc import Awaitable
+from typing import Any, NoReturn
+
+from eth_account import Account
 
 from services.redaction.app import (
     app,
-    audit_chain,
     audit_topic,
     dlq,
+    kafka,
     normalized_topic,
     redacted_topic,
     settings,
 )
-from services.redaction.audit import batch_id_for, build_batch, leaf_for
+from services.redaction.audit import Tip, build_batch, leaf_for, tips_from
+from services.redaction.reader import read_back
 from services.redaction.redactor import Redactor
-from shared.batching import current_event, partition_batches
+from shared.audit_signing import sign
+from shared.batching import partition_batches
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.dlq import send_dead_letter
 from shared.errors import InvalidInput
-from shared.records import Document, RedactedDocument
-from shared.topics import DOCS_NORMALIZED
+from shared.records import AuditBatch, Document, RedactedDocument
+from shared.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 
 log = logging.getLogger(__name__)
 redactor: Redactor | None = None
+SIGNER = Account.from_key(settings.audit_signing_key.get_secret_value()).address
+EXIT_INFRA = 70  # EX_SOFTWARE-ish: the supervisor restarts us and the batch is replayed
 boundary = Boundary("redaction", dlq)  # per document: a bad one never takes its batch along
 export_counts(app, settings.data_dir)
+
+
+class Chains:
+    """Chain ends per partition, reloaded from the audit topic when continuity is lost.
+
+    Continuity: the next event of a partition has the offset after the last one seen.
+    Anything else (start, a rebalance that moved the partition away and back, a replay)
+    reloads every partition's end from the records this worker's key signed.
+    """
+
+    def __init__(self) -> None:
+        self.tips: dict[int, Tip] = {}
+        self.expected: dict[int, int] = {}
+        self.just_loaded: set[int] = set()
+
+    async def tip(self, partition: int, offset: int) -> Tip:
+        if partition not in self.just_loaded and self.expected.get(partition) != offset:
+            # The newest records suffice: read back until every partition's end is found.
+            def enough(records: list[Any]) -> bool:
+                return len(tips_from(_decoded(records), SIGNER)) == DOCS_NORMALIZED.partitions
+            records = await read_back(kafka.bootstrap, AUDIT_BATCHES,
+                                      settings.audit_reload_idle_s, enough)
+            self.tips = tips_from(_decoded(records), SIGNER)
+            self.just_loaded = set(range(DOCS_NORMALIZED.partitions))
+            log.info("chain ends reloaded from %s: %s", AUDIT_BATCHES.name,
+                     {p: t.last_offset for p, t in sorted(self.tips.items())})
+        return self.tips.get(partition) or self.tips.setdefault(partition, Tip.genesis())
+
+    def saw(self, partition: int, last_offset: int) -> None:
+        self.just_loaded.discard(partition)
+        self.expected[partition] = last_offset + 1
+
+
+chains = Chains()
+
+
+def _decoded(records: list[Any]) -> list[AuditBatch]:
+    out = []
+    for record in records:
+        try:
+            out.append(decode(AuditBatch, record.value))
+        except InvalidInput:
+            continue  # not ours and not a record: it cannot move the chain
+    return out
 
 
 @app.task
 async def warm_up() -> None:
     global redactor
     redactor = await asyncio.to_thread(Redactor, settings)
-    log.info("redactor ready, analyzer fingerprint %s", redactor.fingerprint[:16])
+    log.info("redactor ready, analyzer fingerprint %s, audit signer %s",
+             redactor.fingerprint[:16], SIGNER)
 
 
 async def _valid(events: list[Any]) -> list[tuple[Any, Document]]:
@@ -63,6 +122,50 @@ async def _redacted(ready: Redactor, valid: list[tuple[Any, Document]],
     return out
 
 
+async def _deliver(topic: Any, key: bytes, value: bytes) -> Awaitable[Any]:
+    """Hand the record to the producer now (not attached to an event); await the result
+    for the broker's acknowledgement."""
+    future: Awaitable[Any] = await topic.send(key=key, value=value, force=True)
+    return future
+
+
+async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -> None:
+    """One partition's part of a micro-batch, on the broker when this returns."""
+    tip = await chains.tip(partition, events[0].message.offset)
+    chains.saw(partition, events[-1].message.offset)
+    fresh = [e for e in events if e.message.offset > tip.last_offset]
+    if skipped := len(events) - len(fresh):
+        log.info("partition %d: offsets %d-%d are audited already (a redelivery): skipped",
+                 partition, events[0].message.offset, events[skipped - 1].message.offset)
+    done = await _redacted(ready, await _valid(fresh)) if fresh else []
+    if not done:
+        return
+    leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red in done]
+    offsets = (fresh[0].message.offset, fresh[-1].message.offset)
+    batch = sign(build_batch(DOCS_NORMALIZED.name, partition, offsets, leaves,
+                             [red for _, _, red in done], tip, ready.fingerprint),
+                 settings.audit_signing_key)
+    # Each redacted document names its batch, so an auditor can regroup the topic.
+    sent = [await _deliver(redacted_topic, red.doc_id.encode(),
+                           encode(red.model_copy(update={"batch_id": batch.batch_id})))
+            for _, _, red in done]
+    await asyncio.gather(*sent)
+    await (await _deliver(audit_topic, str(partition).encode(), encode(batch)))
+    chains.tips[partition] = Tip(tip.epoch, batch.root, batch.last_offset)
+    log.info("audit batch %s: %d docs, root %s", batch.batch_id, batch.doc_count,
+             batch.root[:16])
+
+
+def _exit_mid_batch(why: str, code: int) -> NoReturn:
+    """Exit at once: a graceful stop would commit the batch's offsets (Faust acks a
+    take_events batch even when its body raises or is cancelled, and commits on the way
+    out) although its outputs are not all on the broker. Exiting replays the batch."""
+    log.critical("redaction stops mid-batch (%s); the batch will be replayed", why)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(code)
+
+
 @app.agent(normalized_topic)
 async def redact(stream: Any) -> None:
     """docs.normalized.v1 -> docs.redacted.v1 + audit.batches.v1."""
@@ -70,20 +173,10 @@ async def redact(stream: Any) -> None:
                                           settings.batch_within_s):
         while redactor is None:
             await asyncio.sleep(0.1)
-        for partition, events in groups.items():
-            done = await _redacted(redactor, await _valid(events))
-            if not done:
-                continue
-            leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red in done]
-            batch_id = batch_id_for(DOCS_NORMALIZED.name, partition, leaves)
-            # Each redacted document names its batch, so an auditor can regroup the topic.
-            redacted = [red.model_copy(update={"batch_id": batch_id}) for _, _, red in done]
-            for red in redacted:
-                await redacted_topic.send(key=red.doc_id.encode(), value=encode(red))
-            batch = build_batch(DOCS_NORMALIZED.name, partition, leaves, redacted,
-                                audit_chain.get(str(partition)), redactor.fingerprint)
-            with current_event(stream, done[-1][0]):  # the table write goes to this partition
-                audit_chain[str(partition)] = batch.root
-            await audit_topic.send(key=str(partition).encode(), value=encode(batch))
-            log.info("audit batch %s: %d docs, root %s", batch.batch_id, batch.doc_count,
-                     batch.root[:16])
+        try:
+            for partition, events in groups.items():
+                await redact_partition(redactor, partition, events)
+        except asyncio.CancelledError:
+            _exit_mid_batch("stopping", 0)
+        except Exception as exc:  # the broker or the reader failed us, not a record
+            _exit_mid_batch(type(exc).__name__, EXIT_INFRA)

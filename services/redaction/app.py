@@ -1,11 +1,10 @@
-"""The redaction Faust app, its topics and its table."""
+"""The redaction Faust app and its topics (the chain ends are rebuilt from audit.batches.v1)."""
 
 from services.redaction.settings import RedactionSettings
 from shared.faust_app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
     AUDIT_BATCHES,
-    AUDIT_CHAIN,
     DEADLETTER,
     DOCS_NORMALIZED,
     DOCS_REDACTED,
@@ -20,4 +19,3 @@ normalized_topic = topic(app, DOCS_NORMALIZED)
 redacted_topic = topic(app, DOCS_REDACTED)
 audit_topic = topic(app, AUDIT_BATCHES)
 dlq = topic(app, DEADLETTER)
-audit_chain = app.Table(AUDIT_CHAIN.name, partitions=AUDIT_CHAIN.partitions)

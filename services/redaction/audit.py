@@ -1,15 +1,22 @@
-"""Audit records for redaction micro-batches: canonical leaves, Merkle root, hash chain."""
+"""Audit records for redaction micro-batches: canonical leaves, Merkle root, hash chain.
+
+A batch is named by the input offsets it consumed, in its partition's epoch; the chain's
+end (Tip) is rebuilt from the audit topic itself, so nothing depends on a table that a
+broker with short end offsets may not restore.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from services.redaction import merkle
+from shared.audit_signing import recover
 from shared.records import AuditBatch, AuditLeaf, Document, RedactedDocument
 
 GENESIS_ROOT = "00" * 32
@@ -38,25 +45,59 @@ def batch_root(leaves: Sequence[AuditLeaf]) -> str:
     return merkle.root([merkle.leaf_hash(canonical(leaf)) for leaf in leaves]).hex()
 
 
-def batch_id_for(topic: str, partition: int, leaves: Sequence[AuditLeaf]) -> str:
-    offsets = [leaf.offset for leaf in leaves]
-    return f"{topic}/{partition}/{min(offsets)}-{max(offsets)}"
+def batch_id_for(epoch: str, topic: str, partition: int, first: int, last: int) -> str:
+    """Unique across log incarnations (epoch) and fixed by the offsets the batch consumed."""
+    return f"{epoch}/{topic}/{partition}/{first}-{last}"
+
+
+def new_epoch() -> str:
+    return secrets.token_hex(6)
+
+
+@dataclass(frozen=True)
+class Tip:
+    """The end of one partition's chain: what the next batch links to and starts after."""
+
+    epoch: str
+    root: str
+    last_offset: int  # input offsets up to here are in an audit record already
+
+    @classmethod
+    def genesis(cls, epoch: str | None = None) -> Tip:
+        return cls(epoch or new_epoch(), GENESIS_ROOT, -1)
+
+
+def tips_from(batches: Iterable[AuditBatch], signer: str) -> dict[int, Tip]:
+    """Each partition's chain end, rebuilt from the audit topic (records in topic order).
+
+    Only records that `signer` signed count: a forged record must not move the chain or
+    make redaction skip offsets.
+    """
+    tips: dict[int, Tip] = {}
+    for batch in batches:
+        if batch.signer.lower() != signer.lower() or recover(batch) != batch.signer:
+            continue
+        tip = tips.get(batch.partition)
+        if tip is None or tip.epoch != batch.epoch or batch.last_offset > tip.last_offset:
+            tips[batch.partition] = Tip(batch.epoch, batch.root, batch.last_offset)
+    return tips
 
 
 def build_batch(
-    topic: str, partition: int, leaves: Sequence[AuditLeaf], redacted: Sequence[RedactedDocument],
-    prev_root: str | None, fingerprint: str, now: float | None = None,
+    topic: str, partition: int, offsets: tuple[int, int], leaves: Sequence[AuditLeaf],
+    redacted: Sequence[RedactedDocument], tip: Tip, fingerprint: str, now: float | None = None,
 ) -> AuditBatch:
-    offsets = [leaf.offset for leaf in leaves]
+    """The (unsigned) record of a batch that consumed input offsets[0]..offsets[1]."""
     counts: Counter[str] = Counter()
     for doc in redacted:
         counts.update(doc.entity_counts)
+    first, last = offsets
     return AuditBatch(
-        batch_id=batch_id_for(topic, partition, leaves),
-        partition=partition, first_offset=min(offsets), last_offset=max(offsets),
+        batch_id=batch_id_for(tip.epoch, topic, partition, first, last),
+        partition=partition, first_offset=first, last_offset=last,
         doc_count=len(leaves), entity_counts=dict(counts), analyzer_fingerprint=fingerprint,
-        leaves=tuple(leaves), root=batch_root(leaves), prev_root=prev_root or GENESIS_ROOT,
-        created_at=time.time() if now is None else now,
+        leaves=tuple(leaves), root=batch_root(leaves), prev_root=tip.root,
+        created_at=time.time() if now is None else now, epoch=tip.epoch,
     )
 
 

@@ -13,18 +13,19 @@ import asyncio
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from web3 import Web3
 
-from services.redaction.audit import content_sha256, prove
-from services.redaction.verify import OnChain, verify
+from services.redaction.audit import canonical, content_sha256, prove
+from services.redaction.reader import read_topic
+from services.redaction.verify import OnChain, check_anchor, verify
+from shared.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.codec import decode
-from shared.records import Anchor, AuditBatch, RedactedDocument
+from shared.errors import InvalidInput
+from shared.records import Anchor, AuditBatch, Record, RedactedDocument
 from shared.settings import KafkaSettings, LedgerSettings
 from shared.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 
@@ -34,95 +35,135 @@ ANCHORS_ABI = [{"inputs": [{"name": "arg0", "type": "bytes32"}], "name": "anchor
                 "outputs": [{"components": [
                     {"name": "root", "type": "bytes32"}, {"name": "prev_root", "type": "bytes32"},
                     {"name": "leaf_count", "type": "uint256"},
-                    {"name": "block_number", "type": "uint256"}], "name": "", "type": "tuple"}],
+                    {"name": "block_number", "type": "uint256"},
+                    {"name": "signer", "type": "address"}], "name": "", "type": "tuple"}],
                 "stateMutability": "view", "type": "function"}]
+T = TypeVar("T", bound=Record)
 
 
-async def read_topic(bootstrap: str, spec: TopicSpec, idle_s: float) -> list[Any]:
-    """Every record of `spec`, per partition in offset order.
-
-    The embedded broker under-reports end offsets after batched produces, so reading goes
-    on until the reported end is passed and nothing new arrived for idle_s.
-    """
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=10)
-    await consumer.start()
-    try:
-        parts = [TopicPartition(spec.name, p) for p in range(spec.partitions)]
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
-        out: list[Any] = []
-        quiet_since = time.monotonic()
-        while True:
-            got = await consumer.getmany(timeout_ms=100)
-            for records in got.values():
-                out += records
-            if got:
-                quiet_since = time.monotonic()
-            behind = [tp for tp in parts if await consumer.position(tp) < ends[tp]]
-            if not behind and time.monotonic() - quiet_since >= idle_s:
-                return sorted(out, key=lambda r: (r.partition, r.offset))
-    finally:
-        await consumer.stop()
+@dataclass
+class Loaded:
+    docs: list[RedactedDocument]
+    batches: list[AuditBatch]
+    anchors: list[Anchor]
+    unreadable: list[str]  # "topic partition/offset: reason" of records that do not decode
 
 
-def load(kafka: KafkaSettings, idle_s: float,
-         ) -> tuple[list[RedactedDocument], list[AuditBatch], list[Anchor]]:
+def _decode_all(model: type[T], spec: TopicSpec, records: list[Any],
+                unreadable: list[str]) -> list[T]:
+    out = []
+    for r in records:
+        try:
+            out.append(decode(model, r.value))
+        except InvalidInput as exc:
+            unreadable.append(f"{spec.name} {r.partition}/{r.offset}: {exc.reason}")
+    return out
+
+
+def load(kafka: KafkaSettings, idle_s: float) -> Loaded:
     async def go() -> tuple[list[Any], ...]:
         return tuple([await read_topic(kafka.bootstrap, spec, idle_s)
                       for spec in (DOCS_REDACTED, AUDIT_BATCHES, LEDGER_ANCHORS)])
     docs, batches, anchors = asyncio.run(go())
-    return ([decode(RedactedDocument, r.value) for r in docs],
-            [decode(AuditBatch, r.value) for r in batches],
-            [decode(Anchor, r.value) for r in anchors])
+    bad: list[str] = []
+    return Loaded(_decode_all(RedactedDocument, DOCS_REDACTED, docs, bad),
+                  _decode_all(AuditBatch, AUDIT_BATCHES, batches, bad),
+                  _decode_all(Anchor, LEDGER_ANCHORS, anchors, bad), bad)
 
 
 def chain_reader(ledger: LedgerSettings, anchors: list[Anchor],
                  ) -> Callable[[str], OnChain | None]:
-    """batch id -> what the contract holds for it (None: not anchored)."""
-    address = ledger.contract_address or next((a.contract for a in anchors), "")
-    if not address:
-        return lambda batch_id: None
+    """batch id -> what the contract holds for it (None: not anchored).
+
+    Read from the contract its latest announcement on ledger.anchors.v1 names, else the
+    configured one, else the newest one announced.
+    """
+    named = {a.batch_id: a.contract for a in anchors}
+    default = ledger.contract_address or next((a.contract for a in reversed(anchors)), "")
     w3 = Web3(Web3.HTTPProvider(ledger.rpc_url))
-    contract = w3.eth.contract(address=Web3.to_checksum_address(address), abi=ANCHORS_ABI)
+    contracts: dict[str, Any] = {}
 
     def read(batch_id: str) -> OnChain | None:
+        address = named.get(batch_id, default)
+        if not address:
+            return None
+        if address not in contracts:
+            contracts[address] = w3.eth.contract(address=Web3.to_checksum_address(address),
+                                                 abi=ANCHORS_ABI)
         key = hashlib.sha256(batch_id.encode("utf-8")).digest()
-        root, prev, count, block = contract.functions.anchors(key).call()
-        return None if block == 0 else (root.hex(), prev.hex(), count)
+        root, prev, count, block, signer = contracts[address].functions.anchors(key).call()
+        return None if block == 0 else (root.hex(), prev.hex(), count, signer)
     return read
 
 
+def known_signers(args: argparse.Namespace) -> frozenset[str]:
+    return (frozenset(s.lower() for s in args.signer) if args.signer
+            else AuditSignerSettings().known())
+
+
 def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    docs, batches, anchors = load(kafka, args.idle_s)
-    mine = [d for d in docs if d.doc_id == args.doc_id and args.version in (None, d.version)]
+    data = load(kafka, args.idle_s)
+    mine = [d for d in data.docs
+            if d.doc_id == args.doc_id and args.version in (None, d.version)]
     if not mine:
         print(f"{args.doc_id}: no such document on {DOCS_REDACTED.name}", file=sys.stderr)
         return 2
-    doc = mine[-1]
-    batch = next((b for b in batches if b.batch_id == doc.batch_id), None)
-    if batch is None:
+    known = known_signers(args)
+    # The newest version; of its copies, one whose batch has a record (a copy from a batch
+    # cut short by a crash names a batch that was never recorded).
+    newest = max(d.version for d in mine)
+    ids = {b.batch_id for b in data.batches}
+    doc = next((d for d in reversed(mine) if d.version == newest and d.batch_id in ids),
+               mine[-1])
+    records = [b for b in data.batches if b.batch_id == doc.batch_id]
+    if not records:
         print(f"{doc.doc_id}@v{doc.version}: no audit record for batch {doc.batch_id!r}",
               file=sys.stderr)
         return 1
-    proof = prove(batch, doc.doc_id, doc.version)
-    on_chain = chain_reader(ledger, anchors)(batch.batch_id)
-    # The latest announcement wins: a re-anchored batch is announced again.
-    anchor = next((a for a in reversed(anchors) if a.batch_id == batch.batch_id), None)
-    out = {"doc_id": doc.doc_id, "version": doc.version, "batch_id": batch.batch_id,
-           "partition": batch.partition, "leaf_index": proof.index, "tree_size": proof.size,
-           "leaf": proof.leaf.model_dump(), "leaf_hash": proof.leaf_hash,
-           "path": list(proof.path), "root": proof.root, "prev_root": batch.prev_root,
-           "proof_holds": proof.holds(),
-           "redacted_matches_leaf":
-               content_sha256(doc.title, doc.text, doc.metadata) == proof.leaf.redacted_sha256,
-           "anchor": anchor.model_dump() if anchor else None,
-           "anchor_on_chain_matches": on_chain == (batch.root, batch.prev_root,
-                                                   len(batch.leaves))}
-    ok = out["proof_holds"] and out["redacted_matches_leaf"] and out["anchor_on_chain_matches"]
+    batch = next((b for b in records if check(b, known) is None), records[0])
+    out = proof_document(doc, batch, data.anchors, chain_reader(ledger, data.anchors), known)
+    ok = all(out["checks"].values())
     print(json.dumps(out, indent=2) if args.json else render_proof(out))
     return 0 if ok else 1
+
+
+def proof_document(doc: RedactedDocument, batch: AuditBatch, anchors: list[Anchor],
+                   on_chain_of: Callable[[str], OnChain | None],
+                   known: frozenset[str]) -> dict[str, Any]:
+    """Everything a third party needs to check the document without this project."""
+    proof = prove(batch, doc.doc_id, doc.version)
+    on_chain = on_chain_of(batch.batch_id)
+    # The latest announcement wins: a re-anchored batch is announced again.
+    anchor = next((a for a in reversed(anchors) if a.batch_id == batch.batch_id), None)
+    leaf_bytes = canonical(proof.leaf)
+    content = [doc.title, doc.text, sorted(doc.metadata.items())]
+    return {
+        "doc_id": doc.doc_id, "version": doc.version, "batch_id": batch.batch_id,
+        "batch_key": hashlib.sha256(batch.batch_id.encode("utf-8")).hexdigest(),
+        "partition": batch.partition, "leaf_index": proof.index, "tree_size": proof.size,
+        "leaf": proof.leaf.model_dump(), "leaf_bytes": leaf_bytes.decode("utf-8"),
+        "leaf_bytes_hex": leaf_bytes.hex(), "leaf_hash": proof.leaf_hash,
+        "path": list(proof.path), "root": proof.root, "prev_root": batch.prev_root,
+        "redacted_content": content,
+        "signer": batch.signer, "signature": batch.signature,
+        "record_digest": digest(batch).hex(),
+        "record_signed_bytes": signed_bytes(batch).decode("utf-8"),
+        "contract": anchor.contract if anchor else None,
+        "chain_id": anchor.chain_id if anchor else None,
+        "tx_hash": anchor.tx_hash if anchor else None,
+        "block_number": anchor.block_number if anchor else None,
+        "anchor": anchor.model_dump() if anchor else None,
+        "on_chain": None if on_chain is None else {
+            "root": on_chain[0], "prev_root": on_chain[1], "leaf_count": on_chain[2],
+            "signer": on_chain[3]},
+        "checks": {
+            "proof_holds": proof.holds(),
+            "redacted_matches_leaf":
+                content_sha256(doc.title, doc.text, doc.metadata) == proof.leaf.redacted_sha256,
+            "signed_by_known_signer": check(batch, known) is None,
+            "anchor_on_chain_matches": on_chain is not None and not check_anchor(batch, on_chain),
+        },
+    }
 
 
 def render_proof(p: dict[str, Any]) -> str:
@@ -136,35 +177,46 @@ def render_proof(p: dict[str, Any]) -> str:
              f"sha256 raw {p['leaf']['raw_sha256'][:16]}..])",
              "path      RFC 6962 audit path, leaf to root:"]
     lines += [f"          {i + 1}. {h}" for i, h in enumerate(p["path"])] or ["          (none)"]
-    lines += [f"root      {p['root']} (proof {mark(p['proof_holds'])})",
+    checks = p["checks"]
+    lines += [f"root      {p['root']} (proof {mark(checks['proof_holds'])})",
               f"redacted  document on {DOCS_REDACTED.name} hashes to the leaf: "
-              f"{mark(p['redacted_matches_leaf'])}"]
+              f"{mark(checks['redacted_matches_leaf'])}",
+              f"signed    by {p['signer'] or '(nobody)'}: "
+              f"{mark(checks['signed_by_known_signer'])}"]
     a = p["anchor"]
     lines.append(f"anchor    tx {a['tx_hash']} block {a['block_number']} contract {a['contract']} "
                  f"chain {a['chain_id']}" if a else "anchor    none announced on "
                  f"{LEDGER_ANCHORS.name}")
-    lines.append(f"on chain  root, prev_root and leaf count: {mark(p['anchor_on_chain_matches'])}")
+    lines.append("on chain  root, prev_root, leaf count and signer: "
+                 f"{mark(checks['anchor_on_chain_matches'])}")
     return "\n".join(lines)
 
 
 def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    docs, batches, anchors = load(kafka, args.idle_s)
-    report = verify(docs, batches, chain_reader(ledger, anchors))
+    data = load(kafka, args.idle_s)
+    report = verify(data.docs, data.batches, chain_reader(ledger, data.anchors),
+                    known_signers(args))
+    ok = report.ok and not data.unreadable
     if args.json:
-        print(json.dumps({"ok": report.ok, "orphans": report.orphans,
+        print(json.dumps({"ok": ok, "orphans": report.orphans, "unreadable": data.unreadable,
+                          "redelivered_docs": report.redelivered_docs,
                           "batches": [asdict(b) for b in report.batches]}, indent=2))
-        return 0 if report.ok else 1
+        return 0 if ok else 1
     width = max([len(b.batch_id) for b in report.batches] + [5])
     print(f"{'batch':<{width}} {'part':>4} {'docs':>5}  result")
     for b in report.batches:
+        again = f" ({b.redelivered} redelivered copies)" if b.redelivered else ""
         print(f"{b.batch_id:<{width}} {b.partition:>4} {b.docs:>5}  "
-              f"{'ok' if b.ok else '; '.join(b.problems)}")
+              f"{'ok' + again if b.ok else '; '.join(b.problems)}")
     for orphan in report.orphans:
         print(f"orphan: {orphan}")
-    bad = sum(not b.ok for b in report.batches) + bool(report.orphans)
-    print(f"\n{len(report.batches)} batches, {sum(b.docs for b in report.batches)} documents: "
-          + ("roots, chain and anchors all verified" if report.ok else f"{bad} FAILED"))
-    return 0 if report.ok else 1
+    for bad_record in data.unreadable:
+        print(f"unreadable: {bad_record}")
+    bad = sum(not b.ok for b in report.batches) + bool(report.orphans) + len(data.unreadable)
+    print(f"\n{len(report.batches)} batches, {sum(b.docs for b in report.batches)} documents, "
+          f"{report.redelivered_docs} redelivered copies of unfinished batches: "
+          + ("signatures, roots, chain and anchors all verified" if ok else f"{bad} FAILED"))
+    return 0 if ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--idle-s", type=float, default=1.0,
                         help="stop reading a topic after this long without new records")
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--signer", action="append", default=[],
+                        help="an address whose audit signatures count (repeatable); "
+                        "default: STREAMRAG_AUDIT_SIGNERS")
     parser = argparse.ArgumentParser(prog="streamrag audit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", parents=[common],

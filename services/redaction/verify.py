@@ -1,10 +1,16 @@
 """Re-derive every audit batch from the redacted topic and check it, its chain and its anchor.
 
 Pure logic: the caller reads docs.redacted.v1, audit.batches.v1 and the chain. A batch
-passes when its record is self-consistent (root over its own leaves), the documents that
-name it on the redacted topic hash to the same root in topic order, its prev_root is the
-root before it on its partition, and the chain holds the same root, prev_root and count.
-Exact re-deliveries (at-least-once) are tolerated: they add nothing new.
+passes when its record is signed by a known signer and self-consistent (root over its own
+leaves), the documents that name it on the redacted topic hash to the same root in topic
+order, its prev_root is the root before it on its partition's chain (one chain per epoch
+and partition, made of authentic records only), no other record claims its batch id, and
+the chain holds the same root, prev_root, leaf count and signer.
+
+Redeliveries (at-least-once) are recognised, never reported: a second record for a batch
+id with the same substance (only created_at and the signature differ), a second copy of a
+document, and documents of a batch whose record was never written (a crash mid-batch)
+that are identical to leaves of the batch that was written after the replay.
 """
 
 from __future__ import annotations
@@ -12,12 +18,17 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from services.redaction.audit import GENESIS_ROOT, batch_root, content_sha256
+from services.redaction.audit import batch_root, content_sha256
+from shared.audit_signing import check
 from shared.records import AuditBatch, AuditLeaf, RedactedDocument
 
-OnChain = tuple[str, str, int]  # root, prev_root (bare hex), leaf count
-Ident = tuple[str, int]  # doc id, version
+OnChain = tuple[str, str, int, str]  # root, prev_root (bare hex), leaf count, signer address
+Ident = tuple[str, int, str]  # doc id, version, redacted sha256
+SIGNATURE_PROBLEMS = {"unsigned": "unsigned record",
+                      "bad_signature": "bad signature: it does not recover to its signer {signer}",
+                      "unknown_signer": "unknown signer {signer}"}
 
 
 @dataclass
@@ -26,6 +37,7 @@ class BatchReport:
     partition: int
     docs: int
     problems: list[str] = field(default_factory=list)
+    redelivered: int = 0  # extra copies of its record or documents, all harmless
 
     @property
     def ok(self) -> bool:
@@ -36,6 +48,7 @@ class BatchReport:
 class Report:
     batches: list[BatchReport]
     orphans: list[str]  # redacted documents naming a batch no audit record has
+    redelivered_docs: int = 0  # copies of documents under a batch id that was never recorded
 
     @property
     def ok(self) -> bool:
@@ -47,14 +60,29 @@ def redacted_leaf(doc: RedactedDocument, raw_sha256: str, offset: int) -> AuditL
                      redacted_sha256=content_sha256(doc.title, doc.text, doc.metadata))
 
 
-def _first_copies(docs: Iterable[RedactedDocument]) -> list[RedactedDocument]:
-    seen: set[str] = set()
+def ident(doc: RedactedDocument) -> Ident:
+    return doc.doc_id, doc.version, content_sha256(doc.title, doc.text, doc.metadata)
+
+
+def _first_copies(docs: list[RedactedDocument]) -> tuple[list[RedactedDocument], int]:
+    """Each document once (a redelivered copy hashes the same), and how many were copies."""
+    seen: set[Ident] = set()
     out = []
     for doc in docs:
-        if (key := doc.model_dump_json()) not in seen:
+        if (key := ident(doc)) not in seen:
             seen.add(key)
             out.append(doc)
-    return out
+    return out, len(docs) - len(out)
+
+
+def substance(batch: AuditBatch) -> dict[str, Any]:
+    """What a redelivered record repeats exactly: all but its time and signature."""
+    return batch.model_dump(mode="json", exclude={"created_at", "signature"})
+
+
+def differing_fields(a: AuditBatch, b: AuditBatch) -> list[str]:
+    x, y = substance(a), substance(b)
+    return sorted(k for k in x if x[k] != y[k])
 
 
 def diagnose(recorded: list[AuditLeaf], found: list[AuditLeaf]) -> list[str]:
@@ -70,14 +98,27 @@ def diagnose(recorded: list[AuditLeaf], found: list[AuditLeaf]) -> list[str]:
     if not out and [(x.doc_id, x.version) for x in recorded] != \
             [(x.doc_id, x.version) for x in found]:
         out.append("reordered")
-    return sorted(out) or ["root differs"]
+    return sorted(out) or ["documents' root differs from the record's"]
 
 
-def check_batch(batch: AuditBatch, docs: list[RedactedDocument],
-                on_chain: OnChain | None, prev_root: str | None) -> BatchReport:
-    report = BatchReport(batch.batch_id, batch.partition, len(docs))
+def check_anchor(batch: AuditBatch, on_chain: OnChain | None) -> list[str]:
+    if on_chain is None:
+        return ["missing anchor"]
+    want = (batch.root, batch.prev_root, len(batch.leaves), batch.signer.lower())
+    got = (on_chain[0], on_chain[1], on_chain[2], on_chain[3].lower())
+    names = ("root", "prev_root", "leaf_count", "signer")
+    return [f"anchor {name} differs: chain holds {_short(g)}, record has {_short(w)}"
+            for name, w, g in zip(names, want, got, strict=True) if w != g]
+
+
+def _short(value: object) -> str:
+    return value[:12] if isinstance(value, str) and len(value) == 64 else str(value)
+
+
+def check_documents(batch: AuditBatch, docs: list[RedactedDocument]) -> list[str]:
+    problems = []
     if batch_root(batch.leaves) != batch.root or batch.doc_count != len(batch.leaves):
-        report.problems.append("audit record inconsistent: root or count is not its leaves'")
+        problems.append("audit record inconsistent: root or count is not its leaves'")
     # The raw text is upstream of redaction and not re-read: its hash comes from the record.
     raw = {(x.doc_id, x.version): x for x in batch.leaves}
     found = []
@@ -85,35 +126,88 @@ def check_batch(batch: AuditBatch, docs: list[RedactedDocument],
         rec = raw.get((doc.doc_id, doc.version))
         found.append(redacted_leaf(doc, rec.raw_sha256 if rec else "", rec.offset if rec else -1))
     if batch_root(found) != batch.root:
-        report.problems += diagnose(list(batch.leaves), found)
-    if prev_root is not None and batch.prev_root != prev_root:
-        report.problems.append(f"chain broken: prev_root {batch.prev_root[:12]} is not the "
-                               f"partition's previous root {prev_root[:12]}")
-    if on_chain is None:
-        report.problems.append("missing anchor")
-    elif on_chain != (batch.root, batch.prev_root, len(batch.leaves)):
-        report.problems.append(f"anchor differs: chain holds root {on_chain[0][:12]}")
-    return report
+        problems += diagnose(list(batch.leaves), found)
+    return problems
+
+
+class _Records:
+    """The audit records grouped by batch id, each group's authentic one chosen."""
+
+    def __init__(self, batches: Iterable[AuditBatch], known: frozenset[str]) -> None:
+        self.by_id: dict[str, list[AuditBatch]] = defaultdict(list)
+        for batch in batches:
+            self.by_id[batch.batch_id].append(batch)
+        self.known = known
+
+    def authentic(self, batch: AuditBatch) -> bool:
+        return check(batch, self.known) is None
+
+    def chosen(self, batch_id: str) -> AuditBatch:
+        group = self.by_id[batch_id]
+        return next((b for b in group if self.authentic(b)), group[0])
+
+    def problems(self, batch_id: str) -> tuple[list[str], int]:
+        """Signature problems of the chosen record and conflicts with the others; and how
+        many of the others are redeliveries."""
+        chosen = self.chosen(batch_id)
+        out = []
+        if (why := check(chosen, self.known)) is not None:
+            out.append(SIGNATURE_PROBLEMS[why].format(signer=chosen.signer or "(none)"))
+        redelivered = 0
+        for other in self.by_id[batch_id]:
+            if other is chosen:
+                continue
+            fields = differing_fields(chosen, other)
+            why = check(other, self.known)
+            if not fields and why is None:
+                redelivered += 1
+                continue
+            label = "conflicting record for this batch id" if fields else \
+                "second record for this batch id"
+            parts = [f"differs in {', '.join(fields)}"] if fields else []
+            if why is not None:
+                parts.append(SIGNATURE_PROBLEMS[why].format(signer=other.signer or "(none)"))
+            out.append(f"{label}: {'; '.join(parts)}")
+        return out, redelivered
 
 
 def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
-           anchor_of: Callable[[str], OnChain | None]) -> Report:
-    """Check every audit batch; `docs` in topic order (per partition, by offset)."""
+           anchor_of: Callable[[str], OnChain | None], known: frozenset[str]) -> Report:
+    """Check every audit batch; `docs` and `batches` in topic order (per partition, by
+    offset); `known`: the lower-case addresses whose signatures count."""
     by_batch: dict[str, list[RedactedDocument]] = defaultdict(list)
     for doc in docs:
         by_batch[doc.batch_id].append(doc)
-    records: dict[str, AuditBatch] = {}
-    for batch in batches:
-        records.setdefault(batch.batch_id, batch)  # a replayed record repeats the first
-    chains: dict[int, str | None] = defaultdict(lambda: None)
+    records = _Records(batches, known)
+    chosen = sorted((records.chosen(i) for i in records.by_id),
+                    key=lambda b: (b.epoch, b.partition, b.first_offset, b.batch_id))
+    chains: dict[tuple[str, int], AuditBatch] = {}
     reports = []
-    for batch in sorted(records.values(), key=lambda b: (b.partition, b.first_offset)):
-        before = chains[batch.partition]
-        if before is None and batch.prev_root == GENESIS_ROOT:
-            before = GENESIS_ROOT  # a chain seen from its start; else history was trimmed
-        reports.append(check_batch(batch, _first_copies(by_batch.get(batch.batch_id, [])),
-                                   anchor_of(batch.batch_id), before))
-        chains[batch.partition] = batch.root
+    for batch in chosen:
+        mine, copies = _first_copies(by_batch.get(batch.batch_id, []))
+        report = BatchReport(batch.batch_id, batch.partition, len(mine))
+        report.problems, report.redelivered = records.problems(batch.batch_id)
+        report.redelivered += copies
+        report.problems += check_documents(batch, mine)
+        if records.authentic(batch):  # a forgery is reported, never a link of the chain
+            report.problems += _link(batch, chains.get((batch.epoch, batch.partition)))
+            chains[(batch.epoch, batch.partition)] = batch
+        report.problems += check_anchor(batch, anchor_of(batch.batch_id))
+        reports.append(report)
+    leaves = {(leaf.doc_id, leaf.version, leaf.redacted_sha256)
+              for b in chosen if records.authentic(b) for leaf in b.leaves}
+    strays = [d for bid, ds in by_batch.items() if bid not in records.by_id for d in ds]
     orphans = sorted({f"{d.doc_id}@v{d.version} names unknown batch {d.batch_id or '(none)'}"
-                      for bid, ds in by_batch.items() if bid not in records for d in ds})
-    return Report(reports, orphans)
+                      for d in strays if ident(d) not in leaves})
+    return Report(reports, orphans, sum(ident(d) in leaves for d in strays))
+
+
+def _link(batch: AuditBatch, before: AuditBatch | None) -> list[str]:
+    if before is None:
+        # A chain seen from its start, or one whose history was trimmed: nothing to link.
+        return []
+    if batch.prev_root != before.root:
+        return [f"prev_root differs: record has {batch.prev_root[:12]}, the partition's "
+                f"previous root (batch {before.batch_id}) is {before.root[:12]}"]
+    return []
+

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +15,13 @@ from web3 import Web3
 
 from services.redaction.auditor import chain_reader, load
 from services.redaction.verify import verify
+from shared.audit_signing import DEV_SIGNER
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.settings import KafkaSettings, LedgerSettings
 from tests.integration.test_mesh_e2e import eventually, produce, read_topic, uid
 
 pytestmark = pytest.mark.integration
+VERIFY_PROOF = Path(__file__).resolve().parents[2] / "scripts" / "verify_proof"
 
 
 def streamrag_audit(mesh: RunningMesh, *args: str) -> tuple[int, Any]:
@@ -63,8 +66,9 @@ def test_prove_gives_a_path_that_holds_and_its_anchor_tx(mesh: RunningMesh,
     code, proof = streamrag_audit(mesh, "prove", anchored_docs[2])
     assert code == 0, proof
     assert proof["doc_id"] == anchored_docs[2] and proof["version"] == 1
-    assert proof["proof_holds"] and proof["redacted_matches_leaf"]
-    assert proof["anchor_on_chain_matches"]
+    assert proof["checks"] == {"proof_holds": True, "redacted_matches_leaf": True,
+                               "signed_by_known_signer": True, "anchor_on_chain_matches": True}
+    assert proof["signer"] == DEV_SIGNER and proof["on_chain"]["signer"] == DEV_SIGNER
     assert 0 <= proof["leaf_index"] < proof["tree_size"]
     assert len(proof["path"]) <= (proof["tree_size"] - 1).bit_length()
     receipt = Web3(Web3.HTTPProvider(mesh.rpc_url)).eth.get_transaction_receipt(
@@ -74,16 +78,46 @@ def test_prove_gives_a_path_that_holds_and_its_anchor_tx(mesh: RunningMesh,
     assert code == 2
 
 
+def test_a_third_party_checks_the_proof_without_the_project(
+        mesh: RunningMesh, anchored_docs: list[str]) -> None:
+    """scripts/verify_proof imports nothing from streamrag; `python -I` keeps the project
+    off its path, so only hashlib, eth-account and raw JSON-RPC do the checking."""
+    code, proof = streamrag_audit(mesh, "prove", anchored_docs[3])
+    assert code == 0, proof
+
+    def third_party(p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        done = subprocess.run(
+            [sys.executable, "-I", str(VERIFY_PROOF), "--rpc-url", mesh.rpc_url,
+             "--signer", DEV_SIGNER], input=json.dumps(p), capture_output=True, text=True,
+            timeout=60, check=False, cwd="/")
+        return done.returncode, json.loads(done.stdout)
+
+    assert third_party(proof) == (0, {
+        "ok": True, "leaf_is_this_document": True, "path_leads_to_root": True,
+        "record_signed_by_trusted_signer": True, "chain_holds_root_count_and_signer": True,
+        "anchor_tx_succeeded": True})
+    other = "ab" * 32
+    assert third_party({**proof, "redacted_content": ["", "edited", []]})[1][
+        "leaf_is_this_document"] is False
+    if proof["path"]:
+        assert third_party({**proof, "path": [other, *proof["path"][1:]]})[1][
+            "path_leads_to_root"] is False
+    forged = {**proof, "root": other}  # a root nobody signed or anchored
+    assert third_party(forged)[1]["record_signed_by_trusted_signer"] is False
+    assert third_party(forged)[1]["chain_holds_root_count_and_signer"] is False
+
+
 def test_tampering_with_real_records_is_caught(mesh: RunningMesh,
                                                anchored_docs: list[str]) -> None:
-    docs, batches, anchors = load(KafkaSettings(bootstrap=mesh.bootstrap), idle_s=1.0)
-    on_chain = chain_reader(LedgerSettings(rpc_url=mesh.rpc_url), anchors)
+    data = load(KafkaSettings(bootstrap=mesh.bootstrap), idle_s=1.0)
+    docs = data.docs
+    on_chain = chain_reader(LedgerSettings(rpc_url=mesh.rpc_url), data.anchors)
     target = next(d for d in docs if d.doc_id == anchored_docs[0])
-    mine = [b for b in batches if b.batch_id == target.batch_id]
+    mine = [b for b in data.batches if b.batch_id == target.batch_id][:1]
     assert mine and on_chain(target.batch_id) is not None
 
     def problems_of(docs_in: list[Any], anchor_of: Any = on_chain) -> list[str]:
-        report = verify(docs_in, mine, anchor_of)
+        report = verify(docs_in, mine, anchor_of, frozenset({DEV_SIGNER.lower()}))
         return report.batches[0].problems
 
     assert problems_of(docs) == []
@@ -92,3 +126,5 @@ def test_tampering_with_real_records_is_caught(mesh: RunningMesh,
     assert problems_of(changed) == [f"changed {target.doc_id}@v1"]
     assert problems_of([d for d in docs if d is not target]) == [f"dropped {target.doc_id}@v1"]
     assert problems_of(docs, lambda batch_id: None) == ["missing anchor"]
+    # A redelivered copy of every document is recognised, not flagged.
+    assert problems_of(docs + [d for d in docs if d.batch_id == target.batch_id]) == []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import SecretStr
 from web3 import HTTPProvider, Web3
 
 from services.ledger.anchors import AnchorReceipt, batch_key
@@ -24,6 +25,8 @@ from services.ledger.chain import AnchorClient
 from services.ledger.deployment import at, read_record, record_path
 from services.ledger.settings import LedgerServiceSettings
 from shared.admin import ensure_topics
+from shared.audit_signing import DEV_SIGNER as SIGNER
+from shared.audit_signing import DEV_SIGNING_KEY, sign
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import service_argv, spawn, stop
 from shared.codec import decode, encode
@@ -40,7 +43,7 @@ BATCHES = [(f"docs.normalized.v1/0/{i}-{i}", hashlib.sha256(b"batch %d" % i).hex
 def stream(client: AnchorClient, out: dict[str, AnchorReceipt], pace_s: float) -> None:
     prev = ""
     for batch_id, root in BATCHES:
-        out[batch_id] = client.anchor(batch_id, root, prev, 1)
+        out[batch_id] = client.anchor(batch_id, root, prev, 1, signer=SIGNER)
         prev = root
         time.sleep(pace_s)
 
@@ -76,7 +79,8 @@ def test_node_killed_mid_stream_every_batch_anchored_exactly_once(
         {batch_key(batch_id): 1 for batch_id, _ in BATCHES}
     assert client.contract.functions.anchor_count().call() == len(BATCHES)
     for batch_id, root in BATCHES:
-        stored_root, _, count, block = client.contract.functions.anchors(batch_key(batch_id)).call()
+        stored_root, _, count, block, _ = client.contract.functions.anchors(
+            batch_key(batch_id)).call()
         assert (stored_root.hex(), count) == (root, 1) and block > 0
         assert replay[batch_id].root == root
 
@@ -85,9 +89,11 @@ def audit_batch(i: int) -> AuditBatch:
     batch_id, root = BATCHES[i]
     leaf = AuditLeaf(doc_id=f"d{i}", version=1, redacted_sha256="0" * 64, raw_sha256="1" * 64,
                      offset=i)
-    return AuditBatch(batch_id=batch_id, partition=0, first_offset=i, last_offset=i, doc_count=1,
-                      entity_counts={}, analyzer_fingerprint="f", leaves=(leaf,), root=root,
-                      prev_root=BATCHES[i - 1][1] if i else "", created_at=time.time())
+    # Signed with the dev key, whose address the ledger trusts by default.
+    return sign(AuditBatch(batch_id=batch_id, partition=0, first_offset=i, last_offset=i,
+                           doc_count=1, entity_counts={}, analyzer_fingerprint="f",
+                           leaves=(leaf,), root=root, prev_root=BATCHES[i - 1][1] if i else "",
+                           created_at=time.time()), SecretStr(DEV_SIGNING_KEY))
 
 
 def produce(bootstrap: str, batches: list[AuditBatch], pace_s: float) -> None:
@@ -193,7 +199,7 @@ def test_worker_reanchors_what_the_restarted_node_lost(
         until(all_once, "every batch anchored exactly once")
         assert count() == len(BATCHES)
         for i, (batch_id, root) in enumerate(BATCHES):
-            stored, prev, leaves, _ = contract.functions.anchors(batch_key(batch_id)).call()
+            stored, prev, leaves, _, _ = contract.functions.anchors(batch_key(batch_id)).call()
             assert (stored.hex(), prev.hex(), leaves) == (
                 root, BATCHES[i - 1][1] if i else "00" * 32, 1)
         # A re-anchor is announced again; the last announcement of each batch is its tx on

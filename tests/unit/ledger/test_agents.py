@@ -10,21 +10,29 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
+from services.ledger.anchors import batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import AnchorRejected
+from shared.audit_signing import DEV_SIGNER as SIGNER
+from shared.audit_signing import DEV_SIGNING_KEY, sign
 from shared.codec import decode, encode
 from shared.records import Anchor, AuditBatch, AuditLeaf, DeadLetter
 
 ROOT = "ab" * 32
 
 
-def batch(batch_id: str = "docs.normalized.v1/1/0-1", root: str = ROOT) -> AuditBatch:
+def batch(batch_id: str = "docs.normalized.v1/1/0-1", root: str = ROOT,
+          key: str | None = DEV_SIGNING_KEY, prev_root: str = "") -> AuditBatch:
+    """A record signed with `key` (None: unsigned)."""
     leaves = tuple(AuditLeaf(doc_id=f"d{i}", version=1, redacted_sha256="0" * 64,
                              raw_sha256="1" * 64, offset=i) for i in range(2))
-    return AuditBatch(batch_id=batch_id, partition=1, first_offset=0, last_offset=1, doc_count=2,
-                      entity_counts={"EMAIL_ADDRESS": 1}, analyzer_fingerprint="f", leaves=leaves,
-                      root=root, prev_root="", created_at=1_700_000_000.0)
+    record = AuditBatch(batch_id=batch_id, partition=1, first_offset=0, last_offset=1,
+                        doc_count=2, entity_counts={"EMAIL_ADDRESS": 1},
+                        analyzer_fingerprint="f", leaves=leaves, root=root, prev_root=prev_root,
+                        created_at=1_700_000_000.0)
+    return record if key is None else sign(record, SecretStr(key))
 
 
 class Recorder:
@@ -85,8 +93,16 @@ def test_a_batch_is_anchored_once_and_announced(agents: ModuleType, client: Anch
     assert client.contract.functions.anchor_count().call() == 2 and dlq.sent == []
 
 
+STRANGER_KEY = "0x" + "42" * 32
+
+
 @pytest.mark.parametrize(("payload", "reason", "field"), [
     (b"{not json", "malformed_json", None),
+    (encode(batch(key=None)), "bad_signature", "signature"),
+    (encode(batch(key=STRANGER_KEY)), "unknown_signer", "signer"),
+    (encode(batch().model_copy(update={"root": "ef" * 32})), "bad_signature", "signature"),
+    (encode(batch(key=STRANGER_KEY).model_copy(update={"signer": SIGNER})),
+     "bad_signature", "signature"),
     (encode(batch(root="zz")), "not_hex", "root"),
     (encode(batch(root="")), "empty_root", "root"),
 ])
@@ -104,13 +120,32 @@ def test_bad_batches_are_dead_lettered_without_anchoring(
     assert anchors.sent == [] and client.contract.functions.anchor_count().call() == 0
 
 
+def test_a_record_reusing_an_anchored_id_with_other_values_is_refused(
+    agents: ModuleType, client: AnchorClient,
+) -> None:
+    """Signed by a known key yet claiming another prev_root: a conflict, dead-lettered, and
+    the chain keeps the first anchor."""
+    async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
+        await agent.put(encode(batch()), key=b"1", partition=1)
+        await anchors.next()
+        await agent.put(encode(batch(prev_root="cd" * 32)), key=b"1", partition=1)
+        _, value = await dlq.next()
+        letter = decode(DeadLetter, value)
+        assert (letter.reason, letter.field) == ("anchored_prev_root_differs", "prev_root")
+
+    anchors, _ = run(agents, scenario)
+    assert len(anchors.sent) == 1 and client.contract.functions.anchor_count().call() == 1
+    stored = client.contract.functions.anchors(batch_key("docs.normalized.v1/1/0-1")).call()
+    assert (stored[1], stored[4]) == (bytes(32), SIGNER)  # the contract records the signer
+
+
 def test_a_refused_anchor_stops_the_worker_instead_of_skipping_the_batch(
     agents: ModuleType, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     crashed: list[BaseException] = []
 
     class RefusingClient:
-        def anchor(self, *args: Any) -> None:
+        def anchor(self, *args: Any, **kwargs: Any) -> None:
             raise AnchorRejected("anchor refused: AuditAnchor: not owner")
 
     async def crash(exc: BaseException) -> None:

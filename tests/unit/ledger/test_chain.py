@@ -12,6 +12,7 @@ from services.ledger.chain import AnchorClient
 from services.ledger.errors import AnchorConflict, LedgerUnavailable
 from services.ledger.settings import LedgerServiceSettings
 from services.ledger.transactions import REVERTS, Sender
+from shared.audit_signing import DEV_SIGNER as SIGNER
 from shared.errors import ConfigError, InvalidInput
 from shared.settings import LedgerSettings
 from tests.unit.ledger.conftest import INTRUDER_KEY
@@ -26,23 +27,25 @@ def events(client: AnchorClient) -> list[dict]:
 
 
 def test_anchor_stores_the_batch_and_emits_its_fields(client: AnchorClient) -> None:
-    receipt = client.anchor(BATCH, "0x" + ROOT.upper(), "0x" + PREV, 64)
+    receipt = client.anchor(BATCH, "0x" + ROOT.upper(), "0x" + PREV, 64, signer=SIGNER)
     assert not receipt.already_anchored
     assert (receipt.root, receipt.prev_root, receipt.leaf_count) == (ROOT, PREV, 64)
     assert receipt.contract == client.contract.address and receipt.chain_id == client.chain_id
     stored = client.contract.functions.anchors(batch_key(BATCH)).call()
-    assert stored == (bytes.fromhex(ROOT), bytes.fromhex(PREV), 64, receipt.block_number)
+    assert stored == (bytes.fromhex(ROOT), bytes.fromhex(PREV), 64, receipt.block_number,
+                      SIGNER)
+    assert receipt.signer == SIGNER and receipt.record(0.0).signer == SIGNER
     assert events(client) == [{"batch_id": batch_key(BATCH), "root": bytes.fromhex(ROOT),
                                "prev_root": bytes.fromhex(PREV), "leaf_count": 64,
-                               "tx": receipt.tx_hash}]
+                               "signer": SIGNER, "tx": receipt.tx_hash}]
     assert client.contract.functions.batch_of_root(bytes.fromhex(ROOT)).call() == batch_key(BATCH)
     assert client.is_anchored(BATCH) and not client.is_anchored(BATCH + "x")
 
 
 def test_a_replayed_anchor_returns_the_first_and_sends_nothing(client: AnchorClient) -> None:
-    first = client.anchor(BATCH, ROOT, "", 3)
+    first = client.anchor(BATCH, ROOT, "", 3, signer=SIGNER)
     nonce = client.w3.eth.get_transaction_count(client.sender.address)
-    again = client.anchor(BATCH, ROOT, "", 3)
+    again = client.anchor(BATCH, ROOT, "", 3, signer=SIGNER)
     assert again.already_anchored
     assert (again.tx_hash, again.block_number, again.root, again.prev_root) == (
         first.tx_hash, first.block_number, first.root, "00" * 32)
@@ -52,24 +55,44 @@ def test_a_replayed_anchor_returns_the_first_and_sends_nothing(client: AnchorCli
 
 
 def test_the_contract_itself_reverts_a_duplicate(client: AnchorClient) -> None:
-    client.anchor(BATCH, ROOT, "", 3)
-    call = client.contract.functions.anchor(batch_key(BATCH), bytes.fromhex(ROOT), bytes(32), 3)
+    client.anchor(BATCH, ROOT, "", 3, signer=SIGNER)
+    call = client.contract.functions.anchor(batch_key(BATCH), bytes.fromhex(ROOT), bytes(32), 3,
+                                            SIGNER)
     with pytest.raises(REVERTS, match="AuditAnchor: already anchored"):
         client.sender.send(call)
     assert len(events(client)) == 1
 
 
 def test_a_replay_with_another_root_is_a_conflict_not_an_overwrite(client: AnchorClient) -> None:
-    client.anchor(BATCH, ROOT, "", 3)
+    client.anchor(BATCH, ROOT, "", 3, signer=SIGNER)
     with pytest.raises(AnchorConflict) as info:
-        client.anchor(BATCH, "ef" * 32, "", 3)
+        client.anchor(BATCH, "ef" * 32, "", 3, signer=SIGNER)
     assert (info.value.reason, info.value.field) == ("anchored_root_differs", "root")
     assert client.contract.functions.anchors(batch_key(BATCH)).call()[0] == bytes.fromhex(ROOT)
 
 
+@pytest.mark.parametrize(("prev", "count", "signer", "fields"), [
+    ("cd" * 32, 3, SIGNER, ("prev_root",)),
+    ("", 4, SIGNER, ("leaf_count",)),
+    ("", 3, "0x" + "99" * 20, ("signer",)),
+    ("cd" * 32, 5, SIGNER, ("prev_root", "leaf_count")),
+])
+def test_a_replay_that_differs_in_any_field_is_a_conflict_naming_it(
+    client: AnchorClient, prev: str, count: int, signer: str, fields: tuple[str, ...],
+) -> None:
+    """The earlier bug: a batch id reused with the same root but another prev_root was
+    adopted as "already on chain"."""
+    client.anchor(BATCH, ROOT, "", 3, signer=SIGNER)
+    with pytest.raises(AnchorConflict) as info:
+        client.anchor(BATCH, ROOT, prev, count, signer=signer)
+    assert info.value.fields == fields
+    assert (info.value.reason, info.value.field) == (f"anchored_{fields[0]}_differs", fields[0])
+
+
 def test_only_the_owner_may_anchor(client: AnchorClient, w3: Web3) -> None:
     intruder = Sender(w3, Account.from_key(INTRUDER_KEY), 0, 5, 0.01)
-    call = client.contract.functions.anchor(batch_key(BATCH), bytes.fromhex(ROOT), bytes(32), 1)
+    call = client.contract.functions.anchor(batch_key(BATCH), bytes.fromhex(ROOT), bytes(32), 1,
+                                            SIGNER)
     with pytest.raises(REVERTS, match="AuditAnchor: not owner"):
         intruder.send(call)
     assert not client.is_anchored(BATCH)
@@ -90,7 +113,7 @@ def test_bad_roots_are_invalid_input_and_cost_nothing(
 ) -> None:
     nonce = client.w3.eth.get_transaction_count(client.sender.address)
     with pytest.raises(InvalidInput) as info:
-        client.anchor(BATCH, root, "", 1)
+        client.anchor(BATCH, root, "", 1, signer=SIGNER)
     assert info.value.reason == reason
     assert client.w3.eth.get_transaction_count(client.sender.address) == nonce
 
@@ -108,17 +131,17 @@ def test_waits_for_the_configured_confirmations(
     confirming = ledger.model_copy(update={"confirmations": 3})
     client = AnchorClient.connect(confirming, service, w3=w3, sleep=mine)
     polls.clear()
-    receipt = client.anchor(BATCH, ROOT, "", 1)
+    receipt = client.anchor(BATCH, ROOT, "", 1, signer=SIGNER)
     assert w3.eth.block_number == receipt.block_number + 3
     assert polls == [service.poll_interval_s] * 3
 
 
 def test_an_anchor_lost_to_a_reorg_is_anchored_again(client: AnchorClient, w3: Web3) -> None:
     snapshot = w3.testing.snapshot()
-    lost = client.anchor(BATCH, ROOT, "", 1)
+    lost = client.anchor(BATCH, ROOT, "", 1, signer=SIGNER)
     w3.testing.revert(snapshot)
     assert not client.is_anchored(BATCH)
-    again = client.anchor(BATCH, ROOT, "", 1)
+    again = client.anchor(BATCH, ROOT, "", 1, signer=SIGNER)
     assert not again.already_anchored and client.is_anchored(BATCH)
     assert w3.eth.get_transaction_receipt(again.tx_hash)["status"] == 1
     assert again.block_number == lost.block_number
@@ -142,6 +165,6 @@ def test_a_reorg_while_confirming_is_not_reported_as_anchored(
     assert client.contract.address == setup.contract.address
     snapshot.append(w3.testing.snapshot())
     with pytest.raises(LedgerUnavailable, match="still unmined"):
-        client.anchor(BATCH, ROOT, "", 1)
+        client.anchor(BATCH, ROOT, "", 1, signer=SIGNER)
     assert not client.is_anchored(BATCH)
-    assert not client.anchor(BATCH, ROOT, "", 1).already_anchored
+    assert not client.anchor(BATCH, ROOT, "", 1, signer=SIGNER).already_anchored

@@ -10,8 +10,15 @@ import pytest
 from web3 import EthereumTesterProvider, Web3
 
 from services.ledger.chain import AnchorClient
-from services.ledger.deployment import Deployment, read_record, record_path, write_record
+from services.ledger.deployment import (
+    Deployment,
+    artifact_code_sha256,
+    read_record,
+    record_path,
+    write_record,
+)
 from services.ledger.settings import LedgerServiceSettings
+from shared.audit_signing import DEV_SIGNER as SIGNER
 from shared.errors import ConfigError
 from shared.settings import LedgerSettings
 
@@ -25,7 +32,7 @@ def test_first_start_deploys_and_records_the_chain(
 ) -> None:
     record = read_record(record_path(service.data_dir))
     assert record == Deployment(w3.eth.chain_id, w3.eth.get_block(0)["hash"].to_0x_hex(),
-                                client.contract.address)
+                                client.contract.address, artifact_code_sha256())
     assert w3.eth.get_code(client.contract.address)
     assert client.contract.functions.OWNER().call() == client.sender.address
 
@@ -33,15 +40,16 @@ def test_first_start_deploys_and_records_the_chain(
 def test_a_restart_on_the_same_chain_reuses_the_contract(
     client: AnchorClient, w3: Web3, ledger: LedgerSettings, service: LedgerServiceSettings,
 ) -> None:
-    client.anchor("b/0/0-1", "ab" * 32, "", 2)
+    client.anchor("b/0/0-1", "ab" * 32, "", 2, signer=SIGNER)
     before = nonce(client)
     again = AnchorClient.connect(ledger, service, w3=w3)
     assert again.contract.address == client.contract.address
     assert nonce(again) == before  # nothing deployed
-    assert again.anchor("b/0/0-1", "ab" * 32, "", 2).already_anchored
+    assert again.anchor("b/0/0-1", "ab" * 32, "", 2, signer=SIGNER).already_anchored
 
 
-@pytest.mark.parametrize("change", [{"genesis_hash": "0x" + "11" * 32}, {"chain_id": 1}])
+@pytest.mark.parametrize("change", [{"genesis_hash": "0x" + "11" * 32}, {"chain_id": 1},
+                                    {"code_sha256": ""}])  # an older AuditAnchor
 def test_a_record_from_another_chain_means_a_new_deployment(
     client: AnchorClient, w3: Web3, ledger: LedgerSettings, service: LedgerServiceSettings,
     change: dict,
@@ -51,7 +59,7 @@ def test_a_record_from_another_chain_means_a_new_deployment(
     fresh = AnchorClient.connect(ledger, service, w3=w3)
     assert fresh.contract.address != client.contract.address
     assert read_record(path) == Deployment(w3.eth.chain_id, w3.eth.get_block(0)["hash"].to_0x_hex(),
-                                           fresh.contract.address)
+                                           fresh.contract.address, artifact_code_sha256())
 
 
 def test_a_fresh_chain_that_looks_the_same_gets_its_own_deployment(

@@ -6,10 +6,15 @@ import asyncio
 import json
 from unittest.mock import AsyncMock, patch
 
+from pydantic import SecretStr
+
 from services.redaction import agents
 from services.redaction.app import app, audit_topic, dlq, redacted_topic
+from services.redaction.audit import GENESIS_ROOT, Tip, build_batch
+from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.batching import current_event
-from shared.records import Document, RedactedDocument
+from shared.codec import decode, encode
+from shared.records import AuditBatch, AuditLeaf, Document, RedactedDocument
 
 
 class FakeRedactor:
@@ -28,12 +33,30 @@ def doc(i: int, text: str) -> bytes:
                     ingest_time=0).model_dump_json().encode()
 
 
-async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock, AsyncMock]:
+async def _delivered(**_: object) -> asyncio.Future[None]:
+    """What topic.send gives back: a future the broker's acknowledgement resolves."""
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
+class Record:
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+
+
+async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = None,
+                 ) -> tuple[AsyncMock, AsyncMock, AsyncMock]:
     app.finalize()
     app.flow_control.resume()
-    red, audit, dead = AsyncMock(), AsyncMock(), AsyncMock()
+    red, audit, dead = (AsyncMock(side_effect=_delivered) for _ in range(3))
+
+    async def read_back(*_: object) -> list[Record]:
+        return [Record(encode(b)) for b in audit_history or []]
     with patch.object(redacted_topic, "send", red), patch.object(audit_topic, "send", audit), \
-            patch.object(dlq, "send", dead), patch.object(agents, "redactor", FakeRedactor()):
+            patch.object(dlq, "send", dead), patch.object(agents, "redactor", FakeRedactor()), \
+            patch.object(agents, "read_back", read_back), \
+            patch.object(agents, "chains", agents.Chains()):  # a fresh worker
         async with agents.redact.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
@@ -46,16 +69,66 @@ def test_a_failing_document_is_dead_lettered_alone_and_the_batch_is_audited() ->
                                            b"{not json", doc(3, "gamma")]))
     sent = [json.loads(c.kwargs["value"]) for c in red.await_args_list]
     assert [(d["doc_id"], d["text"]) for d in sent] == [("d1", "ALPHA"), ("d3", "GAMMA")]
+    assert all(c.kwargs["force"] for c in red.await_args_list + audit.await_args_list)
     letters = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
     assert sorted(x["reason"] for x in letters) == ["malformed_json", "redaction_failed"]
     failed = next(x for x in letters if x["reason"] == "redaction_failed")
     assert failed["detail"] == "ValueError" and failed["payload_b64"] is None
     assert "boom" not in json.dumps(letters)
     (call,) = audit.await_args_list
-    batch = json.loads(call.kwargs["value"])
-    assert [leaf["doc_id"] for leaf in batch["leaves"]] == ["d1", "d3"]
-    assert all(d["batch_id"] == batch["batch_id"] for d in sent)
-    assert batch["batch_id"].startswith("docs.normalized.v1/") and batch["doc_count"] == 2
+    batch = decode(AuditBatch, call.kwargs["value"])
+    assert [leaf.doc_id for leaf in batch.leaves] == ["d1", "d3"]
+    assert all(d["batch_id"] == batch.batch_id for d in sent)
+    # The batch covers all four offsets it consumed, the dead-lettered ones too.
+    assert batch.batch_id == f"{batch.epoch}/docs.normalized.v1/0/0-3" and batch.doc_count == 2
+    assert batch.prev_root == GENESIS_ROOT and len(batch.epoch) == 12
+    assert check(batch, frozenset({DEV_SIGNER.lower()})) is None
+
+
+def test_offsets_an_audit_record_covers_are_skipped_and_the_chain_goes_on() -> None:
+    """After a crash, the replayed offsets that made it into a record form no new batch."""
+    leaf = AuditLeaf(doc_id="d0", version=1, offset=1, redacted_sha256="0" * 64,
+                     raw_sha256="1" * 64)
+    earlier = sign(build_batch("docs.normalized.v1", 0, (0, 1), [leaf], [], Tip.genesis("ep"),
+                               "fp", 1.0), SecretStr(DEV_SIGNING_KEY))
+    forged = earlier.model_copy(update={"last_offset": 3, "root": "ab" * 32})
+    red, audit, _ = asyncio.run(_drive([doc(i, f"text {i}") for i in range(4)],
+                                       [earlier, forged]))
+    assert [json.loads(c.kwargs["value"])["doc_id"] for c in red.await_args_list] == ["d2", "d3"]
+    (call,) = audit.await_args_list
+    batch = decode(AuditBatch, call.kwargs["value"])
+    assert batch.batch_id == "ep/docs.normalized.v1/0/2-3"
+    assert batch.prev_root == earlier.root  # the forged record moved nothing
+
+
+def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
+    """A graceful stop would commit the batch's offsets with its outputs half sent."""
+    exits: list[int] = []
+
+    async def broker_gone(**_: object) -> None:
+        raise ConnectionError("broker unreachable")
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)  # the real one never returns; this one lets the test end
+
+    async def go() -> None:
+        app.finalize()
+        app.flow_control.resume()
+
+        async def read_back(*_: object) -> list[Record]:
+            return []
+        with patch.object(redacted_topic, "send", AsyncMock(side_effect=broker_gone)), \
+                patch.object(audit_topic, "send", AsyncMock(side_effect=_delivered)) as audit, \
+                patch.object(agents, "redactor", FakeRedactor()), \
+                patch.object(agents, "read_back", read_back), \
+                patch.object(agents, "chains", agents.Chains()), \
+                patch.object(agents.os, "_exit", fake_exit):
+            async with agents.redact.test_context() as agent:
+                await agent.put(value=doc(1, "alpha"), key=None)
+                await asyncio.sleep(0.5)
+            assert audit.await_count == 0  # no record for a batch whose documents failed
+    asyncio.run(go())
+    assert exits == [agents.EXIT_INFRA]
 
 
 class Stream:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
 from services.redaction import merkle
-from services.redaction.audit import GENESIS_ROOT, batch_root, build_batch, leaf_for
+from services.redaction.audit import GENESIS_ROOT, Tip, batch_root, build_batch, leaf_for, tips_from
+from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.records import Document, RedactedDocument
 
 # The RFC 6962 reference inputs and roots (certificate-transparency test data).
@@ -56,8 +58,28 @@ def test_batch_root_changes_with_any_leaf_change_or_order() -> None:
 def test_batch_record_fields_and_chain() -> None:
     pairs = [_pair(i, f"Alice {i}") for i in range(2)]
     leaves = [leaf_for(raw, red, 5 + i) for i, (raw, red) in enumerate(pairs)]
-    first = build_batch("docs.normalized.v1", 2, leaves, [r for _, r in pairs], None, "fp", 1.0)
-    assert first.batch_id == "docs.normalized.v1/2/5-6" and first.doc_count == 2
+    # Offsets 4-7 consumed: 4 and 7 were dead-lettered, yet the batch covers them.
+    first = build_batch("docs.normalized.v1", 2, (4, 7), leaves, [r for _, r in pairs],
+                        Tip.genesis("e1"), "fp", 1.0)
+    assert first.batch_id == "e1/docs.normalized.v1/2/4-7" and first.doc_count == 2
+    assert (first.first_offset, first.last_offset, first.epoch) == (4, 7, "e1")
     assert first.entity_counts == {"PERSON": 2} and first.prev_root == GENESIS_ROOT
-    second = build_batch("docs.normalized.v1", 2, leaves, [], first.root, "fp", 2.0)
-    assert second.prev_root == first.root
+    second = build_batch("docs.normalized.v1", 2, (8, 9), leaves, [],
+                         Tip("e1", first.root, 7), "fp", 2.0)
+    assert second.prev_root == first.root and second.batch_id == "e1/docs.normalized.v1/2/8-9"
+
+
+def test_chain_ends_come_from_records_our_key_signed_only() -> None:
+    pairs = [_pair(i, f"Alice {i}") for i in range(2)]
+    leaves = [leaf_for(raw, red, i) for i, (raw, red) in enumerate(pairs)]
+    first = sign(build_batch("t", 0, (0, 1), leaves, [], Tip.genesis("e1"), "fp", 1.0),
+                 SecretStr(DEV_SIGNING_KEY))
+    second = sign(build_batch("t", 0, (2, 3), leaves, [], Tip("e1", first.root, 1), "fp", 2.0),
+                  SecretStr(DEV_SIGNING_KEY))
+    other_partition = sign(build_batch("t", 3, (0, 9), leaves, [], Tip.genesis("e2"), "fp", 1.0),
+                           SecretStr(DEV_SIGNING_KEY))
+    forged_far = second.model_copy(update={"last_offset": 10**9, "root": "ab" * 32})
+    stranger = sign(forged_far, SecretStr("0x" + "11" * 32))
+    tips = tips_from([first, second, forged_far, stranger, other_partition], DEV_SIGNER)
+    assert tips == {0: Tip("e1", second.root, 3), 3: Tip("e2", other_partition.root, 9)}
+    assert Tip.genesis().epoch != Tip.genesis().epoch  # a fresh chain gets a fresh epoch

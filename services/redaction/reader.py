@@ -1,0 +1,73 @@
+"""Read a topic with a plain consumer (no group, nothing committed): all of it, or its tail.
+
+Used by the auditor (everything), and by the redaction agent to rebuild its chain ends
+from the newest of its own audit records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from shared.topics import TopicSpec
+
+
+async def read_topic(bootstrap: str, spec: TopicSpec, idle_s: float) -> list[Any]:
+    """Every record of `spec`, per partition in offset order."""
+    records, _ = await _read(bootstrap, spec, idle_s, None)
+    return records
+
+
+async def read_back(bootstrap: str, spec: TopicSpec, idle_s: float,
+                    enough: Callable[[list[Any]], bool], tail: int = 64) -> list[Any]:
+    """The shortest tail of `spec` (the last `tail` records of each partition, growing 8x
+    a round) for which `enough(records)` holds, else the whole topic: a restart stays fast
+    however long the topic's history is."""
+    while True:
+        records, whole = await _read(bootstrap, spec, idle_s, tail)
+        if whole or enough(records):
+            return records
+        tail *= 8
+
+
+async def _read(bootstrap: str, spec: TopicSpec, idle_s: float,
+                tail: int | None) -> tuple[list[Any], bool]:
+    """The records from each partition's start (or `tail` before its end), per partition in
+    offset order; and whether that was every partition's start.
+
+    The embedded broker under-reports end offsets after batched produces (it answers the
+    base offset of the last record batch + 1), so reading goes on until the reported end
+    is passed and nothing new arrived for idle_s; a tail may start a little early for the
+    same reason, never late.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False, fetch_max_wait_ms=10)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(spec.name, p) for p in range(spec.partitions)]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        ends = await consumer.end_offsets(parts)
+        whole = True
+        if tail is not None:
+            starts = await consumer.beginning_offsets(parts)
+            for tp in parts:
+                if ends[tp] - tail > starts[tp]:
+                    consumer.seek(tp, ends[tp] - tail)
+                    whole = False
+        out: list[Any] = []
+        quiet_since = time.monotonic()
+        while True:
+            got = await consumer.getmany(timeout_ms=100)
+            for records in got.values():
+                out += records
+            if got:
+                quiet_since = time.monotonic()
+            behind = [tp for tp in parts if await consumer.position(tp) < ends[tp]]
+            if not behind and time.monotonic() - quiet_since >= idle_s:
+                return sorted(out, key=lambda r: (r.partition, r.offset)), whole
+    finally:
+        await consumer.stop()
