@@ -37,7 +37,7 @@ STABLE_S = 90.0  # the searchable set unchanged this long (all shards answering)
 # Records still get lost across worker restarts (issue 11: seen here between docs.raw.v1
 # and docs.parsed.v1, and redaction resuming past records it never wrote). The fix is
 # another branch's: once it is merged, set this to "" so that a loss fails the test.
-KNOWN_LOSS = "issue 11: records lost across worker restarts (fix on another branch)"
+KNOWN_LOSS = ""  # any loss fails the test
 PIPELINE = ("docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
             "chunks.v1", "chunks.embedded.v1")
 
