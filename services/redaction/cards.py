@@ -54,7 +54,7 @@ ISSUER_RANGES: tuple[IssuerRange, ...] = (
     _r("diners", "300", "305", range(14, 20)),
     _r("diners", "3095", None, range(14, 20)),
     _r("diners", "36", None, range(14, 20)),
-    _r("diners", "38", "39", range(16, 20)),
+    _r("diners", "38", "39", range(14, 20)),
     _r("unionpay", "62", None, range(16, 20)),
     _r("unionpay", "81", None, range(16, 20)),
     _r("maestro", "5018", None, range(12, 20)),

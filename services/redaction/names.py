@@ -60,11 +60,39 @@ def tech_terms() -> frozenset[str]:
     return frozenset(fold(w) for w in text.split() if not w.startswith("#"))
 
 
+_PARTICLE_WORD = re.compile(rf"^{PARTICLES}$", re.I)
+
+
+def written_as_name(span: str) -> bool:
+    """Every word capitalised (particles aside) and no word that names are never written
+    as: a lower-case start (siRNA, statin, "S. cerevisiae"), brackets, or one all-caps
+    word of five letters or more (CRISPR; short ones like UK stay, they may be places)."""
+    words = span.split()
+    if any(c in span for c in "()[]{}<>=/\\"):
+        return False
+    if len(words) == 1 and words[0].isupper() and len(words[0]) >= 5:
+        return False
+    return all(w[0].isupper() or _PARTICLE_WORD.match(w) for w in words if w[0].isalpha())
+
+
+def _in_heading(text: str, pos: int) -> bool:
+    """Whether `pos` lies on a Title Case line (six or more words, 80% capitalised): a
+    heading, where capitals say nothing about names. Ticket titles are shorter and carry
+    lower-case words ("Escalation from Anna Weber")."""
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    words = [w for w in text[start:end if end >= 0 else len(text)].split() if w[0].isalpha()]
+    return len(words) >= 6 and sum(w[0].isupper() for w in words) >= 0.8 * len(words)
+
+
 @cache
 def stop_words() -> frozenset[str]:
     """English function words some given-name lists also hold ("The", "An", "Will")."""
     from spacy.lang.en.stop_words import STOP_WORDS
-    return frozenset(fold(w) for w in STOP_WORDS)
+    # Weekdays, and months that are not also given names (April, May, June ... are).
+    calendar = ("january february march july september october november december monday "
+                "tuesday wednesday thursday friday saturday sunday")
+    return frozenset(fold(w) for w in (*STOP_WORDS, *calendar.split()))
 
 
 def _is_given_name(word: str) -> bool:
@@ -90,9 +118,13 @@ class NameRecognizer(LocalRecognizer):
         spans: dict[tuple[int, int], str] = {}
         for m in _SEQUENCE.finditer(text):
             # The first known given name in a run of capitalised words starts a name
-            # ("Customer Anna Weber"); every capitalised word after it belongs to it
-            # (a surname may well be "Faust" or "Spark").
-            for w in re.finditer(r"\S+", m.group(0)):
+            # ("Customer Anna Weber") when a capitalised word follows it; every one after
+            # it belongs to it (a surname may well be "Faust" or "Spark"). A given name
+            # alone ("April", "Candida", "Forest") is a name only where the rules below say.
+            if _in_heading(text, m.start()):
+                continue  # "Gene Content Of Ion Channels": every word is capitalised
+            words = list(re.finditer(r"\S+", m.group(0)))
+            for w in words[:-1]:
                 word = w.group()
                 if (word[0].isupper() and fold(word) not in self.allowed
                         and _is_given_name(word)):
@@ -111,18 +143,19 @@ class NameRecognizer(LocalRecognizer):
             for (a, b), why in sorted(spans.items())]
 
     def refine(self, text: str, r: RecognizerResult) -> list[RecognizerResult]:
-        """Another recognizer's finding, with NER's PERSON spans trimmed to what can be a
-        name: one line at a time, lines holding digits or only technology words dropped
-        (NER reads "Tom Lloyd\n+44 161 496 0932" or "Kafka Connect" as one person)."""
-        if r.entity_type != "PERSON":
+        """Another recognizer's finding, with NER's PERSON and LOCATION spans trimmed to
+        what can be a name: one line at a time, lines dropped that hold digits, only
+        technology words, or words no name is written as (NER reads "Tom Lloyd\n+44 161
+        496 0932", "Kafka Connect", "siRNA", "mTOR" or "S. cerevisiae" as people)."""
+        if r.entity_type not in ("PERSON", "LOCATION"):
             return [r]
         out = []
         pos = r.start
         for line in text[r.start:r.end].split("\n"):
             stripped = line.strip(" \t,;:")
-            if stripped and not self.only_allowed(stripped):
+            if stripped and not self.only_allowed(stripped) and written_as_name(stripped):
                 a = pos + line.index(stripped)
-                out.append(RecognizerResult("PERSON", a, a + len(stripped), r.score,
+                out.append(RecognizerResult(r.entity_type, a, a + len(stripped), r.score,
                                             r.analysis_explanation, r.recognition_metadata))
             pos += len(line) + 1
         return out

@@ -44,6 +44,10 @@ _DATE = re.compile(r"^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\
 _SSN = re.compile(r"^\d{3}-\d{2}-\d{4}$")  # a US social security number's layout
 _DOTTED_QUAD = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _TRUNK = re.compile(r"^(?:0[1-9]|00[1-9])(?:[ ./-]?\d){7,}$")
+# Numbers in prose that phone matchers take for numbers: decimals and ranges of them
+# ("0.55-0.92", "3879.74", "1.6 - 88.1") and year ranges ("1977-2007").
+_DECIMAL = re.compile(r"\d\.\d{1,2}(?!\d)|\d[.,]\d+\s*[-–]|[-–]\s*\d+[.,]\d")
+_YEARS = re.compile(r"^\(?(?:1[89]|20)\d\d\s*[-–/]\s*(?:1[89]|20)?\d\d\)?$")
 _GROUP = re.compile(r"\d+")
 
 
@@ -59,6 +63,13 @@ def snippets(text: str) -> list[tuple[int, int]]:
         else:
             out.append((start, end))
     return out
+
+
+def prose_number(raw: str, before: str) -> bool:
+    """A decimal, a range of decimals or years, or digits glued to a word (NCT0332991):
+    numbers of prose and identifiers, never taken for phones, valid or not."""
+    glued = bool(before) and before[-1].isalpha()
+    return glued or bool(_DECIMAL.search(raw) or _YEARS.match(raw))
 
 
 def phone_shaped(raw: str, before: str, after: str = "") -> bool:
@@ -114,10 +125,11 @@ class PossiblePhoneRecognizer(LocalRecognizer):
             for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.VALID):
                 # 3-2-4 digits is a US SSN's layout (valid as a CZ or PL number too): left
                 # to the SSN recognizer, so the placeholder names the right type.
-                if not _SSN.match(m.raw_string):
+                if not (_SSN.match(m.raw_string) or prose_number(m.raw_string, text[:m.start])):
                     out.append((m.start, m.end, f"valid {region} number"))
             for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):
-                if phone_shaped(m.raw_string, text[:m.start], text[m.end:]):
+                if (phone_shaped(m.raw_string, text[:m.start], text[m.end:])
+                        and not prose_number(m.raw_string, text[:m.start])):
                     out.append((m.start, m.end, f"possible {region} number, phone-shaped"))
         return out
 
