@@ -15,6 +15,7 @@ StreamragError messages are written by us and never quote input, so they are kep
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
@@ -80,7 +81,7 @@ def _scrub_message(record: logging.LogRecord, exc: BaseException) -> None:
     try:
         text = record.getMessage()
     except Exception:  # a broken format string: keep the template, drop the arguments
-        text, record.args = str(record.msg), None
+        text, record.args = str(record.msg), ()
     cur: BaseException | None = exc
     seen: set[int] = set()
     while cur is not None and id(cur) not in seen:
@@ -89,7 +90,7 @@ def _scrub_message(record: logging.LogRecord, exc: BaseException) -> None:
             if len(shown) >= 4 and shown in text:
                 text = text.replace(shown, describe(cur))
         cur = cur.__cause__ or cur.__context__
-    record.msg, record.args = text, None
+    record.msg, record.args = text, ()  # a tuple: mode wraps anything else in one
 
 
 def clean(record: logging.LogRecord) -> logging.LogRecord:
@@ -106,13 +107,13 @@ def clean(record: logging.LogRecord) -> logging.LogRecord:
         record.exc_info = None
     if record.name.split(".")[0] in QUOTING_LOGGERS and record.args:
         record.args = tuple(WITHHELD for _ in record.args) \
-            if isinstance(record.args, tuple) else None
+            if isinstance(record.args, tuple) else ()
     if record.name == "py.warnings":
         text = record.getMessage()
         m = _WARNING.match(text)
         record.msg = f"{m['where']}: {m['category']}: {WITHHELD}" if m else \
             f"warning: {WITHHELD}"
-        record.args = None
+        record.args = ()
     return record
 
 
@@ -129,9 +130,13 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
 
 
 def install() -> None:
-    """Clean every log record this process creates from now on; idempotent."""
+    """Clean every log record this process creates from now on; idempotent.
+
+    STREAMRAG_LOG_UNSAFE=1 leaves logging alone, to debug start-up errors on a machine
+    that holds no personal data (read here: logging is set up before any settings are).
+    """
     global _installed
-    if _installed:
+    if _installed or os.environ.get("STREAMRAG_LOG_UNSAFE") == "1":
         return
     make = logging.getLogRecordFactory()
 
