@@ -1,7 +1,7 @@
 """A query end to end without gRPC: embed the question, scatter-gather, rerank, answer.
 
-Every encoder call goes through one dynamic batcher (queries ahead of bulk Embed), every
-generation through another. NotReadyError and NoShardsError hang from
+Every encoder call goes through one shared.batching Batcher (queries ahead of bulk Embed),
+every generation through another. NotReadyError and NoShardsError hang from
 shared.errors.InfrastructureError: neither is the caller's fault, and the API maps both to
 UNAVAILABLE (QueueFullError, from the batcher, to RESOURCE_EXHAUSTED).
 """
@@ -19,17 +19,17 @@ import numpy as np
 
 from services.inference import answer as extractive
 from services.inference import render
-from services.inference.batcher import INTERACTIVE, BatchQueue, WaitPolicy
 from services.inference.feedback import FeedbackView, rerank
 from services.inference.gather import GatherResult, SearchQuery
 from services.inference.generation import Finished, GenerationRunner, Job
 from services.inference.generator import CausalLM
-from services.inference.metrics import InferenceMetrics
+from services.inference.metrics import BatcherMetrics, InferenceMetrics
 from services.inference.params import QueryParams
 from services.inference.prompt import pack_prompt
-from services.inference.scheduler import BatchScheduler
 from services.inference.settings import InferenceSettings
 from services.inference.vector_cache import VectorCache
+from shared.batching.batcher import Batcher
+from shared.batching.queue import INTERACTIVE, BatchLimits
 from shared.errors import InfrastructureError
 from shared.records import SearchHit
 
@@ -85,9 +85,10 @@ class Answer:
         return "".join(self.pieces)
 
 
-def estimate_tokens(texts: Sequence[str]) -> int:
-    """A cheap token estimate for the batcher's budget (wordpieces run ~1.3 per word)."""
-    return sum(len(t.split()) * 4 // 3 + 2 for t in texts)
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate for the batcher's limit (wordpieces run ~1.3 per word, plus
+    the two special tokens): tokenizing every text twice would cost more than it saves."""
+    return len(text.split()) * 4 // 3 + 2
 
 
 def encode_batch(encoder: TextEncoder, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -106,14 +107,12 @@ class QueryEngine:
         self.metrics = metrics or InferenceMetrics()
         self.feedback = feedback
         s = settings
-        policy = WaitPolicy(s.embed_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
-                            s.latency_target_ms / 1000, s.adaptive_wait)
-        self.embedder: BatchScheduler[Sequence[str], np.ndarray] = BatchScheduler(
-            "embed", BatchQueue(s.embed_max_batch, s.embed_token_budget, s.queue_capacity,
-                                policy), self._run_encoder, self.metrics)
+        self.embedder: Batcher[Sequence[str], np.ndarray] = Batcher(
+            "embed", self._run_encoder, BatchLimits(s.embed_token_budget, s.embed_max_batch),
+            s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed_max_batch))
         self.sentence_cache = VectorCache(s.sentence_cache_size)
         self.lm: CausalLM | None = None
-        self.generator: BatchScheduler[Job, None] | None = None
+        self.generator: Batcher[Job, None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -133,13 +132,11 @@ class QueryEngine:
 
     def attach_generator(self, lm: CausalLM, runner: GenerationRunner | None = None) -> None:
         s = self.settings
-        policy = WaitPolicy(s.gen_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
-                            s.latency_target_ms / 1000, s.adaptive_wait)
         self.lm = lm
         runner = runner or GenerationRunner(lm)
-        self.generator = BatchScheduler(
-            "generate", BatchQueue(s.gen_max_batch, s.gen_token_budget, s.queue_capacity,
-                                   policy), runner, self.metrics)
+        self.generator = Batcher(
+            "generate", runner, BatchLimits(s.gen_token_budget, s.gen_max_batch),
+            s.queue_capacity, observer=BatcherMetrics(self.metrics, "generate", s.gen_max_batch))
         runner.on_step = self.metrics.decode_rows.observe
         if s.gen_continuous:
             runner.admit, runner.max_rows = self.generator.admit, s.gen_max_batch
@@ -150,7 +147,8 @@ class QueryEngine:
             raise NotReadyError("warming up: the encoder is not loaded yet")
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return await self.embedder.submit(list(texts), estimate_tokens(texts), priority)
+        longest = max(estimate_tokens(t) for t in texts)
+        return await self.embedder.submit(list(texts), len(texts), longest, priority)
 
     async def _run_encoder(self, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
         assert self.encoder is not None
@@ -242,7 +240,7 @@ class QueryEngine:
         prompt, _ = pack_prompt(params.question, [h.text for h in retrieval.result.hits],
                                 self.lm.count_tokens, budget)
         job = Job(prompt, max_new, params.temperature, params.stop)
-        item, _ = self.generator.enqueue(job, budget + max_new, INTERACTIVE)
+        item, _ = self.generator.enqueue(job, 1, budget + max_new, INTERACTIVE)
         pieces: list[str] = []
         try:
             while not isinstance(event := await job.events.get(), Finished):

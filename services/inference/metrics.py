@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -9,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 _LATENCY_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _SIZE = (1, 2, 4, 8, 16, 32, 64)
 _FILL = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+_TOKENS = (64, 256, 1024, 4096, 16384, 65536)
 
 
 @dataclass
@@ -31,8 +33,9 @@ class InferenceMetrics:
                                     registry=r)
         self.batch_time = Histogram("streamrag_inference_batch_seconds",
                                     "Time to run one batch", b, buckets=_LATENCY_S, registry=r)
-        self.batch_wait = Gauge("streamrag_inference_batch_wait_seconds",
-                                "The adaptive wait a batch may spend filling", b, registry=r)
+        self.batch_tokens = Histogram("streamrag_inference_batch_padded_tokens",
+                                      "Padded tokens per batch (rows x the longest)", b,
+                                      buckets=_TOKENS, registry=r)
         self.ttft = Histogram("streamrag_inference_time_to_first_token_seconds",
                               "Call start to the first answer delta", buckets=_LATENCY_S,
                               registry=r)
@@ -63,3 +66,26 @@ class InferenceMetrics:
         """One sample's value (tests, Info): 0.0 when it was never set."""
         value = self.registry.get_sample_value(name, labels or {})
         return 0.0 if value is None else value
+
+
+@dataclass
+class BatcherMetrics:
+    """A shared.batching BatchObserver writing one batcher's figures to InferenceMetrics."""
+
+    metrics: InferenceMetrics
+    name: str
+    max_requests: int
+
+    def queued(self, size: int) -> None:
+        self.metrics.queue_size.labels(batcher=self.name).set(size)
+
+    def started(self, waits: Sequence[float]) -> None:
+        for wait in waits:
+            self.metrics.queue_time.labels(batcher=self.name).observe(wait)
+
+    def finished(self, requests: int, padded_tokens: int, seconds: float) -> None:
+        m, label = self.metrics, {"batcher": self.name}
+        m.batch_size.labels(**label).observe(requests)
+        m.batch_fill.labels(**label).observe(requests / self.max_requests)
+        m.batch_tokens.labels(**label).observe(padded_tokens)
+        m.batch_time.labels(**label).observe(seconds)

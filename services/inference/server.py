@@ -17,13 +17,13 @@ from grpc_reflection.v1alpha import reflection
 
 from services.inference import convert
 from services.inference.auth import BearerAuth
-from services.inference.batcher import BULK
 from services.inference.engine import Answer, QueryEngine, Retrieval
 from services.inference.feedback import check_feedback
 from services.inference.latency import LatencyStats
 from services.inference.params import QueryParams
 from services.inference.settings import InferenceSettings
 from services.inference.status import DeadlineError, StatusMapper
+from shared.batching.queue import BULK
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc

@@ -23,7 +23,7 @@ from typing import Any
 
 import grpc
 
-from services.inference.batcher import QueueFullError
+from shared.batching.queue import QueueFullError
 from shared.errors import InfrastructureError, InvalidInput, StreamragError
 
 log = logging.getLogger(__name__)

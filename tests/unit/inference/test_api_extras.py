@@ -169,8 +169,8 @@ def test_full_queue_is_resource_exhausted_saying_so() -> None:
         return encoder
 
     async def go() -> tuple[grpc.aio.AioRpcError, list[Any]]:
-        async with serving(FakeSearch(CHUNKS), factory, queue_capacity=2, embed_max_batch=1,
-                           embed_max_wait_ms=0, adaptive_wait=False) as (runtime, channel):
+        async with serving(FakeSearch(CHUNKS), factory, queue_capacity=2,
+                           embed_max_batch=1) as (runtime, channel):
             calls = [asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=[f"t{i}"])))
                      for i in range(3)]  # one runs (blocked), two wait: the queue is full
             while len(runtime.engine.embedder.queue) < 2:
@@ -192,7 +192,7 @@ def test_deadline_ms_is_honoured_and_a_cancelled_wait_frees_its_slot() -> None:
 
     async def go() -> None:
         async with serving(FakeSearch(CHUNKS), lambda: encoder, queue_capacity=4,
-                           embed_max_batch=1, embed_max_wait_ms=0) as (runtime, channel):
+                           embed_max_batch=1) as (runtime, channel):
             blocker = asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=["a"])))
             while not runtime.engine.embedder.batches:
                 await asyncio.sleep(0.01)
@@ -207,20 +207,28 @@ def test_deadline_ms_is_honoured_and_a_cancelled_wait_frees_its_slot() -> None:
     asyncio.run(go())
 
 
-def test_concurrent_queries_share_encoder_batches_and_metrics_are_served() -> None:
+def test_queries_that_queue_behind_a_busy_encoder_share_its_next_batch() -> None:
     port = free_port()
+    encoder = GatedEncoder()
 
     async def go() -> tuple[list[int], str]:
-        async with serving(FakeSearch(CHUNKS), metrics_port=port, embed_max_wait_ms=50,
-                           adaptive_wait=False) as (runtime, channel):
-            requests = [stub(channel).Query(pb.QueryRequest(question=f"disk {i}"))
-                        for i in range(6)]
+        async with serving(FakeSearch(CHUNKS), lambda: encoder,
+                           metrics_port=port) as (runtime, channel):
+            embedder = runtime.engine.embedder
+            requests = [asyncio.ensure_future(
+                stub(channel).Query(pb.QueryRequest(question=f"disk {i}"))) for i in range(6)]
+            # The first batch holds the encoder; the others queue behind it (no wait timer).
+            while not embedder.batches or len(embedder.queue) < 6 - embedder.batches[0]:
+                await asyncio.sleep(0.01)
+            encoder.gate.set()
             answers = await asyncio.gather(*requests)
             assert all(a.citations for a in answers)
             text = await asyncio.to_thread(
                 lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
             return runtime.engine.embedder.batches, text.decode()
     batches, text = asyncio.run(go())
-    assert max(batches) > 1 and sum(batches) == 12  # 6 questions + 6 answers' sentences
+    questions = batches[:1] if batches[0] == 6 else batches[:2]  # the first, then the rest
+    assert sum(questions) == 6 and max(questions) > 1
+    assert sum(batches) == 12  # and the 6 answers' sentences
     assert 'streamrag_inference_batch_size_count{batcher="embed"}' in text
     assert 'streamrag_inference_request_seconds_count{method="Query"} 6.0' in text

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.inference.batcher import INTERACTIVE, BatchQueue, WaitPolicy
 from services.inference.generation import Finished, GenerationRunner, Job
 from services.inference.generator import CausalLM
-from services.inference.scheduler import BatchScheduler
+from shared.batching.batcher import Batcher
+from shared.batching.queue import INTERACTIVE, BatchLimits
 from tests.unit.inference.tinylm import build_tiny_lm
 
 PROMPTS = ["The broker disk filled up because", "Rotate the logs when",
@@ -105,12 +105,11 @@ def test_cancelled_caller_frees_its_row_and_the_others_go_on(lm: CausalLM) -> No
 def test_scheduler_batches_concurrent_requests_into_one_generation(lm: CausalLM) -> None:
     async def go() -> list[int]:
         runner = GenerationRunner(lm)
-        scheduler: BatchScheduler[Job, None] = BatchScheduler(
-            "generate", BatchQueue(8, 10_000, 16, WaitPolicy(0.05, 0.05, 10, False)), runner)
+        scheduler: Batcher[Job, None] = Batcher("generate", runner, BatchLimits(10_000, 8), 16)
         scheduler.start()
         jobs = [job(p, 4) for p in PROMPTS]
         for j in jobs:
-            scheduler.enqueue(j, 100, INTERACTIVE)
+            scheduler.enqueue(j, 1, 100, INTERACTIVE)
         results = [await collect(j) for j in jobs]
         await scheduler.stop()
         assert all(f.completion_tokens == 4 for _, f in results)
@@ -198,14 +197,13 @@ def test_a_job_admitted_mid_generation_decodes_as_if_alone(lm: CausalLM) -> None
 def test_continuous_batching_starts_a_late_request_before_the_batch_ends(lm: CausalLM) -> None:
     async def go() -> tuple[list[str], float, float, list[int], list[int]]:
         runner = GenerationRunner(lm)
-        scheduler: BatchScheduler[Job, None] = BatchScheduler(
-            "generate", BatchQueue(8, 10_000, 16, WaitPolicy(0.0, 0.0, 10, False)), runner)
+        scheduler: Batcher[Job, None] = Batcher("generate", runner, BatchLimits(10_000, 8), 16)
         runner.admit, runner.max_rows = scheduler.admit, 8
         scheduler.start()
         long, late = job(PROMPTS[0], 60), job(PROMPTS[1], 3)
-        scheduler.enqueue(long, 100, INTERACTIVE)
+        scheduler.enqueue(long, 1, 100, INTERACTIVE)
         first = await long.events.get()  # the long job is decoding
-        scheduler.enqueue(late, 100, INTERACTIVE)
+        scheduler.enqueue(late, 1, 100, INTERACTIVE)
         late_deltas, _ = await collect(late)
         late_end = time.monotonic()
         rest, _ = await collect(long)
