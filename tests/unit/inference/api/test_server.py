@@ -14,7 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from services.inference.engine import TextEncoder
+from services.inference.encoding import TextEncoder
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.inference.generation import Finished, GenerationRunner, Job
-from services.inference.generator import CausalLM
+from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
+from services.inference.answer.generative.model import CausalLM
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
 from tests.unit.inference.tinylm import build_tiny_lm
@@ -119,8 +119,8 @@ def test_scheduler_batches_concurrent_requests_into_one_generation(lm: CausalLM)
 
 def test_stream_query_generates_with_citations_through_grpc(lm: CausalLM) -> None:
     from shared.rpc.streamrag.v1 import inference_pb2 as pb
+    from tests.unit.inference.api.test_server import CHUNKS, serving, stub
     from tests.unit.inference.fakes import FakeSearch
-    from tests.unit.inference.test_server import CHUNKS, serving, stub
 
     async def go() -> tuple[list[pb.StreamQueryResponse], pb.InfoResponse, float]:
         async with serving(FakeSearch(CHUNKS)) as (runtime, channel):
@@ -161,7 +161,7 @@ def test_deltas_survive_decoding_that_rewrites_earlier_text(lm: CausalLM) -> Non
 
 
 def test_a_long_prompt_is_packed_to_fit_and_keeps_its_question(lm: CausalLM) -> None:
-    from services.inference.prompt import pack_prompt
+    from services.inference.answer.generative.prompt import pack_prompt
 
     sources = [f"Source {i} says the ledger export stalled because of lock contention "
                f"in shard {i} during the nightly batch window." * 3 for i in range(12)]

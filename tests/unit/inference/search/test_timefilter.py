@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.inference.timefilter import UNIT_SECONDS, parse_time, parse_window
+from services.inference.search.timefilter import UNIT_SECONDS, parse_time, parse_window
 from shared.errors import InvalidInput
 
 NOW = 1_700_000_000.0

@@ -1,28 +1,15 @@
-"""Scatter-gather bookkeeping: batched requests, replies split per query, the merged top k.
+"""The gather side of a search: shard replies split per query, and the merged top k.
 
 Pure: no Kafka and no asyncio, so the partial-result and merge rules test without a broker.
+The requests are built in scatter.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from shared.records import SearchHit, SearchReply, SearchRequest, SearchSpec, encode_vector
-
-
-@dataclass(frozen=True)
-class SearchQuery:
-    vector: np.ndarray  # L2-normalised query embedding
-    model_id: str
-    dim: int
-    top_k: int
-    since: float | None = None
-    until: float | None = None
-    domain: str | None = None
-    source: str | None = None
+from shared.records import SearchHit, SearchReply
 
 
 @dataclass(frozen=True)
@@ -32,27 +19,6 @@ class ShardAnswer:
     partition: int
     hits: tuple[SearchHit, ...] = ()
     error: str = ""
-
-
-def build_requests(
-    queries: Sequence[tuple[str, SearchQuery]], request_id: str, partitions: int,
-    deadline: float,
-) -> list[SearchRequest]:
-    """One request per shard carrying every query of the batch; each shard returns each
-    query's own top k, so the merge is exact. All queries must share model and dimension."""
-    first = queries[0][1]
-    if any((q.model_id, q.dim) != (first.model_id, first.dim) for _, q in queries):
-        raise ValueError("one search batch must use one model and dimension")
-    specs = tuple(
-        SearchSpec(query_id=query_id, vector=encode_vector(q.vector), top_k=q.top_k,
-                   since=q.since, until=q.until, domain=q.domain, source=q.source)
-        for query_id, q in queries
-    )
-    return [
-        SearchRequest(request_id=request_id, partition=p, model_id=first.model_id,
-                      dim=first.dim, deadline=deadline, queries=specs)
-        for p in range(partitions)
-    ]
 
 
 def split_reply(reply: SearchReply, query_ids: Iterable[str]) -> dict[str, ShardAnswer]:

@@ -1,6 +1,6 @@
 """The Inference gRPC API: deadlines, auth, health and reflection.
 
-Status codes with reasons come from one interceptor (services/inference/status.py).
+Status codes with reasons come from one interceptor (services/inference/api/status.py).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
-from services.inference import convert
-from services.inference.auth import BearerAuth
-from services.inference.engine import Answer, QueryEngine, Retrieval
-from services.inference.feedback import check_feedback
-from services.inference.latency import LatencyStats
-from services.inference.params import QueryParams
+from services.inference.answer.result import Answer
+from services.inference.api import convert
+from services.inference.api.auth import BearerAuth
+from services.inference.api.params import QueryParams
+from services.inference.api.status import DeadlineError, StatusMapper
+from services.inference.engine import QueryEngine, Retrieval
+from services.inference.search.feedback import check_feedback
 from services.inference.settings import InferenceSettings
-from services.inference.status import DeadlineError, StatusMapper
+from services.inference.telemetry.latency import LatencyStats
 from shared.batching.queue import BULK
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb

@@ -13,14 +13,21 @@ import grpc
 import numpy as np
 import pytest
 
-from services.inference.engine import TextEncoder
+from services.inference.encoding import TextEncoder
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from shared.cli.mesh import free_port
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
+from tests.unit.inference.api.test_server import (
+    CHUNKS,
+    SERVING,
+    health,
+    serving,
+    stub,
+    until_status,
+)
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
-from tests.unit.inference.test_server import CHUNKS, SERVING, health, serving, stub, until_status
 
 
 def test_embed_returns_the_encoders_vectors_in_order() -> None:

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.inference.engine import Answer, QueryEngine, Retrieval
-from services.inference.latency import LatencyStats
-from services.inference.params import QueryParams, parse_params
-from services.inference.prompt import cited_chunk_ids
-from services.inference.render import iso
+from services.inference.answer.generative.prompt import cited_chunk_ids
+from services.inference.answer.result import Answer
+from services.inference.api.params import QueryParams, parse_params
+from services.inference.api.render import iso
+from services.inference.engine import QueryEngine, Retrieval
 from services.inference.settings import InferenceSettings
+from services.inference.telemetry.latency import LatencyStats
 from shared.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.inference.answer import (
+from services.inference.answer.extractive import (
     Sentence,
     answer_pieces,
     apply_limits,

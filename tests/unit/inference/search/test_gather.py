@@ -7,14 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.inference.gather import (
-    Gather,
-    SearchQuery,
-    ShardAnswer,
-    build_requests,
-    merge_hits,
-    split_reply,
-)
+from services.inference.search.gather import Gather, ShardAnswer, merge_hits, split_reply
+from services.inference.search.scatter import SearchQuery, build_requests
 from shared.records import QueryHits, SearchReply, decode_vector
 from tests.unit.inference.fakes import hit
 

@@ -8,12 +8,13 @@ from typing import Any
 import grpc
 import pytest
 
-from services.inference.gather import GatherResult, SearchQuery
-from services.inference.status import DeadlineError, status_of
+from services.inference.api.status import DeadlineError, status_of
+from services.inference.search.gather import GatherResult
+from services.inference.search.scatter import SearchQuery
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from tests.unit.inference.api.test_server import CHUNKS, serving, stub
 from tests.unit.inference.fakes import FakeSearch, hit
-from tests.unit.inference.test_server import CHUNKS, serving, stub
 
 ODD = hit("c-odd", 0.95, "Disk usage on the broker was logged at an odd time.",
           doc_id="odd-doc").model_copy(update={"event_time": 1e16})

@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from services.inference.generator import CausalLM, DecodeState, choose
-from services.inference.prompt import StopScanner
+from services.inference.answer.generative.model import CausalLM, DecodeState, choose
+from services.inference.answer.generative.prompt import StopScanner
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Job:
 
 
 class GenerationRunner:
-    """The batch function the generation BatchScheduler calls with its jobs."""
+    """The batch function the generation Batcher (shared.batching) calls with its jobs."""
 
     def __init__(self, lm: CausalLM, seed: int | None = None,
                  admit: Callable[[int], list[Job]] | None = None, max_rows: int = 8) -> None:

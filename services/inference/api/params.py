@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from services.inference.search.timefilter import parse_window
 from services.inference.settings import InferenceSettings
-from services.inference.timefilter import parse_window
 from shared.errors import InvalidInput
 
 MAX_FILTER_CHARS = 256

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.inference.prompt import StopScanner, cited_chunk_ids, pack_prompt
+from services.inference.answer.generative.prompt import StopScanner, cited_chunk_ids, pack_prompt
 
 
 def words(text: str) -> int:

@@ -11,7 +11,9 @@ import grpc
 import pytest
 
 from services.inference import agents
-from services.inference.latency import (
+from services.inference.runtime import InferenceRuntime
+from services.inference.settings import InferenceSettings
+from services.inference.telemetry.latency import (
     LatencyBuffer,
     LatencyStats,
     QueryLatency,
@@ -19,12 +21,10 @@ from services.inference.latency import (
     stats,
     upper_edge,
 )
-from services.inference.runtime import InferenceRuntime
-from services.inference.settings import InferenceSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
+from tests.unit.inference.api.test_server import CHUNKS, SERVING, stub, until_status
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
-from tests.unit.inference.test_server import CHUNKS, SERVING, stub, until_status
 
 # The middle of a fixed minute: the window is chosen by the events' timestamps, never
 # by the wall clock, so the test cannot straddle a window boundary.

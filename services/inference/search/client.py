@@ -23,13 +23,8 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from services.inference.gather import (
-    Gather,
-    GatherResult,
-    SearchQuery,
-    build_requests,
-    split_reply,
-)
+from services.inference.search.gather import Gather, GatherResult, split_reply
+from services.inference.search.scatter import SearchQuery, build_requests
 from shared.codec import decode, encode
 from shared.errors import InfrastructureError, InvalidInput
 from shared.records import SearchReply, SearchRequest
