@@ -1,8 +1,8 @@
 """The sentence encoder (all-MiniLM-L6-v2) shared by the embedding and inference services.
 
 CUDA in fp16 when a GPU is present, fp32 on CPU (never fp16 on CPU). Inputs are
-length-sorted and grouped by a padded-token budget to cut padding; outputs are mean-pooled
-and L2-normalised, returned in input order.
+length-sorted and grouped by a padded-token budget (shared.batching.padding) to cut
+padding; outputs are mean-pooled and L2-normalised, returned in input order.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.batching.padding import budget_groups
 from shared.encoder_model import MODEL_ID, default_model_path, offline_hub
 
 offline_hub()
@@ -55,7 +56,7 @@ class Encoder:
         lengths = self.token_lengths(texts)
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for group in _token_budget_groups(order, lengths, max_batch_tokens):
+        for group in budget_groups(order, lengths, max_batch_tokens):
             out[group] = self._forward([texts[i] for i in group])
         return out
 
@@ -69,16 +70,3 @@ class Encoder:
         pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
         return pooled.cpu().numpy()
 
-
-def _token_budget_groups(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
-    """Split length-sorted indices so each group's padded size (n * longest) fits the budget."""
-    groups: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and (len(current) + 1) * lengths[i] > budget:
-            groups.append(current)
-            current = []
-        current.append(i)
-    if current:
-        groups.append(current)
-    return groups

@@ -84,7 +84,7 @@ DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", part
 FEEDBACK = TopicSpec("feedback.v1", "chunk id", "records.Feedback", retention_ms=WEEK_MS,
                      doc="A user clicked or skipped a cited chunk (inference's Feedback RPC).")
 QUERY_LATENCY = TopicSpec(
-    "query.latency.v1", "gRPC method", "services.inference.latency.QueryLatency",
+    "query.latency.v1", "gRPC method", "services.inference.telemetry.latency.QueryLatency",
     retention_ms=HOUR_MS, doc="One record per finished inference call, for the latency table.",
 )
 

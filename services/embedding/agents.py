@@ -1,4 +1,9 @@
-"""Embedding agent: chunks.v1 -> chunks.embedded.v1 in dynamically sized micro-batches.
+"""Embedding agent: chunks.v1 -> chunks.embedded.v1 in batches cut whenever the encoder is free.
+
+Decoded sets queue in a shared.batching Batcher (bounded: a full queue holds the consumer
+back); its loop cuts the next batch the moment the previous one is on the broker, so
+batches are one set when traffic is light and grow under load, within
+max_batch_tokens / batch_max_docs.
 
 Events are read without auto-ack and acked only after their output is on the broker, so
 a crash can never skip a batch: the worker stops and its partitions replay from the last
@@ -8,14 +13,15 @@ committed offset. Bad records are dead-lettered (and acked) one by one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from services.embedding.app import app, chunks_topic, dlq, embedded_topic, settings
-from services.embedding.batcher import DynamicBatcher
 from services.embedding.vectors import embed_sets, longest_chunk
+from shared.batching.batcher import Batcher
+from shared.batching.padding import padded_tokens
 from shared.boundary import Boundary, export_counts, is_fatal
 from shared.codec import decode, encode
 from shared.embedder import Encoder
@@ -38,59 +44,52 @@ async def warm_up() -> None:
     encoder = loaded
     ready.set()
     log.info("encoder %s ready on %s (%s), batching %s", loaded.model_id, loaded.device,
-             loaded.dtype, settings.policy())
+             loaded.dtype, settings.limits())
 
 
 @app.agent(chunks_topic)
 async def embed(stream: Any) -> None:
     manual = stream.noack()
-    inbox: asyncio.Queue[Pending] = asyncio.Queue(settings.inbox_max_docs)
+
+    async def run(batch: Sequence[Pending]) -> list[None]:
+        return await flush(manual, batch)
+
+    # propagate: a batch that fails past the per-set fallback stops the worker (replay).
+    batcher: Batcher[Pending, None] = Batcher("embed", run, settings.limits(),
+                                              settings.inbox_max_docs, propagate=True)
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(intake(manual, inbox))
-            group.create_task(batches(manual, inbox))
+            group.create_task(intake(manual, batcher))
+            group.create_task(serve(batcher))
     except Exception as exc:
         log.exception("embedding failed; stopping the worker so unacked batches replay")
         await app.crash(exc)
         raise
 
 
-async def intake(stream: Any, inbox: asyncio.Queue[Pending]) -> None:
+async def intake(stream: Any, batcher: Batcher[Pending, None]) -> None:
     async for event in stream.events():
         queued = False
         async with boundary.record(event):
             chunk_set = decode(ChunkSet, event.message.value)
-            await inbox.put((event, chunk_set))  # a full inbox holds the consumer back
+            # A full queue holds the consumer back.
+            await batcher.put((event, chunk_set), len(chunk_set.chunks), longest_chunk(chunk_set))
             queued = True
         if not queued:  # dead-lettered
             await stream.ack(event)
 
 
-async def batches(stream: Any, inbox: asyncio.Queue[Pending]) -> None:
+async def serve(batcher: Batcher[Pending, None]) -> None:
     await ready.wait()
-    batcher: DynamicBatcher[Pending] = DynamicBatcher(settings.policy())
-    while True:
-        while not inbox.empty() and not batcher.full():  # the rest waits in the bounded inbox
-            _add(batcher, inbox.get_nowait())
-        due = batcher.due_in()
-        if due == 0:
-            await flush(stream, batcher)
-            continue
-        with contextlib.suppress(TimeoutError):
-            _add(batcher, await asyncio.wait_for(inbox.get(), due))
+    await batcher.serve()
 
 
-def _add(batcher: DynamicBatcher[Pending], pending: Pending) -> None:
-    chunk_set = pending[1]
-    batcher.add(pending, len(chunk_set.chunks), longest_chunk(chunk_set))
-
-
-async def flush(stream: Any, batcher: DynamicBatcher[Pending]) -> None:
+async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
+    """Embed one batch, put its outputs on the broker, then ack its inputs."""
     assert encoder is not None
-    batch = batcher.take()
     # Events from before a rebalance belong to whoever owns the partition now and replay
     # there: skip the work but ack them, as Faust does, or the next rebalance waits on them.
-    live = [(ev, cs) for ev, cs in batch.values
+    live = [(ev, cs) for ev, cs in batch
             if ev.message.generation_id == app.consumer_generation_id]
     started = time.perf_counter()
     embedded = await _embedded(encoder, live)
@@ -98,11 +97,13 @@ async def flush(stream: Any, batcher: DynamicBatcher[Pending]) -> None:
     sent = [await embedded_topic.send(key=out.doc_id.encode(), value=encode(out))
             for out in embedded]
     await asyncio.gather(*sent)  # on the broker before the inputs are acked
-    for event, _ in batch.values:
+    for event, _ in batch:
         await stream.ack(event)
-    wait = batcher.done(batch)
-    log.info("embedded %d docs (%d padded tokens%s) in %.0f ms; wait now %.0f ms", len(live),
-             batch.padded_tokens, ", full" if batch.full else "", encoded_ms, wait * 1000)
+    sets = [cs for _, cs in batch]
+    size = padded_tokens(sum(len(cs.chunks) for cs in sets),
+                         max(longest_chunk(cs) for cs in sets))
+    log.info("embedded %d docs (%d padded tokens) in %.0f ms", len(live), size, encoded_ms)
+    return [None] * len(batch)
 
 
 async def _embedded(ready: Encoder, live: list[Pending]) -> list[EmbeddedChunkSet]:

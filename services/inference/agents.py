@@ -1,4 +1,6 @@
-"""Inference's Faust side: the feedback tables and agent, and the gRPC runtime beside them.
+"""Inference's Faust side: the feedback and latency agents, and the gRPC runtime beside them.
+
+The topics and tables they use are declared in app.py.
 
 Feedback (clicks and skips on cited chunks) arrives on feedback.v1 keyed by chunk id and
 is counted in hopping one-hour windows (5-minute steps); the query engine reads the
@@ -18,8 +20,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from services.inference.app import app, kafka, settings
-from services.inference.latency import (
+from services.inference.app import (
+    app,
+    clicks,
+    deadletters,
+    feedback_topic,
+    kafka,
+    latencies,
+    latency_topic,
+    settings,
+    skips,
+)
+from services.inference.runtime import InferenceRuntime
+from services.inference.telemetry.latency import (
     LatencyBuffer,
     LatencyStats,
     QueryLatency,
@@ -27,40 +40,12 @@ from services.inference.latency import (
     stats,
     table_key,
 )
-from services.inference.runtime import InferenceRuntime
 from shared.codec import encode
 from shared.dlq import decode_or_dead_letter
-from shared.faust_app import topic
 from shared.records import Feedback
-from shared.topics import (
-    CHUNK_CLICKS,
-    CHUNK_SKIPS,
-    DEADLETTER,
-    FEEDBACK,
-    QUERY_LATENCIES,
-    QUERY_LATENCY,
-)
 
-WINDOW_S, STEP_S = 3600.0, 300.0
-LATENCY_WINDOW_S = 60.0
 STAGE = "inference"
-
-feedback_topic = topic(app, FEEDBACK)
-deadletters = topic(app, DEADLETTER)
-latency_topic = topic(app, QUERY_LATENCY)
 latency_buffer = LatencyBuffer(time.time)
-
-
-def _window_table(name: str, partitions: int) -> Any:
-    table = app.Table(name, default=int, partitions=partitions, key_type=str, value_type=int)
-    return table.hopping(WINDOW_S, STEP_S, expires=WINDOW_S + STEP_S).relative_to_stream()
-
-
-clicks = _window_table(CHUNK_CLICKS.name, CHUNK_CLICKS.partitions)
-skips = _window_table(CHUNK_SKIPS.name, CHUNK_SKIPS.partitions)
-latencies = app.Table(QUERY_LATENCIES.name, default=int, partitions=QUERY_LATENCIES.partitions,
-                      key_type=str, value_type=int).tumbling(
-    LATENCY_WINDOW_S, expires=2 * LATENCY_WINDOW_S).relative_to_stream()
 
 
 class WindowedFeedback:

@@ -1,9 +1,9 @@
 """A query end to end without gRPC: embed the question, scatter-gather, rerank, answer.
 
-Every encoder call goes through one dynamic batcher (queries ahead of bulk Embed), every
-generation through another. NotReadyError and NoShardsError hang from
-shared.errors.InfrastructureError: neither is the caller's fault, and the API maps both to
-UNAVAILABLE (QueueFullError, from the batcher, to RESOURCE_EXHAUSTED).
+The coordinator only: each step lives in its own module. Encoder calls go through one
+shared.batching Batcher (queries ahead of bulk Embed calls); the answer is extractive
+(answer/extractor.py) unless a generator is attached (answer/generative/answerer.py).
+Failures: errors.py.
 """
 
 from __future__ import annotations
@@ -17,31 +17,26 @@ from typing import Protocol
 
 import numpy as np
 
-from services.inference import answer as extractive
-from services.inference import render
-from services.inference.batcher import INTERACTIVE, BatchQueue, WaitPolicy
-from services.inference.feedback import FeedbackView, rerank
-from services.inference.gather import GatherResult, SearchQuery
-from services.inference.generation import Finished, GenerationRunner, Job
-from services.inference.generator import CausalLM
-from services.inference.metrics import InferenceMetrics
-from services.inference.params import QueryParams
-from services.inference.prompt import pack_prompt
-from services.inference.scheduler import BatchScheduler
+from services.inference.answer import extractive
+from services.inference.answer.extractor import Extractor
+from services.inference.answer.generative.answerer import Generator
+from services.inference.answer.generative.decode import GenerationRunner, Job
+from services.inference.answer.generative.model import CausalLM
+from services.inference.answer.result import Answer
+from services.inference.api import render
+from services.inference.api.params import QueryParams
+from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
+from services.inference.errors import NoShardsError, NotReadyError
+from services.inference.search.feedback import FeedbackView, rerank
+from services.inference.search.gather import GatherResult
+from services.inference.search.scatter import SearchQuery
 from services.inference.settings import InferenceSettings
-from services.inference.vector_cache import VectorCache
-from shared.errors import InfrastructureError
+from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetrics
+from shared.batching.batcher import Batcher
+from shared.batching.queue import INTERACTIVE, BatchLimits
 from shared.records import SearchHit
 
 log = logging.getLogger(__name__)
-
-
-class TextEncoder(Protocol):
-    model_id: str
-    dim: int
-    device: object
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 class SearchBackend(Protocol):
@@ -50,14 +45,6 @@ class SearchBackend(Protocol):
     @property
     def partitions(self) -> int: ...
     async def search(self, query: SearchQuery, timeout_s: float) -> GatherResult: ...
-
-
-class NotReadyError(InfrastructureError):
-    """The encoder is still loading or the reply consumer is not reading."""
-
-
-class NoShardsError(InfrastructureError):
-    """No retrieval shard returned a usable reply in time."""
 
 
 @dataclass(frozen=True)
@@ -70,34 +57,6 @@ class Retrieval:
     retrieval_ms: float
 
 
-@dataclass(frozen=True)
-class Answer:
-    pieces: tuple[str, ...]  # text deltas; joined, the answer
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    answer_ms: float
-    mode: str = extractive.ANSWER_MODE
-    unit: str = "words"
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
-
-
-def estimate_tokens(texts: Sequence[str]) -> int:
-    """A cheap token estimate for the batcher's budget (wordpieces run ~1.3 per word)."""
-    return sum(len(t.split()) * 4 // 3 + 2 for t in texts)
-
-
-def encode_batch(encoder: TextEncoder, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
-    """One encoder call for a whole batch; a text several requests share is encoded once."""
-    distinct = list(dict.fromkeys(t for texts in requests for t in texts))
-    vectors = encoder.encode(distinct)
-    row = {t: i for i, t in enumerate(distinct)}
-    return [vectors[[row[t] for t in texts]] for texts in requests]
-
-
 class QueryEngine:
     def __init__(self, settings: InferenceSettings, search: SearchBackend,
                  encoder: TextEncoder | None = None, metrics: InferenceMetrics | None = None,
@@ -106,51 +65,48 @@ class QueryEngine:
         self.metrics = metrics or InferenceMetrics()
         self.feedback = feedback
         s = settings
-        policy = WaitPolicy(s.embed_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
-                            s.latency_target_ms / 1000, s.adaptive_wait)
-        self.embedder: BatchScheduler[Sequence[str], np.ndarray] = BatchScheduler(
-            "embed", BatchQueue(s.embed_max_batch, s.embed_token_budget, s.queue_capacity,
-                                policy), self._run_encoder, self.metrics)
-        self.sentence_cache = VectorCache(s.sentence_cache_size)
-        self.lm: CausalLM | None = None
-        self.generator: BatchScheduler[Job, None] | None = None
+        self.embedder: Batcher[Sequence[str], np.ndarray] = Batcher(
+            "embed", self._run_encoder, BatchLimits(s.embed_token_budget, s.embed_max_batch),
+            s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed_max_batch))
+        self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
+                                   self.metrics)
+        self.generative: Generator | None = None
 
     @property
     def ready(self) -> bool:
         return self.encoder is not None and self.search.ready
 
     @property
+    def lm(self) -> CausalLM | None:
+        return None if self.generative is None else self.generative.lm
+
+    @property
+    def generator(self) -> Batcher[Job, None] | None:
+        return None if self.generative is None else self.generative.batcher
+
+    @property
     def answer_mode(self) -> str:
-        return "generative" if self.lm is not None else extractive.ANSWER_MODE
+        return extractive.ANSWER_MODE if self.generative is None else "generative"
 
     def start(self) -> None:
         self.embedder.start()
 
     async def stop(self) -> None:
         await self.embedder.stop()
-        if self.generator is not None:
-            await self.generator.stop()
+        if self.generative is not None:
+            await self.generative.stop()
 
     def attach_generator(self, lm: CausalLM, runner: GenerationRunner | None = None) -> None:
-        s = self.settings
-        policy = WaitPolicy(s.gen_max_wait_ms / 1000, s.max_wait_ceiling_ms / 1000,
-                            s.latency_target_ms / 1000, s.adaptive_wait)
-        self.lm = lm
-        runner = runner or GenerationRunner(lm)
-        self.generator = BatchScheduler(
-            "generate", BatchQueue(s.gen_max_batch, s.gen_token_budget, s.queue_capacity,
-                                   policy), runner, self.metrics)
-        runner.on_step = self.metrics.decode_rows.observe
-        if s.gen_continuous:
-            runner.admit, runner.max_rows = self.generator.admit, s.gen_max_batch
-        self.generator.start()
+        self.generative = Generator(lm, self.settings, self.metrics, runner)
+        self.generative.start()
 
     async def encode(self, texts: Sequence[str], priority: int = INTERACTIVE) -> np.ndarray:
         if self.encoder is None:
             raise NotReadyError("warming up: the encoder is not loaded yet")
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return await self.embedder.submit(list(texts), estimate_tokens(texts), priority)
+        longest = max(estimate_tokens(t) for t in texts)
+        return await self.embedder.submit(list(texts), len(texts), longest, priority)
 
     async def _run_encoder(self, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
         assert self.encoder is not None
@@ -196,11 +152,12 @@ class QueryEngine:
 
     async def answer_stream(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
         """The answer's text deltas, then the Answer itself as the last item."""
-        if self.generator is not None:
-            async for event in self._generate(retrieval):
+        hits = retrieval.result.hits
+        if self.generative is not None:
+            async for event in self.generative.stream(retrieval.params, [h.text for h in hits]):
                 yield event
             return
-        answer = await self._extract(retrieval)
+        answer = await self.extractor.answer(retrieval.params, retrieval.vector, hits)
         for piece in answer.pieces:
             yield piece
         yield answer
@@ -210,51 +167,6 @@ class QueryEngine:
             if isinstance(event, Answer):
                 return event
         raise AssertionError("answer_stream ended without an Answer")
-
-    async def _extract(self, retrieval: Retrieval) -> Answer:
-        """Quote the retrieved sentences closest to the question, cut by the caller's limits."""
-        started = time.perf_counter()
-        texts = [hit.text for hit in retrieval.result.hits]
-        candidates = extractive.candidate_sentences(texts)
-        vectors = await self._sentence_vectors([c.text for c in candidates])
-        picked = extractive.select_sentences(retrieval.vector, vectors,
-                                             self.settings.answer_sentences)
-        pieces = extractive.answer_pieces([candidates[i] for i in picked])
-        params = retrieval.params
-        kept, reason = extractive.apply_limits(pieces, params.stop, params.max_new_tokens)
-        return Answer(tuple(kept), reason, extractive.word_count([params.question, *texts]),
-                      extractive.word_count(kept), (time.perf_counter() - started) * 1000)
-
-    async def _sentence_vectors(self, sentences: list[str]) -> np.ndarray:
-        """Vectors of `sentences`, encoding only those the cache does not hold."""
-        found, missing = self.sentence_cache.lookup(sentences)
-        fresh = await self.encode(missing)
-        self.sentence_cache.store(missing, fresh)
-        self.metrics.cache.labels(result="hit").inc(len(sentences) - len(missing))
-        self.metrics.cache.labels(result="miss").inc(len(missing))
-        return self.sentence_cache.fill(sentences, found, missing, fresh)
-
-    async def _generate(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
-        assert self.lm is not None and self.generator is not None
-        started, s, params = time.perf_counter(), self.settings, retrieval.params
-        max_new = min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
-        budget = min(s.prompt_token_budget, self.lm.prompt_room(max_new))
-        prompt, _ = pack_prompt(params.question, [h.text for h in retrieval.result.hits],
-                                self.lm.count_tokens, budget)
-        job = Job(prompt, max_new, params.temperature, params.stop)
-        item, _ = self.generator.enqueue(job, budget + max_new, INTERACTIVE)
-        pieces: list[str] = []
-        try:
-            while not isinstance(event := await job.events.get(), Finished):
-                if isinstance(event, BaseException):
-                    raise InfrastructureError(f"generation failed: {event}") from event
-                pieces.append(event)
-                yield event
-        finally:
-            job.cancelled = True  # a no-op once finished; frees the row if the caller left
-            self.generator.cancel(item)
-        yield Answer(tuple(pieces), event.reason, event.prompt_tokens, event.completion_tokens,
-                     (time.perf_counter() - started) * 1000, "generative", "tokens")
 
 
 def _no_shards_message(result: GatherResult, shards: int, timeout_s: float) -> str:

@@ -17,19 +17,20 @@ import grpc
 import mode
 from grpc_health.v1.health import aio as health_aio
 
-from services.inference.engine import QueryEngine, SearchBackend, TextEncoder
-from services.inference.feedback import FeedbackView
-from services.inference.generator import CausalLM
-from services.inference.metrics import InferenceMetrics
-from services.inference.search_client import SearchClient
-from services.inference.server import (
+from services.inference.answer.generative.model import CausalLM
+from services.inference.api.server import (
     FeedbackSink,
     LatencySink,
     LatencyView,
     build_server,
     set_serving,
 )
+from services.inference.encoding import TextEncoder
+from services.inference.engine import QueryEngine, SearchBackend
+from services.inference.search.client import SearchClient
+from services.inference.search.feedback import FeedbackView
 from services.inference.settings import InferenceSettings
+from services.inference.telemetry.metrics import InferenceMetrics
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 

@@ -34,17 +34,12 @@ class InferenceSettings(ServiceSettings):
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
 
-    # Query-encoder batcher. A request (one question, or one answer's candidate sentences,
-    # or one Embed call) is one item; max_batch counts items, token_budget their tokens.
+    # Query-encoder batches (shared/batching: cut whenever the encoder is free). A request
+    # (one question, one answer's candidate sentences, or one Embed call) is one item;
+    # max_batch counts requests, token_budget the batch's padded tokens (texts x longest).
     embed_max_batch: int = Field(default=16, ge=1)
-    embed_max_wait_ms: float = Field(default=4.0, ge=0)
     embed_token_budget: int = Field(default=16_384, ge=1)
-    queue_capacity: int = Field(default=256, ge=1)
-    # Adaptive wait: underfilled batches lengthen it up to the ceiling while the batch
-    # latency stays under target; a batch over target halves it.
-    adaptive_wait: bool = True
-    max_wait_ceiling_ms: float = Field(default=20.0, ge=0)
-    latency_target_ms: float = Field(default=250.0, gt=0)
+    queue_capacity: int = Field(default=256, ge=1)  # per batcher; beyond: RESOURCE_EXHAUSTED
     # Questions released together by the encoder batcher share one search request per
     # shard, up to this many; 1 sends every question on its own.
     search_max_batch: int = Field(default=16, ge=1, le=256)
@@ -55,8 +50,8 @@ class InferenceSettings(ServiceSettings):
     # Generator: a Hugging Face causal LM folder; None keeps the extractive answers.
     generator_path: Path | None = None
     gen_max_batch: int = Field(default=8, ge=1)
-    gen_max_wait_ms: float = Field(default=10.0, ge=0)
-    gen_token_budget: int = Field(default=8192, ge=1)  # prompt + new tokens over a batch
+    # Padded tokens of a generation batch: rows x the longest (prompt + new tokens).
+    gen_token_budget: int = Field(default=8192, ge=1)
     # Continuous batching: requests that arrive mid-generation join at the next step (up
     # to gen_max_batch rows) instead of waiting for the whole batch to finish.
     gen_continuous: bool = True

@@ -25,7 +25,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.inference.prompt import pack_prompt
+from services.inference.answer.generative.prompt import pack_prompt
 from shared.cli.mesh import Endpoints, free_port
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -43,7 +43,6 @@ QUESTIONS = (QUESTION, "what fixed the ledger export",
 CAPS = (3, 5, 7, 9)  # max_new_tokens per concurrent call, one per question
 MAX_NEW_CAP = 24  # the worker's max_new_tokens_cap
 PROMPT_BUDGET = 200  # prompt tokens; under the tiny model's 256 positions
-GEN_WAIT_MS = 500  # long enough for four concurrent calls to meet in one generation batch
 TIMEOUT_S = 60  # per call: the machine may be busy with other suites
 
 
@@ -146,8 +145,6 @@ def generative(mesh: Endpoints, lm_dir: Path,
            "STREAMRAG_INFERENCE_GENERATOR_PATH": str(lm_dir),
            # The reference decodes on the CPU in fp32; so must the worker, to match it.
            "STREAMRAG_INFERENCE_DEVICE": "cpu",
-           "STREAMRAG_INFERENCE_GEN_MAX_WAIT_MS": str(GEN_WAIT_MS),
-           "STREAMRAG_INFERENCE_ADAPTIVE_WAIT": "false",
            "STREAMRAG_INFERENCE_PROMPT_TOKEN_BUDGET": str(PROMPT_BUDGET),
            "STREAMRAG_INFERENCE_MAX_NEW_TOKENS_CAP": str(MAX_NEW_CAP),
            "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5"}
@@ -274,8 +271,9 @@ async def _stream_all(target: str, requests: list[pb.QueryRequest]) -> list[list
 def test_concurrent_streams_share_a_batch_and_each_stops_at_its_own_cap(
         generative: Generative, reference: Reference) -> None:
     requests = [request(generative, q, cap) for q, cap in zip(QUESTIONS, CAPS, strict=True)]
-    # The calls only meet in one batch when their retrievals end within the batch wait;
-    # on a busy machine a round may miss, so allow a few.
+    # The calls meet in one batch when one's retrieval ends while another is generating
+    # (it joins the running batch, or the next one is cut with everything queued); on a
+    # busy machine a round may miss, so allow a few.
     for _ in range(3):
         batches_before, _ = _generate_batches(generative)
         results = asyncio.run(_stream_all(generative.target, requests))

@@ -13,8 +13,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from services.inference.gather import GatherResult, SearchQuery
-from services.inference.search_client import SearchClient
+from services.inference.search.client import SearchClient
+from services.inference.search.gather import GatherResult
+from services.inference.search.scatter import SearchQuery
 from shared.admin import ensure_topics
 from shared.codec import decode, encode
 from shared.records import QueryHits, SearchHit, SearchReply, SearchRequest, decode_vector

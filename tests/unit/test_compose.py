@@ -104,7 +104,7 @@ def test_gpu_override_reserves_a_gpu_for_embedding_and_inference() -> None:
         devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["capabilities"] == ["gpu"]
     assert "deploy" not in services["ingest"]
-    assert services["embedding"]["environment"]["STREAMRAG_EMBEDDING_MODE"] == "throughput"
+    assert services["embedding"]["environment"]["STREAMRAG_EMBEDDING_MAX_BATCH_TOKENS"] == "16384"
     assert services["embedding"]["environment"]["STREAMRAG_KAFKA_BOOTSTRAP"] == "kafka:9092"
 
 

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.inference.gather import Gather, GatherResult, SearchQuery, ShardAnswer
+from services.inference.search.gather import Gather, GatherResult, ShardAnswer
+from services.inference.search.scatter import SearchQuery
 from shared.records import SearchHit
 
 DIM = 64

@@ -8,7 +8,7 @@ import time
 from unittest.mock import AsyncMock, patch
 
 from services.inference import agents
-from services.inference.feedback import boost, rerank
+from services.inference.search.feedback import boost, rerank
 from shared.records import Feedback
 from tests.unit.inference.fakes import hit
 

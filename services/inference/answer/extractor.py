@@ -1,0 +1,49 @@
+"""The extractive answer step: encode the retrieved chunks' sentences (through the query
+encoder's batcher, cached), quote the ones closest to the question, cut by the caller's limits.
+
+The rules are pure, in extractive.py; this module only feeds them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
+
+from services.inference.answer import extractive
+from services.inference.answer.result import Answer
+from services.inference.answer.vector_cache import VectorCache
+from services.inference.api.params import QueryParams
+from services.inference.telemetry.metrics import InferenceMetrics
+from shared.records import SearchHit
+
+Encode = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+
+
+class Extractor:
+    def __init__(self, encode: Encode, sentences: int, cache_size: int,
+                 metrics: InferenceMetrics) -> None:
+        self._encode, self.sentences, self.metrics = encode, sentences, metrics
+        self.cache = VectorCache(cache_size)
+
+    async def answer(self, params: QueryParams, vector: np.ndarray,
+                     hits: Sequence[SearchHit]) -> Answer:
+        started = time.perf_counter()
+        texts = [hit.text for hit in hits]
+        candidates = extractive.candidate_sentences(texts)
+        vectors = await self._sentence_vectors([c.text for c in candidates])
+        picked = extractive.select_sentences(vector, vectors, self.sentences)
+        pieces = extractive.answer_pieces([candidates[i] for i in picked])
+        kept, reason = extractive.apply_limits(pieces, params.stop, params.max_new_tokens)
+        return Answer(tuple(kept), reason, extractive.word_count([params.question, *texts]),
+                      extractive.word_count(kept), (time.perf_counter() - started) * 1000)
+
+    async def _sentence_vectors(self, sentences: list[str]) -> np.ndarray:
+        """Vectors of `sentences`, encoding only those the cache does not hold."""
+        found, missing = self.cache.lookup(sentences)
+        fresh = await self._encode(missing)
+        self.cache.store(missing, fresh)
+        self.metrics.cache.labels(result="hit").inc(len(sentences) - len(missing))
+        self.metrics.cache.labels(result="miss").inc(len(missing))
+        return self.cache.fill(sentences, found, missing, fresh)

@@ -1,0 +1,65 @@
+"""The generative answer step: pack the prompt, queue one generation job, stream its deltas.
+
+Jobs go through a shared.batching Batcher whose runner is the decode loop (decode.py); with
+continuous batching the loop admits jobs that queue while it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
+from services.inference.answer.generative.model import CausalLM
+from services.inference.answer.generative.prompt import pack_prompt
+from services.inference.answer.result import Answer
+from services.inference.api.params import QueryParams
+from services.inference.settings import InferenceSettings
+from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetrics
+from shared.batching.batcher import Batcher
+from shared.batching.queue import INTERACTIVE, BatchLimits
+from shared.errors import InfrastructureError
+
+ANSWER_MODE = "generative"
+
+
+class Generator:
+    def __init__(self, lm: CausalLM, settings: InferenceSettings, metrics: InferenceMetrics,
+                 runner: GenerationRunner | None = None) -> None:
+        s = self.settings = settings
+        self.lm = lm
+        runner = runner or GenerationRunner(lm)
+        self.batcher: Batcher[Job, None] = Batcher(
+            "generate", runner, BatchLimits(s.gen_token_budget, s.gen_max_batch),
+            s.queue_capacity, observer=BatcherMetrics(metrics, "generate", s.gen_max_batch))
+        runner.on_step = metrics.decode_rows.observe
+        if s.gen_continuous:
+            runner.admit, runner.max_rows = self.batcher.admit, s.gen_max_batch
+
+    def start(self) -> None:
+        self.batcher.start()
+
+    async def stop(self) -> None:
+        await self.batcher.stop()
+
+    async def stream(self, params: QueryParams, texts: Sequence[str],
+                     ) -> AsyncIterator[str | Answer]:
+        """The answer's text deltas, then the Answer itself as the last item."""
+        started, s = time.perf_counter(), self.settings
+        max_new = min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
+        budget = min(s.prompt_token_budget, self.lm.prompt_room(max_new))
+        prompt, _ = pack_prompt(params.question, list(texts), self.lm.count_tokens, budget)
+        job = Job(prompt, max_new, params.temperature, params.stop)
+        request, _ = self.batcher.enqueue(job, 1, budget + max_new, INTERACTIVE)
+        pieces: list[str] = []
+        try:
+            while not isinstance(event := await job.events.get(), Finished):
+                if isinstance(event, BaseException):
+                    raise InfrastructureError(f"generation failed: {event}") from event
+                pieces.append(event)
+                yield event
+        finally:
+            job.cancelled = True  # a no-op once finished; frees the row if the caller left
+            self.batcher.cancel(request)
+        yield Answer(tuple(pieces), event.reason, event.prompt_tokens, event.completion_tokens,
+                     (time.perf_counter() - started) * 1000, ANSWER_MODE, "tokens")

@@ -1,0 +1,104 @@
+"""Between the engine's Python values and the Inference API's protobuf messages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.inference.answer.generative.prompt import cited_chunk_ids
+from services.inference.answer.result import Answer
+from services.inference.api.params import QueryParams, parse_params
+from services.inference.api.render import iso
+from services.inference.engine import QueryEngine, Retrieval
+from services.inference.settings import InferenceSettings
+from services.inference.telemetry.latency import LatencyStats
+from shared.records import SearchHit
+from shared.rpc.streamrag.v1 import inference_pb2 as pb
+
+
+def params(request: pb.QueryRequest, settings: InferenceSettings, now: float) -> QueryParams:
+    return parse_params(
+        settings, question=request.question, top_k=request.top_k, since=request.since,
+        until=request.until, domain=request.domain, source=request.source,
+        max_new_tokens=request.max_new_tokens, temperature=request.temperature,
+        stop=tuple(request.stop), now=now,
+    )
+
+
+def citation(hit: SearchHit) -> pb.Citation:
+    return pb.Citation(
+        chunk_id=hit.chunk_id, doc_id=hit.doc_id, version=hit.version, score=hit.score,
+        event_time=hit.event_time, event_time_iso=iso(hit.event_time), text=hit.text,
+        title=hit.title, domain=hit.domain, source=hit.source,
+    )
+
+
+def _timings(retrieval: Retrieval, answer: Answer) -> pb.Timings:
+    return pb.Timings(
+        embed_ms=retrieval.embed_ms, retrieval_ms=retrieval.retrieval_ms,
+        answer_ms=answer.answer_ms, total_ms=(time.perf_counter() - retrieval.started) * 1000,
+    )
+
+
+def _usage(answer: Answer) -> pb.Usage:
+    return pb.Usage(prompt_tokens=answer.prompt_tokens,
+                    completion_tokens=answer.completion_tokens, unit=answer.unit)
+
+
+def _cited(retrieval: Retrieval, answer: Answer) -> list[str]:
+    return cited_chunk_ids(answer.text, [h.chunk_id for h in retrieval.result.hits])
+
+
+def query_response(retrieval: Retrieval, answer: Answer) -> pb.QueryResponse:
+    result = retrieval.result
+    return pb.QueryResponse(
+        answer=answer.text, citations=[citation(h) for h in result.hits],
+        answer_mode=answer.mode, partial=result.partial, missing_shards=result.unanswered,
+        shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
+        finish_reason=answer.finish_reason, usage=_usage(answer),
+        cited_chunk_ids=_cited(retrieval, answer),
+    )
+
+
+def stream_start(retrieval: Retrieval, mode: str) -> pb.StreamQueryResponse:
+    result = retrieval.result
+    return pb.StreamQueryResponse(start=pb.StreamStart(
+        citations=[citation(h) for h in result.hits], answer_mode=mode,
+        partial=result.partial, missing_shards=result.unanswered,
+        shard_errors=dict(result.errors),
+    ))
+
+
+def stream_end(retrieval: Retrieval, answer: Answer) -> pb.StreamQueryResponse:
+    return pb.StreamQueryResponse(end=pb.StreamEnd(
+        finish_reason=answer.finish_reason, usage=_usage(answer),
+        timings=_timings(retrieval, answer), cited_chunk_ids=_cited(retrieval, answer),
+    ))
+
+
+def embed_response(engine: QueryEngine, vectors: np.ndarray) -> pb.EmbedResponse:
+    assert engine.encoder is not None
+    return pb.EmbedResponse(model_id=engine.encoder.model_id, dim=engine.encoder.dim,
+                            vectors=[pb.Vector(values=row.tolist()) for row in vectors])
+
+
+def info(engine: QueryEngine, shards: int,
+         latency: Sequence[tuple[str, LatencyStats]] = ()) -> pb.InfoResponse:
+    s, encoder, lm = engine.settings, engine.encoder, engine.lm
+    return pb.InfoResponse(
+        model_id=encoder.model_id if encoder else "", dim=encoder.dim if encoder else 0,
+        device=str(encoder.device) if encoder else s.device, answer_mode=engine.answer_mode,
+        shards=shards, ready=engine.ready,
+        limits=pb.Limits(default_top_k=s.default_top_k, max_top_k=s.max_top_k,
+                         max_question_chars=s.max_question_chars,
+                         shard_timeout_s=s.shard_timeout_s,
+                         answer_sentences=s.answer_sentences,
+                         max_embed_texts=s.max_embed_texts, max_batch_size=s.embed_max_batch,
+                         queue_capacity=s.queue_capacity,
+                         max_new_tokens=s.max_new_tokens_cap),
+        generator_model=lm.model_id if lm else "", generator_device=str(lm.device) if lm else "",
+        latency=[pb.MethodLatency(method=m, count=s.count, p50_ms=s.p50_ms, p95_ms=s.p95_ms,
+                                  p99_ms=s.p99_ms) for m, s in latency],
+    )

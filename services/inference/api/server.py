@@ -1,0 +1,212 @@
+"""The Inference gRPC API: deadlines, auth, health and reflection.
+
+Status codes with reasons come from one interceptor (services/inference/api/status.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+
+from services.inference.answer.result import Answer
+from services.inference.api import convert
+from services.inference.api.auth import BearerAuth
+from services.inference.api.params import QueryParams
+from services.inference.api.status import DeadlineError, StatusMapper
+from services.inference.engine import QueryEngine, Retrieval
+from services.inference.search.feedback import check_feedback
+from services.inference.settings import InferenceSettings
+from services.inference.telemetry.latency import LatencyStats
+from shared.batching.queue import BULK
+from shared.errors import InfrastructureError, InvalidInput
+from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Inference"].full_name
+# The share of a caller's remaining deadline the gather may use; the rest is for the
+# answer step and the reply, so a slow shard costs a partial answer, not a timeout.
+GATHER_SHARE = 0.75
+FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"}
+FeedbackSink = Callable[[str, str], Awaitable[None]]
+LatencySink = Callable[[str, float], None]  # (method, seconds) of a finished call
+LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
+TIMED_METHODS = ("Query", "StreamQuery", "Embed")
+
+
+class InferenceServicer(pb_grpc.InferenceServicer):
+    def __init__(self, engine: QueryEngine, feedback_sink: FeedbackSink | None = None,
+                 latency_sink: LatencySink | None = None,
+                 latency_view: LatencyView | None = None) -> None:
+        self.engine, self.feedback_sink = engine, feedback_sink
+        self.latency_sink, self.latency_view = latency_sink, latency_view
+        self.metrics = engine.metrics
+
+    async def Query(self, request: pb.QueryRequest,
+                    context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        started = time.perf_counter()
+        async with self._guard(context, request.deadline_ms):
+            retrieval = await self._retrieve(await self._params(request, context), context)
+            answer = await self.engine.answer(retrieval)
+        self._finished("Query", started)
+        return convert.query_response(retrieval, answer)
+
+    async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
+                          ) -> AsyncIterator[pb.StreamQueryResponse]:
+        started = last = time.perf_counter()
+        async with self._guard(context, request.deadline_ms):
+            retrieval = await self._retrieve(await self._params(request, context), context)
+        # Citations first: the reader sees the sources early.
+        yield convert.stream_start(retrieval, self.engine.answer_mode)
+        events = self.engine.answer_stream(retrieval)
+        answer: Answer | None = None
+        first = True
+        while answer is None:
+            async with self._guard(context, request.deadline_ms, started):
+                event = await anext(events)
+            if isinstance(event, Answer):
+                answer = event
+                break
+            now = time.perf_counter()
+            (self.metrics.ttft if first else self.metrics.inter_token).observe(
+                now - (started if first else last))
+            first, last = False, now
+            yield pb.StreamQueryResponse(delta=event)
+        self._finished("StreamQuery", started)
+        yield convert.stream_end(retrieval, answer)
+
+    async def Embed(self, request: pb.EmbedRequest,
+                    context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
+        started = time.perf_counter()
+        async with self._guard(context, request.deadline_ms):
+            texts = self._embed_texts(request)
+            vectors = await self.engine.encode(texts, priority=BULK)
+        self._finished("Embed", started)
+        return convert.embed_response(self.engine, vectors)
+
+    async def Feedback(self, request: pb.FeedbackRequest,
+                       context: grpc.aio.ServicerContext) -> pb.FeedbackResponse:
+        async with self._guard(context, 0):
+            chunk_id, kind = check_feedback(request.chunk_id,
+                                            FEEDBACK_KINDS.get(request.kind, ""))
+            if self.feedback_sink is None:
+                raise InfrastructureError("feedback is not enabled on this instance")
+            await self.feedback_sink(chunk_id, kind)
+        return pb.FeedbackResponse(accepted=True)
+
+    async def Info(self, request: pb.InfoRequest,
+                   context: grpc.aio.ServicerContext) -> pb.InfoResponse:
+        view = self.latency_view
+        latency = [] if view is None else [(m, view(m)) for m in TIMED_METHODS]
+        return convert.info(self.engine, self.engine.search.partitions,
+                            [(m, s) for m, s in latency if s.count])
+
+    def _finished(self, method: str, started: float) -> None:
+        seconds = time.perf_counter() - started
+        self.metrics.latency.labels(method=method).observe(seconds)
+        if self.latency_sink is not None:
+            self.latency_sink(method, seconds)
+
+    def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
+        s = self.engine.settings
+        if not 1 <= len(request.texts) <= s.max_embed_texts:
+            msg = f"1..{s.max_embed_texts} texts, got {len(request.texts)}"
+            raise InvalidInput("texts_count_out_of_range", "texts", msg)
+        for i, text in enumerate(request.texts):
+            if not text.strip() or len(text) > s.max_question_chars:
+                msg = f"texts[{i}] must be 1..{s.max_question_chars} characters, not blank"
+                raise InvalidInput("bad_text", "texts", msg)
+        return list(request.texts)
+
+    def _guard(self, context: grpc.aio.ServicerContext, deadline_ms: int,
+               since: float | None = None) -> _Guard:
+        return _Guard(deadline_ms, context, since)
+
+    async def _params(self, request: pb.QueryRequest,
+                      context: grpc.aio.ServicerContext) -> QueryParams:
+        return convert.params(request, self.engine.settings, time.time())
+
+    async def _retrieve(self, params: QueryParams,
+                        context: grpc.aio.ServicerContext) -> Retrieval:
+        remaining = _remaining(context)
+        budget = self.engine.settings.shard_timeout_s
+        if remaining is not None:
+            budget = min(budget, remaining * GATHER_SHARE)
+        return await self.engine.retrieve(params, budget)
+
+
+class _Guard:
+    """Enforces the request's own deadline_ms (from `since`, the call's start) and refuses a
+    call whose deadline is already gone; the status of any failure is StatusMapper's."""
+
+    def __init__(self, deadline_ms: int, context: grpc.aio.ServicerContext,
+                 since: float | None) -> None:
+        self.deadline_ms, self.context = deadline_ms, context
+        self.since = since or time.perf_counter()
+        self._timeout: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        if self.deadline_ms < 0:
+            raise InvalidInput("negative", "deadline_ms", "must not be negative")
+        if self.deadline_ms:
+            left = self.deadline_ms / 1000 - (time.perf_counter() - self.since)
+            self._timeout = asyncio.timeout(max(left, 0))
+            await self._timeout.__aenter__()
+        remaining = _remaining(self.context)
+        if remaining is not None and remaining <= 0:
+            raise DeadlineError("deadline already passed")
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: object) -> bool:
+        if self._timeout is not None:
+            try:
+                await self._timeout.__aexit__(kind, exc, tb)
+            except TimeoutError as timeout:
+                raise DeadlineError(f"deadline_ms {self.deadline_ms} passed") from timeout
+        return False
+
+
+def _remaining(context: grpc.aio.ServicerContext) -> float | None:
+    return context.time_remaining()
+
+
+def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
+                 settings: InferenceSettings, feedback_sink: FeedbackSink | None = None,
+                 latency_sink: LatencySink | None = None,
+                 latency_view: LatencyView | None = None) -> tuple[grpc.aio.Server, int]:
+    """The server with Inference, Health and reflection, bound (port 0 picks a free one).
+
+    TLS when a cert and key are set; a bearer-token check when a token is set.
+    """
+    token = settings.auth_token.get_secret_value() if settings.auth_token else ""
+    # Status mapping first: it sees whatever any later interceptor or handler raises.
+    failures = engine.metrics.failures
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        StatusMapper(lambda method, reason: failures.labels(method=method, reason=reason).inc())]
+    if token:
+        interceptors.append(BearerAuth(token))
+    server = grpc.aio.server(interceptors=interceptors)
+    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view)
+    pb_grpc.add_InferenceServicer_to_server(servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    address = f"{settings.grpc_host}:{settings.grpc_port}"
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        pair = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
+        return server, server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
+    return server, server.add_insecure_port(address)
+
+
+async def set_serving(health: health_aio.HealthServicer, serving: bool) -> None:
+    """Set the overall ("") and the Inference service's health together."""
+    status = (health_pb2.HealthCheckResponse.SERVING if serving
+              else health_pb2.HealthCheckResponse.NOT_SERVING)
+    for name in ("", SERVICE_NAME):
+        await health.set(name, status)

@@ -1,0 +1,1 @@
+"""What the inference service reports: Prometheus metrics and the per-minute latency table."""

@@ -1,0 +1,91 @@
+"""Prometheus metrics of the inference service, on their own registry and /metrics port."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_LATENCY_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_SIZE = (1, 2, 4, 8, 16, 32, 64)
+_FILL = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+_TOKENS = (64, 256, 1024, 4096, 16384, 65536)
+
+
+@dataclass
+class InferenceMetrics:
+    # Own registry, not the process default: several runtimes in one test process must
+    # not collide on metric names.
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r, b = self.registry, ["batcher"]
+        self.queue_size = Gauge("streamrag_inference_queue_size",
+                                "Requests waiting in a batcher", b, registry=r)
+        self.batch_size = Histogram("streamrag_inference_batch_size",
+                                    "Requests per batch", b, buckets=_SIZE, registry=r)
+        self.batch_fill = Histogram("streamrag_inference_batch_fill",
+                                    "Batch size over max batch size", b, buckets=_FILL,
+                                    registry=r)
+        self.queue_time = Histogram("streamrag_inference_queue_seconds",
+                                    "Time from enqueue to batch start", b, buckets=_LATENCY_S,
+                                    registry=r)
+        self.batch_time = Histogram("streamrag_inference_batch_seconds",
+                                    "Time to run one batch", b, buckets=_LATENCY_S, registry=r)
+        self.batch_tokens = Histogram("streamrag_inference_batch_padded_tokens",
+                                      "Padded tokens per batch (rows x the longest)", b,
+                                      buckets=_TOKENS, registry=r)
+        self.ttft = Histogram("streamrag_inference_time_to_first_token_seconds",
+                              "Call start to the first answer delta", buckets=_LATENCY_S,
+                              registry=r)
+        self.inter_token = Histogram("streamrag_inference_inter_token_seconds",
+                                     "Gap between answer deltas", buckets=_LATENCY_S, registry=r)
+        self.latency = Histogram("streamrag_inference_request_seconds",
+                                 "End-to-end call latency", ["method"], buckets=_LATENCY_S,
+                                 registry=r)
+        self.decode_rows = Histogram("streamrag_inference_decode_rows",
+                                     "Requests decoded together per generation step "
+                                     "(continuous batching included)", buckets=_SIZE,
+                                     registry=r)
+        self.cache = Counter("streamrag_inference_sentence_cache_total",
+                             "Answer sentences found in (hit) or encoded for (miss) the cache",
+                             ["result"], registry=r)
+        self.unrenderable = Counter("streamrag_inference_unrenderable_total",
+                                    "Stored fields of retrieved hits that could not be "
+                                    "rendered (event time out of range, invalid text): "
+                                    "returned empty", ["field"], registry=r)
+        self.failures = Counter("streamrag_inference_failures_total",
+                                "Failed calls by reason", ["method", "reason"], registry=r)
+
+    def serve(self, host: str, port: int) -> None:
+        """Expose /metrics on host:port (a daemon thread; it ends with the process)."""
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """One sample's value (tests, Info): 0.0 when it was never set."""
+        value = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if value is None else value
+
+
+@dataclass
+class BatcherMetrics:
+    """A shared.batching BatchObserver writing one batcher's figures to InferenceMetrics."""
+
+    metrics: InferenceMetrics
+    name: str
+    max_requests: int
+
+    def queued(self, size: int) -> None:
+        self.metrics.queue_size.labels(batcher=self.name).set(size)
+
+    def started(self, waits: Sequence[float]) -> None:
+        for wait in waits:
+            self.metrics.queue_time.labels(batcher=self.name).observe(wait)
+
+    def finished(self, requests: int, padded_tokens: int, seconds: float) -> None:
+        m, label = self.metrics, {"batcher": self.name}
+        m.batch_size.labels(**label).observe(requests)
+        m.batch_fill.labels(**label).observe(requests / self.max_requests)
+        m.batch_tokens.labels(**label).observe(padded_tokens)
+        m.batch_time.labels(**label).observe(seconds)

@@ -1,0 +1,33 @@
+"""Padded-token arithmetic: what a batch of sequences costs one forward pass.
+
+A padded forward pass runs every sequence at the length of the longest one, so its cost
+is sequences x longest. Both the request queue's token limit and the encoder's split of a
+batch into forward passes are counted this way, here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def padded_tokens(sequences: int, longest: int) -> int:
+    """Tokens one padded forward pass over `sequences` sequences of at most `longest` costs."""
+    return sequences * longest
+
+
+def budget_groups(order: Sequence[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Split `order` (indices into `lengths`, shortest first) into groups whose padded size
+    fits `budget`; a sequence alone over the budget is a group of its own."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        wider = max(longest, lengths[i])
+        if current and padded_tokens(len(current) + 1, wider) > budget:
+            groups.append(current)
+            current, wider = [], lengths[i]
+        current.append(i)
+        longest = wider
+    if current:
+        groups.append(current)
+    return groups
