@@ -75,9 +75,6 @@ async def index(stream: Any) -> None:
             continue  # a partition that moved away, or replay overlapping the snapshot
         async with index_boundary.record(event):
             try:
-                # event.value, as before the boundary: with msg.value the rebalance test
-                # left rebuilt shards empty in 3 of 3 runs (passed 2 of 2 with event.value);
-                # the cause in Faust is not understood yet.
                 shard.apply(decode(EmbeddedChunkSet, event.value))
             except ModelMismatchError as exc:  # an infrastructure error, but this record's
                 raise InvalidInput("model_mismatch", "model_id", str(exc)) from exc
