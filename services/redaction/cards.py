@@ -15,8 +15,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
+from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
+
+from services.redaction.recognizers import finding
 
 
 @dataclass(frozen=True)
@@ -151,10 +153,5 @@ class CardRecognizer(LocalRecognizer):
 
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
-        return [RecognizerResult(
-            "CREDIT_CARD", start, end, self.SCORE,
-            AnalysisExplanation("CardRecognizer", self.SCORE,
-                                textual_explanation=f"{brand} range, Luhn valid"),
-            {RecognizerResult.RECOGNIZER_NAME_KEY: self.name,
-             RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})
-            for start, end, brand in find_cards(text)]
+        return [finding(self, "CREDIT_CARD", start, end, self.SCORE, f"{brand} range, Luhn valid")
+                for start, end, brand in find_cards(text)]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 
-from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
+from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
+
+from services.redaction.recognizers import finding
 
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 
@@ -51,10 +53,5 @@ class Mod97IbanRecognizer(LocalRecognizer):
 
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
-        return [RecognizerResult(
-            "IBAN_CODE", a, b, self.SCORE,
-            AnalysisExplanation("Mod97IbanRecognizer", self.SCORE,
-                                textual_explanation="ISO 13616 mod-97 check"),
-            {RecognizerResult.RECOGNIZER_NAME_KEY: self.name,
-             RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})
-            for a, b in find_ibans(text)]
+        return [finding(self, "IBAN_CODE", a, b, self.SCORE, "ISO 13616 mod-97 check")
+                for a, b in find_ibans(text)]

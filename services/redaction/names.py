@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 
-from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
+from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
+
+from services.redaction.recognizers import finding
 
 _UP = r"[^\W\d_a-zß-ÿ]"  # an upper-case letter (any script with case)
 WORD = rf"{_UP}[\w'’]*(?:-{_UP}[\w'’]*)*"
@@ -135,12 +137,8 @@ class NameRecognizer(LocalRecognizer):
             for m in rule.finditer(text):
                 if not self.only_allowed(m.group(1)):
                     spans.setdefault((m.start(1), m.end(1)), why)
-        return [RecognizerResult(
-            "PERSON", a, b, SCORE, AnalysisExplanation("NameRecognizer", SCORE,
-                                                        textual_explanation=why),
-            {RecognizerResult.RECOGNIZER_NAME_KEY: self.name,
-             RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})
-            for (a, b), why in sorted(spans.items())]
+        return [finding(self, "PERSON", a, b, SCORE, why)
+                for (a, b), why in sorted(spans.items())]
 
     def refine(self, text: str, r: RecognizerResult) -> list[RecognizerResult]:
         """Another recognizer's finding, with NER's PERSON and LOCATION spans trimmed to

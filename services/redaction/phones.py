@@ -22,8 +22,10 @@ import re
 
 import phonenumbers
 from phonenumbers import Leniency
-from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
+from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
+
+from services.redaction.recognizers import finding
 
 # A superset of phonenumbers' separators: non-word characters, 'x' and the katakana dash.
 _CHAIN = re.compile(r"\d(?:[\W_x\u30fc]{0,4}\d)*")
@@ -134,8 +136,4 @@ class PossiblePhoneRecognizer(LocalRecognizer):
         return out
 
     def _result(self, start: int, end: int, why: str) -> RecognizerResult:
-        return RecognizerResult(
-            "PHONE_NUMBER", start, end, self.SCORE,
-            AnalysisExplanation("PossiblePhoneRecognizer", self.SCORE, textual_explanation=why),
-            {RecognizerResult.RECOGNIZER_NAME_KEY: self.name,
-             RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})
+        return finding(self, "PHONE_NUMBER", start, end, self.SCORE, why)
