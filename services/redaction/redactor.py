@@ -67,6 +67,7 @@ class Redactor:
         analyzer.registry.remove_recognizer("IbanRecognizer")
         analyzer.registry.add_recognizer(Mod97IbanRecognizer())
         self.names = NameRecognizer(settings.allow_list)
+        self.names.load()  # the gazetteer (~1.7 s) at start-up, not in the first batch
         self.secrets = secret_recognizer()
         self.batch = BatchAnalyzerEngine(analyzer_engine=analyzer)
         self.anonymizer = AnonymizerEngine()
