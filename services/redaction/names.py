@@ -9,6 +9,15 @@ Grafana or "Cheers". Three rules close most of that gap without a bigger model:
   ("Best regards,\nAnna Weber"), after an honorific ("Dr. Weber");
 - a PERSON finding made only of technology or product words (tech_terms.txt plus
   the allow list in settings), or holding a digit, is dropped.
+
+On technical prose with no people in it (scientific abstracts, runbooks) the NER model
+still takes gene, drug and method names for people ("Activin", "Chordin", "Monte
+Carlo"), about one finding in every two abstracts. So NER's PERSON findings need support
+(`NameRecognizer.resolve`): a lone word is a person when it is a known given name, when the
+text names the same person in full elsewhere ("Anna Weber ... Weber said"), or when a cue
+around it says so ("ask Okafor", "Okafor wrote"); a longer span when every word is written
+as a name, none is a common word the text also uses in lower case, and it does not end in
+a word that names a thing ("... Foundation", "... Scale", "... Syndrome").
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from services.redaction.recognizers import finding
 _UP = r"[^\W\d_a-zß-ÿ]"  # an upper-case letter (any script with case)
 WORD = rf"{_UP}[\w'’]*(?:-{_UP}[\w'’]*)*"
 PARTICLES = (r"(?:van|von|de|del|della|der|den|di|da|du|le|la|ter|ten|bin|al|dos|das|y|en|"
-             r"op|het|'t|zu|af|av)")
+             r"op|het|'t|zu|af|av|Ó|Ní|Nic|Uí|Ua|ibn|bint|binti|el)")
 # A capitalised word then up to three more (particles allowed between them).
 _SEQUENCE = re.compile(
     rf"(?<![\w@.])({WORD})((?:[ \t]+(?:{PARTICLES}[ \t]+){{0,3}}{WORD}){{0,3}})")
@@ -38,10 +47,52 @@ _CLOSING = re.compile(
     rf"(?m)^[ \t]*(?i:thanks|thank you|many thanks|cheers|best|best regards|kind regards|"
     rf"warm regards|regards|sincerely|yours|br|greetings)[ \t]*[,!.]?[ \t]*\n[ \t]*"
     rf"({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+)?{WORD}){{0,2}})[ \t]*$")
-_HONORIFIC = re.compile(
-    rf"\b(?:Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Sir|Madam|Herr|Frau|Mme|Mlle|M)\.?[ \t]+"
+_HONORIFIC = re.compile(  # not after a number: "1.0 M. Transformation" is molar
+    r"(?<![\d.,] )(?<![\d.,])\b(?:Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Sir|Madam|Herr|Frau|Mme|Mlle|M)"
+    rf"\.?[ \t]+"
     rf"({WORD}(?:[ \t]+{WORD}){{0,2}})")
 SCORE = 0.6
+# Who someone is, written before the name ("Customer Anna Weber").
+ROLES = ("customer", "client", "user", "engineer", "colleague", "manager", "analyst",
+         "developer", "admin", "operator", "technician", "contractor", "employee", "caller",
+         "requester")
+# Words that introduce a person: "Thanks to Summer", "Escalated to Saanvi Parmer".
+_INTRO = re.compile(
+    r"(?i:\b(?:thanks to|thank you|thanks|ask|asked|ping|pinged|contact|contacted|cc|bcc|"
+    r"escalated to|assigned to|reassigned to|handed over to|handed to|owner|assignee|"
+    r"reporter|on-call|approved by|reported by|signed off by|requested by|raised by|"
+    r"opened by|led by|noticed by|fixed by|owned by|"
+    rf"{'|'.join(ROLES)}|"
+    r"(?:call|meeting|spoke|speaking|chat|sync|talked|met) with|"
+    r"(?:escalation|e-?mail|mail|message|call|note|reply|update|request|complaint|"
+    r"feedback) from))[ \t]*:?[ \t]+"
+    rf"({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+){{0,2}}{WORD}){{0,2}})")
+_MORE_WORDS = re.compile(rf"(?:[ \t]+{WORD})*")
+_POSSESSIVE = re.compile(rf"(?<![\w@.])({WORD})['’]s\b")
+# Two or three words written as a name, then something people do.
+_ACTS = (r"said|says|wrote|writes|asked|replied|confirmed|reported|mentioned|noted|"
+         r"suggested|approved|agreed|joined|left|called|emailed|owns|owned|rolled back|"
+         r"fixed|restarted|deployed|merged|opened|closed|noticed|escalated|acknowledged|"
+         r"is on call|is out|will own|signed off")
+_FULL_NAME_ACTS = re.compile(
+    rf"(?<![\w@.])({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+){{0,2}}{WORD}){{1,2}})"
+    rf"[ \t]+(?:{_ACTS})\b")
+# Cues that a lone capitalised word is someone ("ask Okafor", "cc: Okafor", "Okafor wrote").
+_CUE_BEFORE = re.compile(
+    r"(?i)(?:@|\b(?:ask|asked|ping|pinged|contact|contacted|call|called|tell|told|email|"
+    r"emailed|thank|thanks|cc|bcc|owner|assignee|assigned to|reporter|reported by|"
+    r"escalated to|handed over to|handed to|approved by|signed off by|on-call|on call|"
+    r"requested by|raised by|opened by|closed by|attn|(?:e-?mail|mail|message|call|note|"
+    r"reply|update|request|ticket|word) from)\b)[ \t]*:?[ \t]*$")
+_CUE_AFTER = re.compile(
+    r"^(?:[ \t]+(?:said|says|wrote|writes|asked|asks|replied|replies|confirmed|reported|"
+    r"mentioned|noted|suggested|approved|agreed|joined|left|called|emailed|is on call|"
+    r"is on leave|is out)\b|[ \t]*\((?:she|he|they)\b)")
+_ROMAN = re.compile(r"^[IVXLC]+$")
+_INITIALS = re.compile(r"^(?:[^\W\d_a-z]\.)+$")
+_UP1, _LO1 = r"[^\W\d_a-z]", r"[^\W\d_A-Z]"  # one upper-case, one lower-case letter
+_TITLE_WORD = re.compile(rf"^(?:{_UP1}['’])?{_UP1}{_LO1}+(?:['’-]?{_UP1}?{_LO1}+)*$")
+_UPPER_WORD = re.compile(r"^[^\W\d_a-z]{2,}(?:['’-][^\W\d_a-z]{2,})*$")
 
 
 def fold(word: str) -> str:
@@ -60,6 +111,24 @@ def given_names() -> frozenset[str]:
 def tech_terms() -> frozenset[str]:
     text = resources.files("services.redaction").joinpath("tech_terms.txt").read_text()
     return frozenset(fold(w) for w in text.split() if not w.startswith("#"))
+
+
+_NEXT_WORD = re.compile(r"(?:['’]s)?[ \t]+([a-z]+)")
+
+
+def eponym(text: str, end: int) -> bool:
+    """Whether the name ending at `end` names a thing after a person: "Monte Carlo
+    sampler", "Cox models", "Bowman's capsule"."""
+    m = _NEXT_WORD.match(text, end)
+    return bool(m) and m.group(1) in thing_words()
+
+
+@cache
+def thing_words() -> frozenset[str]:
+    """Words that end the name of a thing, not a person (thing_words.txt)."""
+    text = resources.files("services.redaction").joinpath("thing_words.txt").read_text()
+    return frozenset(w for line in text.splitlines() if not line.startswith("#")
+                     for w in line.split())
 
 
 _PARTICLE_WORD = re.compile(rf"^{PARTICLES}$", re.I)
@@ -97,6 +166,11 @@ def stop_words() -> frozenset[str]:
     return frozenset(fold(w) for w in (*STOP_WORDS, *calendar.split()))
 
 
+def lower_case_words(text: str) -> frozenset[str]:
+    """The words a text writes in lower case: common words, not names."""
+    return frozenset(re.findall(r"(?<![\w'’-])[^\W\d_A-Z][\w'’-]*", text))
+
+
 def _is_given_name(word: str) -> bool:
     names = given_names()
     if word.isupper() or fold(word) in stop_words():  # acronyms (CI, HR) and function words
@@ -114,24 +188,59 @@ class NameRecognizer(LocalRecognizer):
 
     def load(self) -> None:
         given_names()
+        thing_words()
+        stop_words()
 
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
         spans: dict[tuple[int, int], str] = {}
+        lower = lower_case_words(text)
         for m in _SEQUENCE.finditer(text):
             # The first known given name in a run of capitalised words starts a name
-            # ("Customer Anna Weber") when a capitalised word follows it; every one after
-            # it belongs to it (a surname may well be "Faust" or "Spark"). A given name
-            # alone ("April", "Candida", "Forest") is a name only where the rules below say.
+            # ("Customer Anna Weber") when a word written as a name follows it; every such
+            # word after it belongs to it (a surname may well be "Faust" or "Spark"). A
+            # given name alone ("April", "Candida", "Forest") is a name only where the
+            # rules below say; a run that ends in a thing ("Summer Olympic Games",
+            # "General Hospital") is no person.
             if _in_heading(text, m.start()):
                 continue  # "Gene Content Of Ion Channels": every word is capitalised
             words = list(re.finditer(r"\S+", m.group(0)))
-            for w in words[:-1]:
+            run = m.group(0) + _MORE_WORDS.match(text, m.end()).group(0)
+            if any(fold(w.removesuffix("'s").removesuffix("’s")) in thing_words()
+                   for w in run.split()):
+                continue  # "San Francisco Young Men's Health Study"
+            for k, w in enumerate(words[:-1]):
                 word = w.group()
                 if (word[0].isupper() and fold(word) not in self.allowed
                         and _is_given_name(word)):
-                    spans.setdefault((m.start() + w.start(), m.end()), "known given name")
+                    end = k
+                    for v in words[k + 1:]:
+                        if not (_PARTICLE_WORD.match(v.group())
+                                or (self.surname_like(v.group(), lower, tech_ok=True)
+                                    and v.group().isupper() == word.isupper())):
+                            break
+                        end += 1
+                    while end > k and _PARTICLE_WORD.match(words[end].group()):
+                        end -= 1
+                    if end > k:
+                        spans.setdefault((m.start() + w.start(), m.start() + words[end].end()),
+                                         "known given name")
                     break
+        for m in _POSSESSIVE.finditer(text):  # "Anna's laptop"
+            run = _MORE_WORDS.match(text, m.end()).group(0).split()
+            if any(fold(w) in thing_words() for w in run):
+                continue  # "Men's Health Study"
+            if self.surname_like(m.group(1), lower) and _is_given_name(m.group(1)):
+                spans.setdefault((m.start(1), m.end(1)), "given name, possessive")
+        for m in _FULL_NAME_ACTS.finditer(text):  # "Wazir Baral rolled back the deploy"
+            words = m.group(1).split()
+            start = m.start(1)
+            while len(words) > 2 and fold(words[0]) in ROLES:
+                start = text.index(words[1], start + len(words[0]))
+                words = words[1:]
+            if all(self.surname_like(w, lower) and fold(w) not in stop_words()
+                   and fold(w) not in thing_words() for w in words):
+                spans.setdefault((start, m.end(1)), "full name, then an act")
         for rule, why in ((_GREETING, "greeting"), (_CLOSING, "signature"),
                           (_HONORIFIC, "honorific")):
             for m in rule.finditer(text):
@@ -139,6 +248,103 @@ class NameRecognizer(LocalRecognizer):
                     spans.setdefault((m.start(1), m.end(1)), why)
         return [finding(self, "PERSON", a, b, SCORE, why)
                 for (a, b), why in sorted(spans.items())]
+
+    def surname_like(self, word: str, lower: frozenset[str], tech_ok: bool = False) -> bool:
+        """Written as a name (Weber, McDonald, O'Brien, WEBER), not a technology word
+        (unless `tech_ok`: after a given name, "Walentina Faust"), and not a word the text
+        also uses in lower case ("Content" beside "content")."""
+        return (bool(_TITLE_WORD.match(word) or _UPPER_WORD.match(word))
+                and (tech_ok or fold(word) not in self.allowed)
+                and word.lower() not in lower)
+
+    def resolve(self, text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
+        """Every finding of one text with NER's PERSON findings kept only where they have
+        support (module docstring), and the rules' own findings added."""
+        rules = self.analyze(text, ["PERSON"])
+        out: list[RecognizerResult] = []
+        ner: list[RecognizerResult] = []
+        for r in results:
+            for p in self.refine(text, r):
+                if p.entity_type == "PERSON":
+                    ner.append(p)
+                else:
+                    out.append(p)
+        lower = lower_case_words(text)
+        known = {fold(w) for r in rules for w in text[r.start:r.end].split()}
+        lone = []
+        for r in ner:
+            words = text[r.start:r.end].split()
+            if len(words) == 1:
+                lone.append(r)
+            elif self.full_name(text, r, words, lower):
+                out.append(r)
+                known.update(fold(w) for w in words)
+        for r in lone:
+            word = text[r.start:r.end]
+            if word.lower() in lower or not self.surname_like(word, lower):
+                continue
+            if (fold(word) in known or _is_given_name(word)
+                    or _CUE_BEFORE.search(text, max(0, r.start - 40), r.start)
+                    or _CUE_AFTER.match(text, r.end)):
+                out.append(r)
+        out = [r for r in out if not (r.entity_type == "PERSON" and eponym(text, r.end))]
+        rules = [r for r in rules if not eponym(text, r.end)]
+        places = [r for r in out if r.entity_type == "LOCATION"]
+        rules = [r for r in rules if not any(  # "San Francisco" is a place, not "San"
+            p.start <= r.start and r.end <= p.end for p in places)]
+        people = rules + self.introduced(text, lower) + [
+            r for r in out if r.entity_type == "PERSON"]
+        return out + people + self.mentioned_again(text, people, lower)
+
+    def introduced(self, text: str, lower: frozenset[str]) -> list[RecognizerResult]:
+        """Names right after words that introduce a person ("Thanks to Summer")."""
+        out = []
+        for m in _INTRO.finditer(text):
+            words = list(re.finditer(r"\S+", m.group(1)))
+            end = -1
+            for k, w in enumerate(words):
+                word = w.group()
+                if _PARTICLE_WORD.match(word) and k:
+                    continue
+                if (not self.surname_like(word, lower) or word.isupper()
+                        or fold(word) in stop_words()
+                        or fold(word) in thing_words()):
+                    break
+                end = k
+            if end >= 0:
+                out.append(finding(self, "PERSON", m.start(1), m.start(1) + words[end].end(),
+                                   SCORE, "introduced"))
+        return out
+
+    def mentioned_again(self, text: str, found: list[RecognizerResult],
+                        lower: frozenset[str]) -> list[RecognizerResult]:
+        """Every other place a word of a full name found in the text stands alone
+        ("Joshua Ward ... Ward acknowledged it")."""
+        words: set[str] = set()
+        for r in found:
+            named = [w.strip(",;:.") for w in text[r.start:r.end].split()
+                     if not (_PARTICLE_WORD.match(w) or _INITIALS.match(w))]
+            if len(named) > 1:  # a lone word is too weak to spread
+                words.update(w for w in named if len(w) > 2 and not w.isupper())
+        out = []
+        for w in sorted(words):
+            if not self.surname_like(w, lower) or fold(w) in stop_words():
+                continue
+            for m in re.finditer(rf"(?<![\w'’-]){re.escape(w)}(?![\w-])", text):
+                out.append(finding(self, "PERSON", m.start(), m.end(), SCORE, "named again"))
+        return out
+
+    def full_name(self, text: str, r: RecognizerResult, words: list[str],
+                  lower: frozenset[str]) -> bool:
+        """Whether a span of several words NER took for a person can be one."""
+        if _in_heading(text, r.start) or fold(words[-1]) in thing_words():
+            return False
+        named = [w for w in words if not (_PARTICLE_WORD.match(w) or _INITIALS.match(w))]
+        if all(w.isupper() for w in named) and any(  # "RNP IC", "II CRISPR": acronyms
+                len(w) < 3 or _ROMAN.match(w) for w in named):
+            return False
+        return bool(named) and all(
+            self.surname_like(w, lower) and fold(w) not in stop_words() for w in named)
 
     def refine(self, text: str, r: RecognizerResult) -> list[RecognizerResult]:
         """Another recognizer's finding, with NER's PERSON and LOCATION spans trimmed to

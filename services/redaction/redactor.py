@@ -100,8 +100,7 @@ class Redactor:
             if self.settings.name_rules and "PERSON" in self.settings.entities:
                 # Outside Presidio: its de-duplication would let a wider NER span (that is
                 # then trimmed) swallow the name rules' exact one.
-                results = [p for r in results for p in self.names.refine(text, r)]
-                results += self.names.analyze(text, ["PERSON"])
+                results = self.names.resolve(text, results)
             out.append(merge(results))
         return out
 

@@ -47,6 +47,11 @@ RUNNING = (
     "Escalated to {PERSON}; callback requested on {PHONE_NUMBER}.",
     "Billing retried card {CREDIT_CARD} three times before the Stripe webhook timed out.",
     "Mail from {EMAIL_ADDRESS} bounced because the SMTP relay rejected it.",
+    # A person named in full once, then by surname or given name alone.
+    "{PERSON} owns the migration, and {LAST} asked for a rollback plan before Friday.",
+    "The pager went to {PERSON}; {LAST} acknowledged it within five minutes.",
+    "Thanks to {FIRST} for the quick fix on the Redis failover.",
+    "{FIRST}'s laptop was re-imaged after the malware alert.",
 )
 TITLES = ("Escalation from {PERSON}", "Call with {PERSON} about invoice",
           "{PERSON}: account locked", "Incident review led by {PERSON}")
@@ -127,6 +132,8 @@ def _fill(template: str, fake: Faker, rng: random.Random, out: list[str],
         entity = template[i + 1:j]
         if entity == "FIRST":
             value, entity = fake.first_name(), "PERSON"
+        elif entity == "LAST":  # the surname of the person named just before
+            value, entity = out[-2].split()[-1], "PERSON"
         else:
             value = _value(fake, rng, entity)
         secret_at = value.index("=") + 1 if value.startswith("password=") else 0

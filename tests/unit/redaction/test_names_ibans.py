@@ -86,3 +86,43 @@ def test_any_valid_iban_compact_or_grouped_is_found(country, length, seed, group
 def test_a_broken_check_is_not_an_iban() -> None:
     assert find_ibans("DE89 3704 0044 0532 0130 00") == [(0, 27)]
     assert find_ibans("DE88 3704 0044 0532 0130 00") == []
+
+
+SCIENCE = (
+    "Activin signalling and Chordin degradation were measured by Western blot.",
+    "Caspases cleave Condensin in mitosis; Dvl dosage was raised in Xenopus embryos.",
+    "We used a Markov chain Monte Carlo sampler and Bonferroni correction (P < 0.01).",
+    "Embase and the Cochrane Library were searched; Cox models gave hazard ratios.",
+    "Patients from the San Francisco Men's Health Study were enrolled at General Hospital.",
+    "The optimum concentration was 1.0 M. Transformation efficiency increased fivefold.",
+    "Fructosamine predicts glycaemia. Nivolumab binds PD-1, and Treg cells were counted.",
+    "Funding came from the Melinda Gates Foundation; scores used the Hamilton Rating Scale.",
+)
+
+
+def test_technical_prose_with_capitalised_terms_has_no_person(redactor: Redactor) -> None:
+    for text, out in zip(SCIENCE, redactor.redact_texts(list(SCIENCE)), strict=True):
+        assert "PERSON" not in out.counts, (text, out.text)
+
+
+@pytest.mark.parametrize("text, names", [
+    # named in full once, then by surname alone
+    ("The pager went to Onkar Jaggi; Jaggi acknowledged it.", ["Onkar Jaggi", "Jaggi"]),
+    # introduced by the words around them, first names the gazetteer may not know
+    ("Thanks to Yashica for the quick fix.", ["Yashica"]),
+    ("Escalated to Qadim Swamy; callback requested.", ["Qadim Swamy"]),
+    ("Customer Netra Shukla reported duplicate charges.", ["Netra Shukla"]),
+    ("Wazir Baral rolled back the deploy.", ["Wazir Baral"]),
+    ("Megan's laptop was re-imaged.", ["Megan"]),
+    ("Ticket from Darragh Ó Fearraidhe about the invoice.", ["Darragh Ó Fearraidhe"]),
+])
+def test_people_named_alone_or_introduced(redactor: Redactor, text: str,
+                                          names: list[str]) -> None:
+    out = redactor.redact_texts([text])[0].text
+    for name in names:
+        assert name not in out, (text, out)
+    assert out.count("<PERSON>") >= len(names), out
+
+
+def test_a_word_used_in_lower_case_is_no_surname() -> None:
+    assert people("Ask Gene Content about the content of the export.") == []
