@@ -10,6 +10,7 @@ import pytest
 
 from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
+from tests.support.anvil import Anvil
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,3 +43,15 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endp
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
                   broker, MESH_ENV) as endpoints:
         yield endpoints
+
+
+@pytest.fixture
+def anvil(tmp_path: Path) -> Iterator[Anvil]:
+    """A fresh anvil node of the test's own, with its state file in the test's tmp_path
+    (modules that need needs_anvil mark themselves)."""
+    node = Anvil(free_port(), tmp_path / "anvil-state.json", tmp_path / "anvil.log")
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
