@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,19 +10,9 @@ import pytest
 from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
 from tests.support.anvil import Anvil
+from tests.support.mesh import MESH_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# Small limit so the oversize case needs no megabyte payloads.
-MESH_ENV = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
-# The default CDC mapping, plus a table whose extra columns become metadata, so the
-# planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
-MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
-    "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
-    "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
-                              "default_domain": "database",
-                              "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
 
 
 @pytest.fixture(scope="session")

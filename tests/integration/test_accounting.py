@@ -28,8 +28,8 @@ from shared.cli.mesh import Endpoints as RunningMesh
 from shared.cli.status import stage_counts
 from shared.errors import InvalidInput
 from tests.hostile import Raw, draw_records
-from tests.integration.conftest import MESH_ENV
-from tests.integration.test_mesh_e2e import eventually, query, uid
+from tests.support.mesh import MESH_ENV, query, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 N_HOSTILE = 3000

@@ -35,12 +35,10 @@ from shared.codec import decode
 from shared.records import AuditBatch, DeadLetter, Document
 from shared.settings import KafkaSettings
 from shared.topics import AUDIT_BATCHES, DEADLETTER, DOCS_REDACTED, LEDGER_ANCHORS
-from tests.integration.test_ledger_anvil import ANVIL, Anvil
+from tests.support.anvil import Anvil, needs_anvil
+from tests.support.polling import eventually
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not Path(ANVIL).exists(), reason="anvil not installed"),
-]
+pytestmark = [pytest.mark.integration, needs_anvil]
 KEY = "0x" + hashlib.sha256(b"streamrag integration audit key").hexdigest()
 SIGNER = Account.from_key(KEY).address
 STRANGER_KEY = "0x" + "42" * 32
@@ -143,13 +141,8 @@ class MiniMesh:
         return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
 
 
-def wait_for(check: Any, what: str, timeout_s: float = TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(check: Any, what: str) -> Any:
+    return eventually(check, what, TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,8 @@ from shared.cli.mesh import Endpoints, free_port
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from tests.integration.test_mesh_e2e import chunks_of, eventually, produce, uid
+from tests.support.mesh import chunks_of, produce, uid
+from tests.support.polling import eventually
 from tests.unit.inference.tinylm import build_tiny_lm
 
 pytestmark = pytest.mark.integration

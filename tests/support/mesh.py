@@ -4,6 +4,7 @@ consumer (aiokafka, no project code on the way in) and the gRPC API."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -13,6 +14,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from shared.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
+
+# Small limit so the oversize case needs no megabyte payloads.
+MESH_ENV = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
+# The default CDC mapping, plus a table whose extra columns become metadata, so the
+# planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
+MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
+    "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
+    "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
+                              "default_domain": "database",
+                              "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
 
 
 def uid(prefix: str) -> str:
