@@ -23,8 +23,8 @@ from services.inference.telemetry.latency import (
 )
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
-from tests.unit.inference.api.test_server import CHUNKS, SERVING, stub, until_status
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import CHUNKS, SERVING, stub, until_status
 
 # The middle of a fixed minute: the window is chosen by the events' timestamps, never
 # by the wall clock, so the test cannot straddle a window boundary.
