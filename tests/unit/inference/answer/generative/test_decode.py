@@ -11,7 +11,7 @@ from services.inference.answer.generative.decode import Finished, GenerationRunn
 from services.inference.answer.generative.model import CausalLM
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
-from tests.unit.inference.tinylm import build_tiny_lm
+from tests.support.tinylm import build_tiny_lm
 
 PROMPTS = ["The broker disk filled up because", "Rotate the logs when",
            "Payments failed at noon since the certificate", "Why?"]
