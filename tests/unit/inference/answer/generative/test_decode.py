@@ -22,11 +22,13 @@ def lm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CausalLM]:
     yield CausalLM(build_tiny_lm(tmp_path_factory.mktemp("tiny-lm")), device="cpu")
 
 
-async def collect(job: Job) -> tuple[list[str], Finished]:
+async def collect(job: Job, timeout_s: float = 60) -> tuple[list[str], Finished]:
+    """A job's deltas up to its Finished; a job that never finishes fails after timeout_s."""
     deltas: list[str] = []
-    while not isinstance(event := await job.events.get(), Finished):
-        assert isinstance(event, str), event
-        deltas.append(event)
+    async with asyncio.timeout(timeout_s):
+        while not isinstance(event := await job.events.get(), Finished):
+            assert isinstance(event, str), event
+            deltas.append(event)
     return deltas, event
 
 
