@@ -56,7 +56,7 @@ class WindowedFeedback:
 
 
 async def publish_feedback(chunk_id: str, kind: str) -> None:
-    record = Feedback(chunk_id=chunk_id, kind=kind, at=time.time())  # type: ignore[arg-type]
+    record = Feedback(chunk_id=chunk_id, kind=kind, at=time.time())
     await feedback_topic.send(key=chunk_id.encode(), value=encode(record))
 
 
@@ -72,7 +72,7 @@ async def count_feedback(stream: Any) -> None:
 
 def latency_stats(method: str, at: float | None = None) -> LatencyStats:
     """Calls of `method` in the minute holding `at` (default: now), with percentiles."""
-    view = latencies if at is None else latencies.relative_to(at)
+    view = latencies if at is None else latencies.clone(relative_to=at)
     if at is None:
         return stats(lambda b: int(view[table_key(method, b)].now()))
     return stats(lambda b: int(view[table_key(method, b)].value()))

@@ -11,7 +11,9 @@ import numpy as np
 class TextEncoder(Protocol):
     model_id: str
     dim: int
-    device: object
+
+    @property
+    def device(self) -> object: ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 

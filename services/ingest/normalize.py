@@ -164,8 +164,8 @@ def _document(
     if op == "delete":
         text, title, metadata = "", "", {}
     return Document(
-        doc_id=doc_id, version=1, op=op, text=text, title=title, source=source,  # type: ignore[arg-type]
-        source_kind=kind, domain=domain or "default", event_time=event_time,  # type: ignore[arg-type]
+        doc_id=doc_id, version=1, op=op, text=text, title=title, source=source,
+        source_kind=kind, domain=domain or "default", event_time=event_time,
         ingest_time=ingest_time, metadata=metadata,
         content_hash=content_hash(op, text, title, domain, metadata),
     )
@@ -243,7 +243,8 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
     op = CDC_OPS.get(raw_op)
     if op is None:
         raise InvalidInput("unknown_op", "op", "Debezium op must be c, u, d or r")
-    src = body.get("source") if isinstance(body.get("source"), dict) else {}
+    source = body.get("source")
+    src: dict[str, Any] = source if isinstance(source, dict) else {}
     table = _check_text(_str_field(src, "table", required=False, path="source.table"),
                         "source.table")
     db = _check_text(_str_field(src, "db", required=False, path="source.db"), "source.db")

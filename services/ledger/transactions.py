@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
+from eth_typing import ChecksumAddress
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TransactionNotFound
@@ -38,7 +39,7 @@ class Sender:
         self._lock = threading.Lock()
 
     @property
-    def address(self) -> str:
+    def address(self) -> ChecksumAddress:
         return self.account.address
 
     def send(self, call: Any) -> TxReceipt:
@@ -76,6 +77,6 @@ class Sender:
 
     def _receipt(self, tx_hash: HexBytes | str) -> TxReceipt | None:
         try:
-            return self.w3.eth.get_transaction_receipt(tx_hash)
+            return self.w3.eth.get_transaction_receipt(HexBytes(tx_hash))
         except TransactionNotFound:
             return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,19 +9,10 @@ import pytest
 
 from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
+from tests.support.anvil import Anvil
+from tests.support.mesh import MESH_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# Small limit so the oversize case needs no megabyte payloads.
-MESH_ENV = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
-# The default CDC mapping, plus a table whose extra columns become metadata, so the
-# planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
-MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
-    "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
-    "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
-                              "default_domain": "database",
-                              "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +32,15 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endp
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
                   broker, MESH_ENV) as endpoints:
         yield endpoints
+
+
+@pytest.fixture
+def anvil(tmp_path: Path) -> Iterator[Anvil]:
+    """A fresh anvil node of the test's own, with its state file in the test's tmp_path
+    (modules that need needs_anvil mark themselves)."""
+    node = Anvil(free_port(), tmp_path / "anvil-state.json", tmp_path / "anvil.log")
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()

@@ -28,8 +28,8 @@ from shared.cli.mesh import Endpoints as RunningMesh
 from shared.cli.status import stage_counts
 from shared.errors import InvalidInput
 from tests.hostile import Raw, draw_records
-from tests.integration.conftest import MESH_ENV
-from tests.integration.test_mesh_e2e import eventually, query, uid
+from tests.support.mesh import MESH_ENV, query, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 N_HOSTILE = 3000
@@ -211,10 +211,8 @@ def test_every_hostile_record_is_accounted_for(mesh: RunningMesh) -> None:
 
     want = {"processed": float(len(records))} | {
         f"dead_lettered.{r}": float(n) for r, n in Counter(ledger.refused.values()).items()}
-    deadline = time.monotonic() + 10  # workers write their counters every 2 s
-    while counted() != want and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert counted() == want
+    # Workers write their counters every 2 s.
+    eventually(lambda: counted() == want, f"the ingest counters to read {want}", 10, 0.5)
     # What was accepted is queryable, and no stored value breaks an answer (a gRPC error
     # here fails the test): the question draws the hostile-but-valid documents too.
     def cited() -> set[str]:

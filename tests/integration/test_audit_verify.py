@@ -18,7 +18,8 @@ from services.redaction.verify import verify
 from shared.audit_signing import DEV_SIGNER
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.settings import KafkaSettings, LedgerSettings
-from tests.integration.test_mesh_e2e import eventually, produce, read_topic, uid
+from tests.support.mesh import produce, read_topic, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 VERIFY_PROOF = Path(__file__).resolve().parents[2] / "scripts" / "verify_proof"

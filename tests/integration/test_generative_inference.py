@@ -1,7 +1,7 @@
 """The generative answer path against the real mesh: a second inference worker with an LM.
 
 A real `python -m services.inference` process runs next to the session mesh with a tiny
-random-weight GPT-2 (tests/unit/inference/tinylm.py) as its generator, on its own gRPC
+random-weight GPT-2 (tests/support/tinylm.py) as its generator, on its own gRPC
 port and data dir. It retrieves through the mesh's real broker and retrieval shards, and
 answers by generating. Its text is meaningless, but greedy decoding is deterministic: the
 test loads the same weights itself and decodes the prompt the service must have built
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ from shared.cli.mesh import Endpoints, free_port
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from tests.integration.test_mesh_e2e import chunks_of, eventually, produce, uid
-from tests.unit.inference.tinylm import build_tiny_lm
+from tests.support.mesh import chunks_of, produce, uid
+from tests.support.polling import eventually
+from tests.support.tinylm import build_tiny_lm
 
 pytestmark = pytest.mark.integration
 DOC = ("The nightly ledger export stalled because the object store bucket ran out of quota; "
@@ -110,22 +110,21 @@ def reference(lm_dir: Path) -> Reference:
 
 
 def _wait_serving(target: str, child: Child, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
     with grpc.insecure_channel(target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
-        while True:
+
+        def serving() -> bool:
             if not child.alive():
                 raise RuntimeError(f"the generative worker exited:\n{_log_tail(child)}")
             try:
                 status = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
-                if status == health_pb2.HealthCheckResponse.SERVING:
-                    return
             except grpc.RpcError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                msg = f"not SERVING on {target} after {timeout_s:.0f}s:\n{_log_tail(child)}"
-                raise TimeoutError(msg)
-            time.sleep(0.5)
+                return False  # not listening yet
+            return bool(status == health_pb2.HealthCheckResponse.SERVING)
+        try:
+            eventually(serving, f"SERVING on {target}", timeout_s, 0.5)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_log_tail(child)}") from None
 
 
 def _log_tail(child: Child, lines: int = 40) -> str:

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from shared.cli.mesh import Endpoints
-from tests.integration.test_mesh_e2e import chunks_of, eventually, produce, uid
+from tests.support.mesh import chunks_of, produce, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 INFERENCE = "streamrag.v1.Inference"

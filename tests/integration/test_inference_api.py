@@ -18,7 +18,8 @@ from shared.records import encode_vector
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from shared.topics import CHUNKS_EMBEDDED
-from tests.integration.test_mesh_e2e import eventually, produce, uid
+from tests.support.mesh import produce, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 QUESTION = "why did checkout payments time out at the gateway"

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from shared.cli.mesh import Endpoints as RunningMesh
-from tests.integration.test_mesh_e2e import chunks_of, eventually, produce, read_topic, uid
+from tests.support.mesh import chunks_of, produce, read_topic, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

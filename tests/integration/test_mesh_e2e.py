@@ -2,81 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-import uuid
-from collections.abc import Callable
 from typing import Any
 
-import grpc
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from shared.cli.mesh import Endpoints as RunningMesh
-from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
+from tests.support.mesh import chunks_of, produce, read_topic, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
-TIMEOUT_S = 120
-
-
-def produce(mesh: RunningMesh, values: list[bytes], headers: list[tuple[str, bytes]] | None = None,
-            key: bytes | None = None) -> None:
-    """Produce with a plain aiokafka producer: no project code on the way in."""
-    async def go() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=mesh.bootstrap)
-        await producer.start()
-        try:
-            for value in values:
-                await producer.send_and_wait("docs.raw.v1", value, key=key, headers=headers)
-        finally:
-            await producer.stop()
-    asyncio.run(go())
-
-
-def query(mesh: RunningMesh, question: str, **kw: Any) -> inference_pb2.QueryResponse:
-    with grpc.insecure_channel(mesh.grpc_target) as channel:
-        stub = inference_pb2_grpc.InferenceStub(channel)
-        return stub.Query(inference_pb2.QueryRequest(question=question, **kw), timeout=15)
-
-
-def eventually(check: Callable[[], Any], what: str, timeout_s: float = TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}; last result {last!r}")
-
-
-def chunks_of(mesh: RunningMesh, question: str, doc_id: str, **kw: Any) -> list[Any]:
-    resp = query(mesh, question, top_k=50, **kw)
-    return [c for c in resp.citations if c.doc_id == doc_id]
-
-
-def read_topic(mesh: RunningMesh, topic: str, timeout_s: float = 3.0) -> list[Any]:
-    async def go() -> list[Any]:
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=mesh.bootstrap,
-                                    auto_offset_reset="earliest", fetch_max_wait_ms=10,
-                                    group_id=None)
-        await consumer.start()
-        out: list[Any] = []
-        try:
-            end = time.monotonic() + timeout_s
-            while time.monotonic() < end:
-                batch = await consumer.getmany(timeout_ms=200)
-                for records in batch.values():
-                    out += records
-        finally:
-            await consumer.stop()
-        return out
-    return asyncio.run(go())
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def test_document_update_and_delete(mesh: RunningMesh) -> None:

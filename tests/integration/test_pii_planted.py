@@ -16,7 +16,8 @@ import pytest
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2
 from shared.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
-from tests.integration.test_mesh_e2e import eventually, produce, query, read_topic, uid
+from tests.support.mesh import produce, query, read_topic, uid
+from tests.support.polling import eventually
 from tests.unit.redaction.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
 
 pytestmark = pytest.mark.integration

@@ -10,6 +10,7 @@ answer is checked against a brute-force oracle over the chunks that should be li
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ from shared.records import (
 )
 from shared.settings import KafkaSettings
 from shared.topics import CHUNKS_EMBEDDED, PARTITIONS, SEARCH_REPLIES, SEARCH_REQUESTS
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 DIM, MODEL = 8, "test-model"
@@ -223,10 +225,19 @@ def oracle(live: Live) -> list[list[tuple[str, float]]]:
     return out
 
 
+SCORE_TOL = 2e-4  # FAISS scores in float32 against the oracle's float64, both rounded
+
+
 def same(got: list[list[tuple[str, float]]], want: list[list[tuple[str, float]]]) -> None:
+    """Same scores, and the same chunks wherever the top 15 is not decided by a tie: chunks
+    scoring (within tolerance) what the 15th does may be any of those tied, the rest not."""
     for g, w in zip(got, want, strict=True):
-        assert [s for _, s in g] == pytest.approx([s for _, s in w], abs=2e-4)
-        assert {c for c, _ in g} == {c for c, _ in w} or len({s for _, s in w}) < len(w)
+        assert [s for _, s in g] == pytest.approx([s for _, s in w], abs=SCORE_TOL)
+        cut = w[-1][1] if len(w) == 15 else -math.inf
+
+        def decided(hits: list[tuple[str, float]], cut: float = cut) -> set[str]:
+            return {c for c, s in hits if s > cut + SCORE_TOL}
+        assert decided(g) == decided(w)
 
 
 def test_kill9_restart_from_snapshot_and_from_scratch_agree(
@@ -238,9 +249,8 @@ def test_kill9_restart_from_snapshot_and_from_scratch_agree(
     before = answers(bootstrap, live)
     same(before, oracle(live))
     snapshots = data / "retrieval-shards"
-    deadline = time.monotonic() + 30
-    while len(list(snapshots.glob("shard-*.npz"))) < PARTITIONS and time.monotonic() < deadline:
-        time.sleep(0.5)
+    eventually(lambda: len(list(snapshots.glob("shard-*.npz"))) >= PARTITIONS,
+               "a snapshot of every shard", 30, 0.5)
     time.sleep(2)  # let a periodic snapshot catch the last records (replay covers it anyway)
     workers.kill9(first)
 

@@ -23,7 +23,8 @@ from aiokafka import AIOKafkaProducer
 
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
-from tests.integration.test_mesh_e2e import eventually, read_topic, uid
+from tests.support.mesh import read_topic, uid
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 # Upstream first, so records are in flight behind every restarted stage; inference last.

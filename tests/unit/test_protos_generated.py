@@ -25,11 +25,29 @@ def test_generated_code_matches_protos(tmp_path: Path) -> None:
     assert not stale, f"run scripts/gen_protos: {stale} differ from protos/"
 
 
+class _Channel:
+    """Records the method paths a stub registers on it."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def _register(self, path: str, *args: object, **kwargs: object) -> object:
+        self.paths.append(path)
+        return object()
+
+    unary_unary = unary_stream = stream_unary = stream_stream = _register
+
+
 def test_generated_imports_are_package_relative() -> None:
     from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 
     grpc_source = (COMMITTED / "streamrag" / "v1" / "inference_pb2_grpc.py").read_text()
     assert "from . import inference_pb2" in grpc_source
     assert "from streamrag" not in grpc_source
-    assert inference_pb2_grpc.InferenceStub is not None
     assert inference_pb2.DESCRIPTOR.package == "streamrag.v1"
+    # The stub calls every method the service declares, at its full path, and nothing else.
+    channel = _Channel()
+    inference_pb2_grpc.InferenceStub(channel)
+    methods = inference_pb2.DESCRIPTOR.services_by_name["Inference"].methods
+    assert methods and sorted(channel.paths) == sorted(
+        f"/streamrag.v1.Inference/{m.name}" for m in methods)

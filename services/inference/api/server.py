@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -163,7 +164,7 @@ class _Guard:
             raise DeadlineError("deadline already passed")
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: object) -> bool:
+                        tb: TracebackType | None) -> bool:
         if self._timeout is not None:
             try:
                 await self._timeout.__aexit__(kind, exc, tb)

@@ -11,7 +11,6 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from pydantic import Field
 
@@ -30,7 +29,8 @@ class QueryLatency(Record):
     at: float  # seconds since the epoch
 
 
-class LatencyStats(NamedTuple):
+@dataclass(frozen=True)
+class LatencyStats:
     count: int
     p50_ms: float
     p95_ms: float

@@ -16,6 +16,7 @@ from services.inference.settings import InferenceSettings
 from shared.cli import query
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
+from tests.support.polling import eventually_async
 from tests.unit.inference.fakes import FakeSearch, WordEncoder, hit
 
 LONG = "Disk usage on the broker reached ninety percent before anyone noticed it. " * 3
@@ -38,8 +39,7 @@ def target() -> Iterator[str]:
                                    encoder_factory=WordEncoder)
         holder["rt"] = runtime
         await runtime.start()
-        while not runtime.engine.ready:
-            await asyncio.sleep(0.01)
+        await eventually_async(lambda: runtime.engine.ready, "the engine to be ready")
         ready.set()
 
     thread = threading.Thread(target=loop.run_forever, daemon=True)

@@ -11,10 +11,7 @@ from web3 import EthereumTesterProvider, Web3
 from services.ledger.chain import AnchorClient
 from services.ledger.settings import LedgerServiceSettings
 from shared.settings import LedgerSettings
-
-# eth-tester funds the accounts whose private keys are the integers 1..10.
-OWNER_KEY = "0x" + "00" * 31 + "01"
-INTRUDER_KEY = "0x" + "00" * 31 + "02"
+from tests.unit.ledger.keys import OWNER_KEY
 
 
 @pytest.fixture

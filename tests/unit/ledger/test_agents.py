@@ -19,6 +19,7 @@ from shared.audit_signing import DEV_SIGNER as SIGNER
 from shared.audit_signing import DEV_SIGNING_KEY, sign
 from shared.codec import decode, encode
 from shared.records import Anchor, AuditBatch, AuditLeaf, DeadLetter
+from tests.support.polling import eventually_async
 
 ROOT = "ab" * 32
 
@@ -156,10 +157,7 @@ def test_a_refused_anchor_stops_the_worker_instead_of_skipping_the_batch(
 
     async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
         await agent.put(encode(batch()), key=b"1", partition=1)
-        for _ in range(100):
-            if crashed:
-                break
-            await asyncio.sleep(0.02)
+        await eventually_async(lambda: crashed, "the app to crash", 2, 0.02)
 
     anchors, dlq = run(agents, scenario)
     assert [type(exc) for exc in crashed] == [AnchorRejected]

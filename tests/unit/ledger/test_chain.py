@@ -15,7 +15,7 @@ from services.ledger.transactions import REVERTS, Sender
 from shared.audit_signing import DEV_SIGNER as SIGNER
 from shared.errors import ConfigError, InvalidInput
 from shared.settings import LedgerSettings
-from tests.unit.ledger.conftest import INTRUDER_KEY
+from tests.unit.ledger.keys import INTRUDER_KEY
 
 ROOT, PREV = "ab" * 32, "cd" * 32
 BATCH = "docs.normalized.v1/2/100-163"

@@ -15,6 +15,7 @@ from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.batching import current_event
 from shared.codec import decode, encode
 from shared.records import AuditBatch, AuditLeaf, Document, RedactedDocument
+from tests.support.polling import eventually_async
 
 
 class FakeRedactor:
@@ -60,7 +61,8 @@ async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = N
         async with agents.redact.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
-            await asyncio.sleep(0.5)  # past batch_within_s: the micro-batch closes
+            # The micro-batch closes after batch_within_s; its audit record comes last.
+            await eventually_async(lambda: audit.await_count, "the micro-batch's audit record")
     return red, audit, dead
 
 
@@ -125,7 +127,7 @@ def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
                 patch.object(agents.os, "_exit", fake_exit):
             async with agents.redact.test_context() as agent:
                 await agent.put(value=doc(1, "alpha"), key=None)
-                await asyncio.sleep(0.5)
+                await eventually_async(lambda: exits, "the worker to exit")
             assert audit.await_count == 0  # no record for a batch whose documents failed
     asyncio.run(go())
     assert exits == [agents.EXIT_INFRA]

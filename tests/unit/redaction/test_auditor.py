@@ -13,7 +13,7 @@ from services.redaction.auditor import ANCHORS_ABI, build_parser, proof_document
 from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.cli.main import build_parser as streamrag_parser
 from shared.records import Anchor
-from tests.unit.redaction.test_verify import KNOWN, chain_of, history
+from tests.unit.redaction.audit_history import KNOWN, chain_of, history
 
 LEDGER_ABI = Path(__file__).resolve().parents[3] / "services/ledger/contract/AuditAnchor.json"
 

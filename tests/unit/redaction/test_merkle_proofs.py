@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.redaction import merkle
-from tests.unit.redaction.test_merkle_audit import INPUTS
+from tests.unit.redaction.rfc6962 import INPUTS
 
 LEAVES = [merkle.leaf_hash(x) for x in INPUTS]
 # (leaf index, tree size, path) from the certificate-transparency reference tests.

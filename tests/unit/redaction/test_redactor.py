@@ -109,10 +109,10 @@ def test_overlap_of_half_a_window_fails_at_start_naming_the_variable() -> None:
 
 
 def test_tool_names_the_model_calls_people_are_kept() -> None:
+    # The small NER model has tagged Kafka or Grafana here as a person; what is pinned is
+    # what our rules make of it, not the model's mistake (a better model may not make it).
     text = "Grafana alerted Robert Miller about Kafka lag."
     bare = RedactionSettings(name_rules=False)
-    plain = Redactor(bare).redact_texts([text])[0].text
-    assert "<PERSON> lag" in plain or "<PERSON> alerted" in plain  # the small model's mistake
     default = Redactor(RedactionSettings()).redact_texts([text])[0].text
     allowed = Redactor(bare.model_copy(update={"allow_list": ("Kafka", "Grafana")}))
     assert default == "Grafana alerted <PERSON> about Kafka lag."

@@ -28,9 +28,11 @@ def chunk_set(doc: str, version: int, seeds: list[int], *, op: str = "upsert",
 
 
 def settle(shard: Shard) -> None:
-    """Wait until no IVF training is running or due."""
-    while True:
+    """Wait until no IVF training is running or due (each round ends a training run, so a
+    bounded number of rounds, not a clock, says it never settled)."""
+    for _ in range(100):
         shard.vectors.wait_trained()
         shard.vectors.maybe_train()
         if shard.vectors._trainer is None:
             return
+    raise AssertionError("IVF training was still due after 100 rounds")

@@ -45,7 +45,9 @@ class CausalLM:
         self.counter = AutoTokenizer.from_pretrained(str(path))
         self._specials = len(self.counter("")["input_ids"])  # what tokenizing a prompt adds
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype)
-        self.model = self.model.to(self.device).eval()
+        # PreTrainedModel.to is @wraps(Module.to), which typeshed types as unbound (the
+        # device lands on `self`); the call itself is right.
+        self.model = self.model.to(self.device).eval()  # type: ignore[arg-type]
         self.model_id = path.name
         config = self.model.config
         eos = {self.tokenizer.eos_token_id, getattr(config, "eos_token_id", None)}

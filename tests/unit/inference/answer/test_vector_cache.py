@@ -8,8 +8,8 @@ import numpy as np
 
 from services.inference.answer.vector_cache import VectorCache
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from tests.unit.inference.api.test_server import CHUNKS, serving, stub
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import CHUNKS, serving, stub
 
 
 def rows(*values: float) -> np.ndarray:

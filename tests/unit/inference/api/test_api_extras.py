@@ -19,7 +19,9 @@ from services.inference.settings import InferenceSettings
 from shared.cli.mesh import free_port
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
-from tests.unit.inference.api.test_server import (
+from tests.support.polling import eventually_async
+from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import (
     CHUNKS,
     SERVING,
     health,
@@ -27,7 +29,6 @@ from tests.unit.inference.api.test_server import (
     stub,
     until_status,
 )
-from tests.unit.inference.fakes import FakeSearch, WordEncoder
 
 
 def test_embed_returns_the_encoders_vectors_in_order() -> None:
@@ -180,8 +181,8 @@ def test_full_queue_is_resource_exhausted_saying_so() -> None:
                            embed_max_batch=1) as (runtime, channel):
             calls = [asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=[f"t{i}"])))
                      for i in range(3)]  # one runs (blocked), two wait: the queue is full
-            while len(runtime.engine.embedder.queue) < 2:
-                await asyncio.sleep(0.01)
+            await eventually_async(lambda: len(runtime.engine.embedder.queue) >= 2,
+                                   "two requests waiting in the embed queue")
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub(channel).Query(pb.QueryRequest(question="disk"))
             assert runtime.metrics.sample("streamrag_inference_failures_total",
@@ -201,8 +202,8 @@ def test_deadline_ms_is_honoured_and_a_cancelled_wait_frees_its_slot() -> None:
         async with serving(FakeSearch(CHUNKS), lambda: encoder, queue_capacity=4,
                            embed_max_batch=1) as (runtime, channel):
             blocker = asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=["a"])))
-            while not runtime.engine.embedder.batches:
-                await asyncio.sleep(0.01)
+            await eventually_async(lambda: runtime.engine.embedder.batches,
+                                   "the blocking request's batch")
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub(channel).Query(pb.QueryRequest(question="disk", deadline_ms=200))
             assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -225,8 +226,9 @@ def test_queries_that_queue_behind_a_busy_encoder_share_its_next_batch() -> None
             requests = [asyncio.ensure_future(
                 stub(channel).Query(pb.QueryRequest(question=f"disk {i}"))) for i in range(6)]
             # The first batch holds the encoder; the others queue behind it (no wait timer).
-            while not embedder.batches or len(embedder.queue) < 6 - embedder.batches[0]:
-                await asyncio.sleep(0.01)
+            await eventually_async(
+                lambda: embedder.batches and len(embedder.queue) >= 6 - embedder.batches[0],
+                "the other questions queued behind the first batch")
             encoder.gate.set()
             answers = await asyncio.gather(*requests)
             assert all(a.citations for a in answers)

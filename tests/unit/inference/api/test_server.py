@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
 
 import grpc
 import pytest
@@ -15,53 +12,18 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from services.inference.encoding import TextEncoder
-from services.inference.runtime import InferenceRuntime
-from services.inference.settings import InferenceSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from shared.settings import KafkaSettings
-from tests.unit.inference.fakes import FakeSearch, WordEncoder, hit
-
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-CHUNKS = {
-    0: [hit("c-disk", 0.9, "Disk usage on the broker reached ninety percent. Nobody noticed.",
-            doc_id="incident-7")],
-    1: [hit("c-lunch", 0.4, "The team ordered lunch at noon. Pizza was late again.")],
-    2: [hit("c-fix", 0.8, "Rotating the broker logs freed the disk. Usage fell to forty percent.")],
-}
-
-
-@asynccontextmanager
-async def serving(search: FakeSearch, factory: Callable[[], TextEncoder] = WordEncoder,
-                  wait: bool = True, **kw: Any) -> AsyncIterator[tuple[InferenceRuntime, Any]]:
-    settings = InferenceSettings(grpc_port=0, grace_s=0.2, **kw)
-    runtime = InferenceRuntime(settings, KafkaSettings(), search=search, encoder_factory=factory)
-    await runtime.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
-            if wait:
-                await until_status(channel, SERVING)
-            yield runtime, channel
-    finally:
-        await runtime.stop()
-
-
-async def health(channel: Any, service: str = "streamrag.v1.Inference") -> int:
-    stub = health_pb2_grpc.HealthStub(channel)
-    return (await stub.Check(health_pb2.HealthCheckRequest(service=service))).status
-
-
-async def until_status(channel: Any, status: int, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while await health(channel) != status:
-        assert time.monotonic() < deadline, f"health never became {status}"
-        await asyncio.sleep(0.02)
-
-
-def stub(channel: Any) -> pb_grpc.InferenceStub:
-    return pb_grpc.InferenceStub(channel)
-
+from tests.support.polling import eventually_async
+from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import (
+    CHUNKS,
+    NOT_SERVING,
+    SERVING,
+    health,
+    serving,
+    stub,
+    until_status,
+)
 
 BAD_REQUESTS = [
     (pb.QueryRequest(question=""), "question"),
@@ -160,10 +122,9 @@ def test_no_shard_answering_is_unavailable_and_quick() -> None:
     async def go() -> None:
         search = FakeSearch(CHUNKS, silent=frozenset(range(4)))
         async with serving(search, shard_timeout_s=0.3) as (_, channel):
-            started = time.monotonic()
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub(channel).Query(pb.QueryRequest(question="disk"), timeout=10)
-            assert time.monotonic() - started < 2.0
+        # Quick: UNAVAILABLE at the shard timeout, not DEADLINE_EXCEEDED at the call's 10 s.
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "no retrieval shard answered within 0.30s (0 of 4)" in err.value.details()
     asyncio.run(go())
@@ -173,9 +134,8 @@ def test_client_deadline_caps_the_gather() -> None:
     async def go() -> None:
         search = FakeSearch(CHUNKS, silent=frozenset({2}))
         async with serving(search, shard_timeout_s=30) as (_, channel):
-            started = time.monotonic()
+            # An answer at all (not DEADLINE_EXCEEDED) means the gather ended before 1 s.
             response = await stub(channel).Query(pb.QueryRequest(question="disk"), timeout=1.0)
-            assert time.monotonic() - started < 1.0
         assert response.partial and list(response.missing_shards) == [2]
         assert 0.5 < search.queries[0][1] <= 0.8  # 3/4 of the 1 s deadline (wire rounding)
     asyncio.run(go())
@@ -227,10 +187,7 @@ def test_dead_reply_reader_turns_not_serving_and_crashes_the_runtime() -> None:
         search = FakeSearch(CHUNKS)
         async with serving(search) as (runtime, channel):
             search.stopped = True  # what a reader task that died looks like from outside
-            deadline = time.monotonic() + 3
-            while not runtime.crashed and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            assert runtime.crashed
+            await eventually_async(lambda: runtime.crashed, "the runtime to crash", 3, 0.05)
             assert "reply reader stopped" in str(runtime.crash_reason)
             assert await health(channel) == NOT_SERVING
     asyncio.run(go())

@@ -13,8 +13,8 @@ from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from tests.unit.inference.api.test_server import CHUNKS, serving, stub
 from tests.unit.inference.fakes import FakeSearch, hit
+from tests.unit.inference.serving import CHUNKS, serving, stub
 
 ODD = hit("c-odd", 0.95, "Disk usage on the broker was logged at an odd time.",
           doc_id="odd-doc").model_copy(update={"event_time": 1e16})

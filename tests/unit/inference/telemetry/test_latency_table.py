@@ -23,8 +23,8 @@ from services.inference.telemetry.latency import (
 )
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
-from tests.unit.inference.api.test_server import CHUNKS, SERVING, stub, until_status
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import CHUNKS, SERVING, stub, until_status
 
 # The middle of a fixed minute: the window is chosen by the events' timestamps, never
 # by the wall clock, so the test cannot straddle a window boundary.
@@ -47,7 +47,7 @@ def test_stats_use_nearest_rank() -> None:
     counts = {bucket_of(10): 80, bucket_of(200): 15, bucket_of(3000): 5}
     got = stats(lambda b: counts.get(b, 0))
     assert got.count == 100
-    assert [round(v, 2) for v in got[1:]] == [11.31, 215.27, 3444.31]
+    assert [round(v, 2) for v in (got.p50_ms, got.p95_ms, got.p99_ms)] == [11.31, 215.27, 3444.31]
     assert stats(lambda b: 0) == LatencyStats(0, 0.0, 0.0, 0.0)
 
 
@@ -75,7 +75,8 @@ def test_agent_counts_each_method_per_minute_and_dead_letters_bad_records() -> N
               + [(b'{"method": "Query", "latency_ms": -1, "at": 1}', T0)])
     query, embed, next_minute, dead = asyncio.run(_drive(values))
     assert query.count == 100  # the next minute's two and the bad one are not here
-    assert [round(v, 2) for v in query[1:]] == [11.31, 215.27, 3444.31]
+    percentiles = (query.p50_ms, query.p95_ms, query.p99_ms)
+    assert [round(v, 2) for v in percentiles] == [11.31, 215.27, 3444.31]
     p = round(upper_edge(bucket_of(40.0)), 2)
     assert (embed.count, round(embed.p50_ms, 2), round(embed.p99_ms, 2)) == (3, p, p)
     assert (next_minute.count, round(next_minute.p99_ms, 2)) == (2, round(upper_edge(10), 2))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from shared.batching.batcher import Batcher
 from shared.batching.queue import BatchLimits, QueueFullError
+from tests.support.polling import eventually_async
 
 
 class Backend:
@@ -33,12 +34,11 @@ def test_a_lone_request_runs_at_once_and_batches_grow_only_while_the_backend_is_
         batcher: Batcher[int, int] = Batcher("t", backend, BatchLimits(1000, 8), 100)
         batcher.start()
         first = asyncio.create_task(batcher.submit(1, 1, 1))
-        while not backend.calls:  # the loop picks it up alone: nothing waits to fill
-            await asyncio.sleep(0)
+        # The loop picks it up alone: nothing waits to fill (interval 0: yield, no sleep).
+        await eventually_async(lambda: backend.calls, "the first call", interval_s=0)
         backend.free.clear()  # the backend is now busy with ... nothing new; hold the next
         second = asyncio.create_task(batcher.submit(2, 1, 1))
-        while len(backend.calls) < 2:
-            await asyncio.sleep(0)
+        await eventually_async(lambda: len(backend.calls) >= 2, "the second call", interval_s=0)
         rest = [asyncio.create_task(batcher.submit(n, 1, 1)) for n in range(3, 7)]
         await asyncio.sleep(0)
         backend.free.set()
@@ -135,8 +135,7 @@ def test_every_staying_caller_gets_its_own_result_once_and_leavers_never_run(
                                              1000)
         batcher.start()
         warm = asyncio.create_task(batcher.submit(-1, 1, 1))
-        while not backend.calls:
-            await asyncio.sleep(0)
+        await eventually_async(lambda: backend.calls, "the warm-up call", interval_s=0)
         tasks = {n: asyncio.create_task(batcher.submit(n, s, longest))
                  for n, (s, longest, _) in enumerate(items)}
         await asyncio.sleep(0)

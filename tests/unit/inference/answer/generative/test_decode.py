@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +11,7 @@ from services.inference.answer.generative.decode import Finished, GenerationRunn
 from services.inference.answer.generative.model import CausalLM
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
-from tests.unit.inference.tinylm import build_tiny_lm
+from tests.support.tinylm import build_tiny_lm
 
 PROMPTS = ["The broker disk filled up because", "Rotate the logs when",
            "Payments failed at noon since the certificate", "Why?"]
@@ -23,11 +22,13 @@ def lm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CausalLM]:
     yield CausalLM(build_tiny_lm(tmp_path_factory.mktemp("tiny-lm")), device="cpu")
 
 
-async def collect(job: Job) -> tuple[list[str], Finished]:
+async def collect(job: Job, timeout_s: float = 60) -> tuple[list[str], Finished]:
+    """A job's deltas up to its Finished; a job that never finishes fails after timeout_s."""
     deltas: list[str] = []
-    while not isinstance(event := await job.events.get(), Finished):
-        assert isinstance(event, str), event
-        deltas.append(event)
+    async with asyncio.timeout(timeout_s):
+        while not isinstance(event := await job.events.get(), Finished):
+            assert isinstance(event, str), event
+            deltas.append(event)
     return deltas, event
 
 
@@ -119,8 +120,8 @@ def test_scheduler_batches_concurrent_requests_into_one_generation(lm: CausalLM)
 
 def test_stream_query_generates_with_citations_through_grpc(lm: CausalLM) -> None:
     from shared.rpc.streamrag.v1 import inference_pb2 as pb
-    from tests.unit.inference.api.test_server import CHUNKS, serving, stub
     from tests.unit.inference.fakes import FakeSearch
+    from tests.unit.inference.serving import CHUNKS, serving, stub
 
     async def go() -> tuple[list[pb.StreamQueryResponse], pb.InfoResponse, float]:
         async with serving(FakeSearch(CHUNKS)) as (runtime, channel):
@@ -195,7 +196,7 @@ def test_a_job_admitted_mid_generation_decodes_as_if_alone(lm: CausalLM) -> None
 
 
 def test_continuous_batching_starts_a_late_request_before_the_batch_ends(lm: CausalLM) -> None:
-    async def go() -> tuple[list[str], float, float, list[int], list[int]]:
+    async def go() -> tuple[list[str], int, list[int], list[int]]:
         runner = GenerationRunner(lm)
         scheduler: Batcher[Job, None] = Batcher("generate", runner, BatchLimits(10_000, 8), 16)
         runner.admit, runner.max_rows = scheduler.admit, 8
@@ -205,12 +206,13 @@ def test_continuous_batching_starts_a_late_request_before_the_batch_ends(lm: Cau
         first = await long.events.get()  # the long job is decoding
         scheduler.enqueue(late, 1, 100, INTERACTIVE)
         late_deltas, _ = await collect(late)
-        late_end = time.monotonic()
+        long_so_far = 1 + long.events.qsize()  # its events out when the late one finished
         rest, _ = await collect(long)
-        long_end = time.monotonic()
         await scheduler.stop()
-        return [first, *rest], late_end, long_end, scheduler.batches, runner.joined
-    long_deltas, late_end, long_end, batches, joined = asyncio.run(go())
-    assert late_end < long_end  # it did not wait for the long one to finish
+        return [first, *rest], long_so_far, scheduler.batches, runner.joined
+    long_deltas, long_so_far, batches, joined = asyncio.run(go())
+    # It did not wait for the long one to finish: the long job's Finished (and more) came
+    # after the late one had finished.
+    assert long_so_far < len(long_deltas) + 1
     assert batches == [1] and joined == [1]  # one batch; the late job joined it
     assert long_deltas  # and the long one went on to its end

@@ -1,0 +1,79 @@
+"""The mesh seen from outside, the way a user reaches it: a plain Kafka producer and
+consumer (aiokafka, no project code on the way in) and the gRPC API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import grpc
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from shared.cli.mesh import Endpoints
+from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
+
+# Small limit so the oversize case needs no megabyte payloads.
+MESH_ENV = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
+# The default CDC mapping, plus a table whose extra columns become metadata, so the
+# planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
+MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
+    "*": {"id": "id", "text": "body", "title": "title", "default_domain": "database"},
+    "helpdesk.pii_contacts": {"id": "id", "text": "body", "title": "title",
+                              "default_domain": "database",
+                              "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
+
+
+def uid(prefix: str) -> str:
+    """A fresh id, so tests sharing one mesh never see each other's documents."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def produce(mesh: Endpoints, values: list[bytes], headers: list[tuple[str, bytes]] | None = None,
+            key: bytes | None = None) -> None:
+    """Produce to docs.raw.v1 with a plain aiokafka producer."""
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=mesh.bootstrap)
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send_and_wait("docs.raw.v1", value, key=key, headers=headers)
+        finally:
+            await producer.stop()
+    asyncio.run(go())
+
+
+def query(mesh: Endpoints, question: str, **kw: Any) -> inference_pb2.QueryResponse:
+    with grpc.insecure_channel(mesh.grpc_target) as channel:
+        stub = inference_pb2_grpc.InferenceStub(channel)
+        return stub.Query(inference_pb2.QueryRequest(question=question, **kw), timeout=15)
+
+
+def chunks_of(mesh: Endpoints, question: str, doc_id: str, **kw: Any) -> list[Any]:
+    """The citations of `doc_id` among the top 50 for `question`."""
+    resp = query(mesh, question, top_k=50, **kw)
+    return [c for c in resp.citations if c.doc_id == doc_id]
+
+
+def read_topic(mesh: Endpoints, topic: str, timeout_s: float = 3.0) -> list[Any]:
+    """Every record on `topic` from the start that arrives within `timeout_s`.
+
+    A snapshot, not a wait: poll it with `eventually` for records that are still coming."""
+    async def go() -> list[Any]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=mesh.bootstrap,
+                                    auto_offset_reset="earliest", fetch_max_wait_ms=10,
+                                    group_id=None)
+        await consumer.start()
+        out: list[Any] = []
+        try:
+            end = time.monotonic() + timeout_s
+            while time.monotonic() < end:
+                batch = await consumer.getmany(timeout_ms=200)
+                for records in batch.values():
+                    out += records
+        finally:
+            await consumer.stop()
+        return out
+    return asyncio.run(go())

@@ -1,0 +1,34 @@
+"""The suite's own rules, checked: every test has a timeout, and test modules share helpers
+through tests/support (or a helper module beside them), never by importing a test module."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+TEST_MODULE = re.compile(r"^tests(\.\w+)*\.(test_\w+|conftest)$")
+
+
+def test_every_test_runs_under_a_timeout(request: pytest.FixtureRequest) -> None:
+    assert request.config.pluginmanager.hasplugin("timeout"), "pytest-timeout is not active"
+    assert float(request.config.getini("timeout")) > 0
+    # A mark may lengthen a test's timeout, never remove it (0 or None disables it).
+    disabled = [f"{p.relative_to(TESTS)}:{n}" for p in sorted(TESTS.rglob("*.py"))
+                for n, line in enumerate(p.read_text().splitlines(), 1)
+                if re.search(r"mark\.timeout\(\s*(0|None)\b", line)]
+    assert not disabled, disabled
+
+
+def test_no_test_module_imports_from_another() -> None:
+    offending = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offending += [f"{path.relative_to(TESTS)}:{node.lineno} {name}"  # type: ignore[union-attr]
+                          for name in names if TEST_MODULE.match(name)]
+    assert not offending, f"import these from tests/support instead: {offending}"
