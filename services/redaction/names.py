@@ -167,8 +167,10 @@ def stop_words() -> frozenset[str]:
 
 
 def lower_case_words(text: str) -> frozenset[str]:
-    """The words a text writes in lower case: common words, not names."""
-    return frozenset(re.findall(r"(?<![\w'’-])[^\W\d_A-Z][\w'’-]*", text))
+    """The words a text writes in lower case: common words, not names. Not the parts of
+    an address or path ("anna.weber@example.com", "/home/weber")."""
+    return frozenset(re.findall(
+        r"(?<![\w'’@./:+-])[^\W\d_A-Z][\w'’-]*(?![\w'’-]|[@/]|\.\w)", text))
 
 
 def _is_given_name(word: str) -> bool:

@@ -9,18 +9,25 @@ gRPC answers, the services' logs and their data directories. Zero hits allowed.
 from __future__ import annotations
 
 import json
+import os
+import random
 from typing import Any
 
 import pytest
 
+from services.redaction.cards import ISSUER_RANGES
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2
 from shared.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
 from tests.support.mesh import produce, query, read_topic, uid
 from tests.support.polling import eventually
 from tests.unit.redaction.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
+from tests.unit.redaction.pii_generated import generate
 
 pytestmark = pytest.mark.integration
+# Fixed so CI is repeatable; STREAMRAG_PII_SEED=random (or a number) plants fresh values.
+_SEED = os.environ.get("STREAMRAG_PII_SEED", "20261130")
+GEN_SEED = random.SystemRandom().randrange(2**32) if _SEED == "random" else int(_SEED)
 # Upstream of redaction: these may hold raw values by design (guarded like docs.raw.v1).
 UPSTREAM = {"docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "deadletter.raw.v1",
             DOC_VERSIONS.changelog}
@@ -30,6 +37,41 @@ def sentences(i: int) -> str:
     """One sentence per value of every type (value i of each, cycling)."""
     return " ".join(TEMPLATES[e][i % len(TEMPLATES[e])].replace("{v}", vs[i % len(vs)])
                     for e, vs in sorted(VALUES.items()))
+
+
+def luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
+    body = prefix + "".join(str(rng.randrange(10)) for _ in range(length - len(prefix) - 1))
+    total = 0
+    for i, ch in enumerate(reversed(body)):
+        d = int(ch) * (2 if i % 2 == 0 else 1)
+        total += d - 9 if d > 9 else d
+    return body + str(-total % 10)
+
+
+def generated(seed: int) -> tuple[str, list[str]]:
+    """A document of values nobody wrote down: Faker tickets (names in titles, greetings,
+    signatures and running text; phones; IBANs ...), one card from every issuer range with
+    a random separator or glued into a token, and North-American numbers with random area
+    codes, assigned or not. Returns the text and every planted value."""
+    rng = random.Random(seed)
+    docs = generate("dev3", 4)  # tuned-on locales, so the mesh test is not the eval set
+    values = [d.text[s.start:s.end] for d in docs for s in d.spans]
+    parts = [d.text for d in docs]
+    for r in ISSUER_RANGES:
+        low, high = int(r.low), int(r.high)
+        prefix = str(rng.randint(low, high)).zfill(len(r.low))
+        digits = luhn_complete(prefix, rng.choice(r.lengths), rng)
+        sep = rng.choice(["", " ", "-", "."])
+        card = sep.join(digits[i:i + 4] for i in range(0, len(digits), 4))
+        parts.append(rng.choice([f"Paid with {card} yesterday.", f"ref card:{card};"]))
+        values.append(card)
+    for _ in range(6):
+        area, exchange = rng.randint(200, 999), rng.randint(200, 999)
+        phone = rng.choice(["({a}) {e}-{s}", "{a}-{e}-{s}", "+1 {a} {e} {s}"]).format(
+            a=area, e=exchange, s=f"{rng.randrange(10000):04d}")
+        parts.append(f"Call back on {phone} after five.")
+        values.append(phone)
+    return "\n\n".join(parts), values
 
 
 def needles() -> dict[str, str]:
@@ -42,6 +84,12 @@ def needles() -> dict[str, str]:
             for part in parts if value == PRIVATE_KEY else [secret]:
                 out[f"{entity}:{part}"] = part
                 out[f"{entity}:{part} (json)"] = json.dumps(part)[1:-1]
+    for value in generated(GEN_SEED)[1]:
+        # a first name alone can be a word of the text too ("Will"): only full values
+        if len(value) >= 6 and value != "password":
+            secret = value.split("=", 1)[1] if value.startswith("password=") else value
+            out[f"generated:{secret}"] = secret
+            out[f"generated:{secret} (json)"] = json.dumps(secret)[1:-1]
     return out
 
 
@@ -69,7 +117,10 @@ def planted(tag: str) -> list[tuple[str, bytes, list[tuple[str, bytes]] | None]]
                          "status": f"escalated to {v['EMAIL_ADDRESS'][3]} "
                                    f"from {v['IP_ADDRESS'][1]}",
                          "updated_at": "2026-11-27T10:00:00Z"}}
+    gen = {"id": f"pii-gen-{tag}", "source": f"pii-{tag}", "domain": "privacy",
+           "title": "Generated tickets", "text": generated(GEN_SEED)[0]}
     return [(plain["id"], json.dumps(plain).encode(), None),
+            (gen["id"], json.dumps(gen).encode(), None),
             (f"pii-cdc-{tag}", json.dumps(cdc).encode(), None),
             (f"pii-api-{tag}", json.dumps(ticket).encode(), [("streamrag-source", b"tickets")])]
 
@@ -131,8 +182,11 @@ def test_planted_documents_were_redacted_not_dropped(mesh: RunningMesh,
     assert redacted[f"pii-api-{flowed['tag']}"]["metadata"] == {
         "priority": "call <PHONE_NUMBER>",
         "status": "escalated to <EMAIL_ADDRESS> from <IP_ADDRESS>"}
-    for doc in redacted.values():
-        assert set(doc["entity_counts"]) == set(VALUES), doc["entity_counts"]
+    for doc_id, doc in redacted.items():
+        if "-gen-" not in doc_id:
+            assert set(doc["entity_counts"]) == set(VALUES), doc["entity_counts"]
+    gen = redacted[f"pii-gen-{flowed['tag']}"]["entity_counts"]
+    assert gen["CREDIT_CARD"] >= len(ISSUER_RANGES) and gen["PHONE_NUMBER"] >= 6, gen
     answered = [c for a in flowed["answers"] for c in a.citations if c.doc_id in flowed["ids"]]
     assert answered, "the planted documents should be retrievable (redacted)"
 

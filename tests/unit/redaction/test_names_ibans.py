@@ -115,6 +115,9 @@ def test_technical_prose_with_capitalised_terms_has_no_person(redactor: Redactor
     ("Wazir Baral rolled back the deploy.", ["Wazir Baral"]),
     ("Megan's laptop was re-imaged.", ["Megan"]),
     ("Ticket from Darragh Ó Fearraidhe about the invoice.", ["Darragh Ó Fearraidhe"]),
+    # the surname also in an address: a part of an address is no lower-case word
+    ("Escalation from Jennifer Lawrence (jennifer.lawrence@example.com).",
+     ["Jennifer Lawrence"]),
 ])
 def test_people_named_alone_or_introduced(redactor: Redactor, text: str,
                                           names: list[str]) -> None:
