@@ -19,11 +19,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
-from tests.integration.test_mesh_e2e import eventually, read_topic, uid
+from shared.topics import PARTITIONS
+from tests.integration.test_mesh_e2e import eventually, uid
 
 pytestmark = pytest.mark.integration
 # Upstream first, so records are in flight behind every restarted stage; inference last.
@@ -146,13 +147,35 @@ def wait_searchable(mesh: RunningMesh, run: str, count: int) -> list[str]:
     return found
 
 
+def keys_on(mesh: RunningMesh, topic: str) -> set[str]:
+    """Every record key of `topic`, read with a plain consumer up to the end offsets it had
+    when the read began: all of it, however long that takes on a loaded machine (a read
+    bounded by time could stop short of the newest records, which are this test's)."""
+    async def go() -> set[str]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=mesh.bootstrap, group_id=None,
+                                    enable_auto_commit=False, fetch_max_wait_ms=10)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            ends = await consumer.end_offsets(tps)
+            keys: set[str] = set()
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    keys |= {(r.key or b"").decode(errors="replace") for r in records}
+            return keys
+        finally:
+            await consumer.stop()
+    return asyncio.run(go())
+
+
 def where_lost(mesh: RunningMesh, missing: list[str]) -> dict[str, list[str]]:
     """For each missing document, the last pipeline topic it reached (read back with a
     plain consumer), so a loss names the stage that dropped it."""
     reached: dict[str, str] = {}
     for topic in PIPELINE:
-        records = read_topic(mesh, topic, timeout_s=8)  # a loaded machine: read long enough
-        keys = {(r.key or b"").decode(errors="replace") for r in records}
+        keys = keys_on(mesh, topic)
         for doc in missing:
             if doc in keys:
                 reached[doc] = topic
