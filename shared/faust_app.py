@@ -8,6 +8,8 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from shared import delivery
+from shared.boundary import exit_now
 from shared.settings import KafkaSettings
 from shared.topics import TopicSpec
 
@@ -39,6 +41,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
              fetch_wait_ms: int | None = None, **overrides: Any) -> faust.App:
     """The service's app; its consumer waits `fetch_wait_ms` (default: the pipeline's)."""
     _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
+    # Offsets are committed only once every record produced from them is on the broker.
+    delivery.install(on_refused=exit_now)
     # Created by shared.runner when the worker starts: importing a service touches no disk.
     app_dir = (data_dir / app_id).resolve()
     conf: dict[str, Any] = dict(
@@ -59,9 +63,13 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     return faust.App(app_id, **conf)
 
 
-def topic(app: faust.App, spec: TopicSpec) -> Any:
-    """A raw-bytes Faust topic for a contract entry; records are parsed by shared.codec."""
+def topic(app: faust.App, spec: TopicSpec, *, acks: bool = True) -> Any:
+    """A raw-bytes Faust topic for a contract entry; records are parsed by shared.codec.
+
+    `acks=False`: Faust never commits offsets of this topic for the app's group (for a
+    consumer whose position is kept elsewhere, such as retrieval's shard snapshots).
+    """
     return app.topic(
         spec.name, partitions=spec.partitions, key_type=bytes, value_type=bytes,
-        key_serializer="raw", value_serializer="raw", internal=False,
+        key_serializer="raw", value_serializer="raw", internal=False, acks=acks,
     )

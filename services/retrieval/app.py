@@ -23,7 +23,9 @@ kafka = KafkaSettings()
 app = make_app(RETRIEVAL_APP, kafka, settings.data_dir,
                fetch_wait_ms=kafka.query_fetch_max_wait_ms)
 
-embedded_topic = topic(app, CHUNKS_EMBEDDED)
+# Never committed: a shard's position is its snapshot's offset, and a committed offset
+# would only give Faust a place to seek the consumer to instead (services/retrieval/positions.py).
+embedded_topic = topic(app, CHUNKS_EMBEDDED, acks=False)
 requests_topic = topic(app, SEARCH_REQUESTS)
 replies_topic = topic(app, SEARCH_REPLIES)
 dlq = topic(app, DEADLETTER)

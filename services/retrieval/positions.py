@@ -25,18 +25,16 @@ async def end_offsets(app: Any, topic: str) -> dict[int, int]:
 async def resume_at(app: Any, topic: str, offsets: Mapping[int, int]) -> None:
     """Make the consumer read each partition of `topic` from the offset given for it.
 
-    Faust 0.15 seeks every assigned partition to its committed offset right after
-    on_rebalance_complete (recovery's perform_seek), which would undo a plain seek made
-    here, so the position is also committed; aiokafka's seek_to_committed skips offset 0,
-    so the plain seek is what moves a partition that rebuilds from the start.
-    The group's committed offset is only a hint for us: the snapshot is the truth.
-    Faust exposes no public commit of explicit offsets; this is the one place that reaches in.
+    Only a seek: the app never commits offsets of `topic` (acks off, services/retrieval/
+    app.py), so Faust's own seeks to committed offsets, after on_rebalance_complete
+    (recovery's perform_seek) and whenever its fetcher finds the flow stopped, find none
+    and leave this position alone. Committing the position as well, as this did before,
+    raced with those seeks: one that read the group's offset before the commit landed (or
+    after a commit refused in a rebalance, which Faust reports only as False) moved the
+    partition to where the previous owner had stopped, past records a rebuilt shard lacks.
     """
-    tps = {TP(topic, p): o for p, o in offsets.items()}
-    if tps:
-        await app.consumer._commit(tps)
-    for tp, offset in tps.items():
-        await app.consumer.seek(tp, offset)
+    for p, offset in offsets.items():
+        await app.consumer.seek(TP(topic, p), offset)
 
 
 def digest_reader(kafka: KafkaSettings, topic: str, digest: DigestOf,

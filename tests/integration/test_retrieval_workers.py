@@ -280,8 +280,10 @@ def owned(child: Child) -> set[int]:
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "open regression since the per-record boundary landed: after kill -9 of worker a, the "
-    "partitions b rebuilds from offset 0 stay 'recovering' in most runs (passed on d14c475)"))
+    "open (issue 11): in full-suite runs, after kill -9 of worker a, partitions b rebuilt "
+    "from offset 0 stayed 'recovering'; not reproduced alone (6 of 6 passed, under load too). "
+    "Retrieval no longer commits chunks.embedded.v1 (no Faust seek to a committed offset can "
+    "move a rebuilt shard's position); remove this once full-suite runs pass"))
 def test_rebalance_moves_partitions_and_every_chunk_stays_searchable_once(
         bootstrap: str, workers: Workers, tmp_path: Path) -> None:
     live: Live = {}
