@@ -17,8 +17,8 @@ from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2
 from shared.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
 from tests.support.mesh import produce, query, read_topic, uid
+from tests.support.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
 from tests.support.polling import eventually
-from tests.unit.redaction.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
 
 pytestmark = pytest.mark.integration
 # Upstream of redaction: these may hold raw values by design (guarded like docs.raw.v1).
