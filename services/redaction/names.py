@@ -116,11 +116,17 @@ def tech_terms() -> frozenset[str]:
 _NEXT_WORD = re.compile(r"(?:['’]s)?[ \t]+([a-z]+)")
 
 
+def _more_words(text: str, pos: int) -> str:
+    """The words written as a name that follow `pos` ("" when none do)."""
+    m = _MORE_WORDS.match(text, pos)
+    return m.group(0) if m is not None else ""  # never None: the pattern matches ""
+
+
 def eponym(text: str, end: int) -> bool:
     """Whether the name ending at `end` names a thing after a person: "Monte Carlo
     sampler", "Cox models", "Bowman's capsule"."""
     m = _NEXT_WORD.match(text, end)
-    return bool(m) and m.group(1) in thing_words()
+    return m is not None and m.group(1) in thing_words()
 
 
 @cache
@@ -207,7 +213,7 @@ class NameRecognizer(LocalRecognizer):
             if _in_heading(text, m.start()):
                 continue  # "Gene Content Of Ion Channels": every word is capitalised
             words = list(re.finditer(r"\S+", m.group(0)))
-            run = m.group(0) + _MORE_WORDS.match(text, m.end()).group(0)
+            run = m.group(0) + _more_words(text, m.end())
             if any(fold(w.removesuffix("'s").removesuffix("’s")) in thing_words()
                    for w in run.split()):
                 continue  # "San Francisco Young Men's Health Study"
@@ -229,19 +235,18 @@ class NameRecognizer(LocalRecognizer):
                                          "known given name")
                     break
         for m in _POSSESSIVE.finditer(text):  # "Anna's laptop"
-            run = _MORE_WORDS.match(text, m.end()).group(0).split()
-            if any(fold(w) in thing_words() for w in run):
+            if any(fold(w) in thing_words() for w in _more_words(text, m.end()).split()):
                 continue  # "Men's Health Study"
             if self.surname_like(m.group(1), lower) and _is_given_name(m.group(1)):
                 spans.setdefault((m.start(1), m.end(1)), "given name, possessive")
         for m in _FULL_NAME_ACTS.finditer(text):  # "Wazir Baral rolled back the deploy"
-            words = m.group(1).split()
+            mention = m.group(1).split()
             start = m.start(1)
-            while len(words) > 2 and fold(words[0]) in ROLES:
-                start = text.index(words[1], start + len(words[0]))
-                words = words[1:]
+            while len(mention) > 2 and fold(mention[0]) in ROLES:
+                start = text.index(mention[1], start + len(mention[0]))
+                mention = mention[1:]
             if all(self.surname_like(w, lower) and fold(w) not in stop_words()
-                   and fold(w) not in thing_words() for w in words):
+                   and fold(w) not in thing_words() for w in mention):
                 spans.setdefault((start, m.end(1)), "full name, then an act")
         for rule, why in ((_GREETING, "greeting"), (_CLOSING, "signature"),
                           (_HONORIFIC, "honorific")):

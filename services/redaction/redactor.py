@@ -20,6 +20,7 @@ import tldextract
 from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerResult
 from presidio_anonymizer import AnonymizerEngine
 from presidio_anonymizer.entities import OperatorConfig
+from presidio_anonymizer.entities import RecognizerResult as AnonymizerSpan
 
 from services.redaction.cards import CardRecognizer
 from services.redaction.ibans import Mod97IbanRecognizer
@@ -125,7 +126,9 @@ class Redactor:
         if not found:
             return Redaction(text, Counter())
         ops = {e: self._operator(e) for e in {r.entity_type for r in found}}
-        out = self.anonymizer.anonymize(text=text, analyzer_results=found, operators=ops)
+        # The anonymizer is typed for its own result class (it copies these four fields).
+        spans = [AnonymizerSpan(r.entity_type, r.start, r.end, r.score) for r in found]
+        out = self.anonymizer.anonymize(text=text, analyzer_results=spans, operators=ops)
         return Redaction(out.text, Counter(item.entity_type for item in out.items))
 
     def redact_isolated(self, docs: list[Document]) -> list[RedactedDocument | Exception]:

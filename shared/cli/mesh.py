@@ -12,6 +12,7 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -121,8 +122,7 @@ class Mesh:
     def start_services(self, names: tuple[str, ...] = START_ORDER) -> None:
         for name in names:
             argv = service_argv(name)
-            child = self._supervise(
-                lambda name=name, argv=argv: spawn(name, argv, self.run_dir, self.env))
+            child = self._supervise(partial(spawn, name, argv, self.run_dir, self.env))
             log.info("started %-10s pid %d, log %s", name, child.popen.pid, child.log_path)
 
     def wait_ready(self) -> None:

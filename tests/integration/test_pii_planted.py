@@ -20,9 +20,9 @@ from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2
 from shared.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
 from tests.support.mesh import produce, query, read_topic, uid
+from tests.support.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
+from tests.support.pii_generated import generate
 from tests.support.polling import eventually
-from tests.unit.redaction.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
-from tests.unit.redaction.pii_generated import generate
 
 pytestmark = pytest.mark.integration
 # Fixed so CI is repeatable; STREAMRAG_PII_SEED=random (or a number) plants fresh values.

@@ -13,7 +13,7 @@ from services.redaction.ibans import find_ibans, iban_ok
 from services.redaction.names import NameRecognizer
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
-from tests.unit.redaction.pii_generated import TECH, generate
+from tests.support.pii_generated import TECH, generate
 
 NAMES = NameRecognizer()
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
 from services.redaction.phones import PossiblePhoneRecognizer, snippets
-from tests.unit.redaction.pii_corpus import VALUES
+from tests.support.pii_corpus import VALUES
 
 REGIONS = ["US", "GB", "DE", "FR", "IN"]
 PRESIDIO = PhoneRecognizer(supported_regions=REGIONS)

@@ -11,7 +11,7 @@ from services.redaction.pseudonyms import pseudonym
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from shared.records import Document
-from tests.unit.redaction.pii_corpus import FILLER, PRIVATE_KEY, TEMPLATES, VALUES
+from tests.support.pii_corpus import FILLER, PRIVATE_KEY, TEMPLATES, VALUES
 
 KEY = "unit-test-pseudonym-key"
 

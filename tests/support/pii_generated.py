@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from faker import Faker
 
-from tests.unit.redaction.pii_corpus import Labelled, Span
+from tests.support.pii_corpus import Labelled, Span
 
 SLICES = {
     "dev": (("en_US", "en_GB", "de_DE", "fr_FR"), 5101),
