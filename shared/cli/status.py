@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from shared.boundary import COUNTS_FILE
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings
-from shared.topics import SERVICE_INPUTS, SERVICES
+from shared.topics import CHUNKS_EMBEDDED, SERVICE_INPUTS, SERVICES
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,19 @@ async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
         await admin.close()
 
 
+# Inputs a service never commits: retrieval's position on chunks.embedded.v1 is each
+# shard's snapshot offset (services/retrieval/positions.py), so a group lag means nothing.
+UNCOMMITTED = {("retrieval", CHUNKS_EMBEDDED.name)}
+
+
 async def _lag(kafka: KafkaSettings, service: str, group: str) -> dict[str, int]:
     """End offset minus committed offset, summed over each input topic's partitions.
 
     The embedded broker's end offsets can run short after batched produces (see NOTES),
     so there this is a lower bound.
     """
-    tps = [TopicPartition(t.name, p) for t in SERVICE_INPUTS[service] for p in range(t.partitions)]
+    tps = [TopicPartition(t.name, p) for t in SERVICE_INPUTS[service]
+           if (service, t.name) not in UNCOMMITTED for p in range(t.partitions)]
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
                               enable_auto_commit=False)
     await reader.start()
