@@ -103,15 +103,14 @@ INFERENCE_APP = "streamrag-inference"
 LEDGER_APP = "streamrag-ledger"
 
 DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{content_hash, version}")
-AUDIT_CHAIN = TableSpec(REDACTION_APP, "audit_chain", "partition", "last Merkle root (hex)")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
 CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
 CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
 QUERY_LATENCIES = TableSpec(INFERENCE_APP, "query_latency", "method/bucket",
                             "calls per log-spaced latency bucket, tumbling 1 min")
 
-TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, ANCHORED,
-                                 CHUNK_CLICKS, CHUNK_SKIPS, QUERY_LATENCIES)
+TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, ANCHORED, CHUNK_CLICKS, CHUNK_SKIPS,
+                                 QUERY_LATENCIES)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
