@@ -90,7 +90,7 @@ class MiniMesh:
         self.children.clear()
 
     def read(self, spec: Any) -> list[Any]:
-        return asyncio.run(read_topic(self.bootstrap, spec, 0.3))
+        return asyncio.run(read_topic(KafkaSettings(bootstrap=self.bootstrap), spec, 0.3))
 
     def produce(self, topic: str, pairs: list[tuple[bytes, bytes]], pace_s: float = 0) -> None:
         async def go() -> None:
@@ -221,7 +221,8 @@ def test_chain_ends_are_read_back_from_the_tail_of_the_audit_topic(crashed: Mini
               for p in {r.partition for r in everything}}
 
     def read(enough: Any) -> list[Any]:
-        return asyncio.run(read_back(crashed.bootstrap, AUDIT_BATCHES, 0.3, enough, tail=2))
+        return asyncio.run(read_back(KafkaSettings(bootstrap=crashed.bootstrap), AUDIT_BATCHES, 0.3,
+                                enough, tail=2))
     tail = read(lambda records: True)
     assert 0 < len(tail) < len(everything)
     assert {r.partition: r.offset for r in tail} == newest  # each partition's last record
