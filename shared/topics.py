@@ -127,6 +127,25 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ledger": (AUDIT_BATCHES,),
 }
 
+# What each service produces to (its tables' changelogs aside). Only redaction writes
+# redacted documents and audit records: the broker's ACLs (shared/acls.py) hold it to that.
+SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
+    "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER),
+    "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER),
+    "chunking": (CHUNKS, DEADLETTER), "embedding": (CHUNKS_EMBEDDED, DEADLETTER),
+    "retrieval": (SEARCH_REPLIES, DEADLETTER),
+    "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER),
+    "ledger": (LEDGER_ANCHORS, DEADLETTER),
+}
+
+# Read by a plain consumer outside the service's group (no lag to report): redaction reads
+# the tail of its own audit records back to rebuild its chain ends after a restart.
+SERVICE_LOOKUPS: dict[str, tuple[TopicSpec, ...]] = {"redaction": (AUDIT_BATCHES,)}
+
+
+def service_tables(service: str) -> tuple[TableSpec, ...]:
+    return tuple(t for t in TABLES if t.app_id == SERVICES[service])
+
 
 def all_topic_specs() -> tuple[TopicSpec, ...]:
     """Every topic to create at bring-up, table changelogs included."""
