@@ -58,7 +58,7 @@ KEY = "0x" + hashlib.sha256(b"streamrag integration audit key").hexdigest()
 SIGNER = Account.from_key(KEY).address
 STRANGER_KEY = "0x" + "42" * 32
 WARM_UP = 20  # documents through every stage before the kills begin
-PACE_S = 0.2  # then the stream flows until the last kill is over, and a little longer
+PACE_S = 0.2  # then the stream flows until the last kill is over
 MAX_DOCS = 1500
 # Each stage killed while it is consuming (its committed offsets moved); redaction twice,
 # the second time after its chain ends were rebuilt once. Downstream first: a stage's
@@ -252,9 +252,7 @@ def crashed(tmp_path_factory: pytest.TempPathFactory, anvil: Anvil,
                      f"{name} to consume")  # then kill wherever its batch happens to be
             mesh.kill(name, mid_stream=stream.is_alive())
             mesh.start_service(name)
-        before = mesh.count(DOCS_REDACTED)
-        wait_for(lambda: mesh.count(DOCS_REDACTED) >= before + 10, "redaction after the kills")
-        stream.stopping.set()
+        stream.stopping.set()  # the restarted redaction works off what is left
         stream.join()
         mesh.produced = [d.doc_id for d in stream.docs[:WARM_UP + stream.sent]]
         ids = set(mesh.produced)
