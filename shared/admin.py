@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 async def _connected_admin(kafka: KafkaSettings, wait_s: float) -> AIOKafkaAdminClient:
     deadline = asyncio.get_running_loop().time() + wait_s
     while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **kafka.client_options())
         try:
             await admin.start()
             return admin

@@ -47,10 +47,14 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     app_dir = (data_dir / app_id).resolve()
     conf: dict[str, Any] = dict(
         broker=kafka.url,
+        broker_credentials=kafka.faust_credentials(),
         store="memory://",
         datadir=str(app_dir),
         topic_replication_factor=kafka.replication_factor,
         topic_disable_leader=True,
+        # Under ACLs (SASL) a service holds no Create grant: the topics job made every topic
+        # of the contract, changelogs included, and Faust must not try to.
+        topic_allow_declare=not kafka.sasl,
         broker_session_timeout=kafka.session_timeout_s,
         broker_rebalance_timeout=kafka.rebalance_timeout_s,
         broker_heartbeat_interval=kafka.heartbeat_interval_s,

@@ -6,9 +6,11 @@ Nothing outside settings classes reads os.environ.
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # anvil's first well-known dev account: only a default for the embedded dev chain.
@@ -33,10 +35,57 @@ class KafkaSettings(BaseSettings):
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     replication_factor: int = Field(default=1, ge=1)
     producer_linger_ms: int = Field(default=0, ge=0)
+    # Apache Kafka with SASL (docker-compose): each service signs in as its own principal,
+    # whose ACLs (shared/acls.py) allow exactly the topics it reads and writes. The embedded
+    # broker has no SASL: leave PLAINTEXT there.
+    security_protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    sasl_username: str = ""
+    sasl_password: SecretStr = SecretStr("")
+    ssl_cafile: Path | None = None  # SASL_SSL: the CA that signed the broker's certificate
+
+    @model_validator(mode="after")
+    def _sasl_needs_credentials(self) -> KafkaSettings:
+        if self.sasl and not (self.sasl_username and self.sasl_password.get_secret_value()):
+            msg = (f"STREAMRAG_KAFKA_SECURITY_PROTOCOL={self.security_protocol} needs "
+                   "STREAMRAG_KAFKA_SASL_USERNAME and STREAMRAG_KAFKA_SASL_PASSWORD")
+            raise ValueError(msg)
+        return self
 
     @property
     def url(self) -> str:
         return "kafka://" + ";".join(self.bootstrap.split(","))
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if self.security_protocol != "SASL_SSL":
+            return None
+        return ssl.create_default_context(cafile=self.ssl_cafile)
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments that sign a plain aiokafka client (producer, consumer, admin)
+        in; none on a PLAINTEXT broker."""
+        if not self.sasl:
+            return {}
+        return {"security_protocol": self.security_protocol,
+                "sasl_mechanism": self.sasl_mechanism,
+                "sasl_plain_username": self.sasl_username,
+                "sasl_plain_password": self.sasl_password.get_secret_value(),
+                "ssl_context": self.ssl_context()}
+
+    def faust_credentials(self) -> Any:
+        """Faust's broker_credentials for the same sign-in (None on a PLAINTEXT broker)."""
+        if not self.sasl:
+            return None
+        import faust  # only services build apps; the CLI's settings stay cheap to import
+
+        return faust.SASLCredentials(username=self.sasl_username,
+                                     password=self.sasl_password.get_secret_value(),
+                                     mechanism=self.sasl_mechanism,
+                                     ssl_context=self.ssl_context())
 
 
 class LedgerSettings(BaseSettings):

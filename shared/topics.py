@@ -103,15 +103,14 @@ INFERENCE_APP = "streamrag-inference"
 LEDGER_APP = "streamrag-ledger"
 
 DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{content_hash, version}")
-AUDIT_CHAIN = TableSpec(REDACTION_APP, "audit_chain", "partition", "last Merkle root (hex)")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
 CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
 CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
 QUERY_LATENCIES = TableSpec(INFERENCE_APP, "query_latency", "method/bucket",
                             "calls per log-spaced latency bucket, tumbling 1 min")
 
-TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, AUDIT_CHAIN, ANCHORED,
-                                 CHUNK_CLICKS, CHUNK_SKIPS, QUERY_LATENCIES)
+TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, ANCHORED, CHUNK_CLICKS, CHUNK_SKIPS,
+                                 QUERY_LATENCIES)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
@@ -127,6 +126,25 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY),
     "ledger": (AUDIT_BATCHES,),
 }
+
+# What each service produces to (its tables' changelogs aside). Only redaction writes
+# redacted documents and audit records: the broker's ACLs (shared/acls.py) hold it to that.
+SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
+    "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER),
+    "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER),
+    "chunking": (CHUNKS, DEADLETTER), "embedding": (CHUNKS_EMBEDDED, DEADLETTER),
+    "retrieval": (SEARCH_REPLIES, DEADLETTER),
+    "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER),
+    "ledger": (LEDGER_ANCHORS, DEADLETTER),
+}
+
+# Read by a plain consumer outside the service's group (no lag to report): redaction reads
+# the tail of its own audit records back to rebuild its chain ends after a restart.
+SERVICE_LOOKUPS: dict[str, tuple[TopicSpec, ...]] = {"redaction": (AUDIT_BATCHES,)}
+
+
+def service_tables(service: str) -> tuple[TableSpec, ...]:
+    return tuple(t for t in TABLES if t.app_id == SERVICES[service])
 
 
 def all_topic_specs() -> tuple[TopicSpec, ...]:

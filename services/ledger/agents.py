@@ -142,8 +142,13 @@ async def _anchor_one(event: Any) -> None:
         # is consumed again after the restart (anchoring twice is harmless).
         await _fatal(exc, f"anchoring {batch.batch_id}")
     record = receipt.record(batch_closed_at=batch.created_at)
+    # Announced (acknowledged by the broker) before the table says done: a kill between
+    # the two replays the batch, anchored again ("already on chain") and announced again.
+    # The other order lost announcements under kill -9: the table's changelog record went
+    # out at once, the announcement only with the offset commit, seconds later.
+    await (await anchors_topic.send(key=batch.batch_id.encode(), value=encode(record),
+                                    force=True))
     anchored[batch.batch_id] = record.model_dump(mode="json")
-    await anchors_topic.send(key=batch.batch_id.encode(), value=encode(record))
     log.info("anchored %s tx=%s block=%d in %.0f ms, %.2f s after the batch closed%s",
              batch.batch_id, receipt.tx_hash, receipt.block_number,
              (time.monotonic() - started) * 1000, record.anchored_at - batch.created_at,

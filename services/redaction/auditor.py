@@ -62,7 +62,7 @@ def _decode_all(model: type[T], spec: TopicSpec, records: list[Any],
 
 def load(kafka: KafkaSettings, idle_s: float) -> Loaded:
     async def go() -> tuple[list[Any], ...]:
-        return tuple([await read_topic(kafka.bootstrap, spec, idle_s)
+        return tuple([await read_topic(kafka, spec, idle_s)
                       for spec in (DOCS_REDACTED, AUDIT_BATCHES, LEDGER_ANCHORS)])
     docs, batches, anchors = asyncio.run(go())
     bad: list[str] = []

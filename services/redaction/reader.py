@@ -12,28 +12,29 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from shared.settings import KafkaSettings
 from shared.topics import TopicSpec
 
 
-async def read_topic(bootstrap: str, spec: TopicSpec, idle_s: float) -> list[Any]:
+async def read_topic(kafka: KafkaSettings, spec: TopicSpec, idle_s: float) -> list[Any]:
     """Every record of `spec`, per partition in offset order."""
-    records, _ = await _read(bootstrap, spec, idle_s, None)
+    records, _ = await _read(kafka, spec, idle_s, None)
     return records
 
 
-async def read_back(bootstrap: str, spec: TopicSpec, idle_s: float,
+async def read_back(kafka: KafkaSettings, spec: TopicSpec, idle_s: float,
                     enough: Callable[[list[Any]], bool], tail: int = 64) -> list[Any]:
     """The shortest tail of `spec` (the last `tail` records of each partition, growing 8x
     a round) for which `enough(records)` holds, else the whole topic: a restart stays fast
     however long the topic's history is."""
     while True:
-        records, whole = await _read(bootstrap, spec, idle_s, tail)
+        records, whole = await _read(kafka, spec, idle_s, tail)
         if whole or enough(records):
             return records
         tail *= 8
 
 
-async def _read(bootstrap: str, spec: TopicSpec, idle_s: float,
+async def _read(kafka: KafkaSettings, spec: TopicSpec, idle_s: float,
                 tail: int | None) -> tuple[list[Any], bool]:
     """The records from each partition's start (or `tail` before its end), per partition in
     offset order; and whether that was every partition's start.
@@ -43,8 +44,9 @@ async def _read(bootstrap: str, spec: TopicSpec, idle_s: float,
     is passed and nothing new arrived for idle_s; a tail may start a little early for the
     same reason, never late.
     """
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=10)
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
+                                enable_auto_commit=False, fetch_max_wait_ms=10,
+                                **kafka.client_options())
     await consumer.start()
     try:
         parts = [TopicPartition(spec.name, p) for p in range(spec.partitions)]

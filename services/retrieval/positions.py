@@ -43,7 +43,8 @@ def digest_reader(kafka: KafkaSettings, topic: str, digest: DigestOf,
     async def digest_at(partition: int, offset: int) -> str | None:
         consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
                                     enable_auto_commit=False,
-                                    fetch_max_wait_ms=kafka.query_fetch_max_wait_ms)
+                                    fetch_max_wait_ms=kafka.query_fetch_max_wait_ms,
+                                    **kafka.client_options())
         await consumer.start()
         try:
             tp = TopicPartition(topic, partition)

@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **kafka.client_options())
     await admin.start()
     try:
         out = []
@@ -67,7 +67,7 @@ async def _lag(kafka: KafkaSettings, service: str, group: str) -> dict[str, int]
     tps = [TopicPartition(t.name, p) for t in SERVICE_INPUTS[service]
            if (service, t.name) not in UNCOMMITTED for p in range(t.partitions)]
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                              enable_auto_commit=False)
+                              enable_auto_commit=False, **kafka.client_options())
     await reader.start()
     try:
         ends = await reader.end_offsets(tps)

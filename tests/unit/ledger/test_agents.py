@@ -39,13 +39,19 @@ def batch(batch_id: str = "docs.normalized.v1/1/0-1", root: str = ROOT,
 class Recorder:
     """Stands in for topic.send; records what the agent sent and wakes the test."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_send: Any = None) -> None:
         self.sent: list[tuple[bytes, bytes]] = []
         self.event = asyncio.Event()
+        self.on_send = on_send
 
-    async def send(self, *, key: bytes, value: bytes) -> None:
+    async def send(self, *, key: bytes, value: bytes, force: bool = False) -> Any:
+        if self.on_send is not None:
+            self.on_send(key)
         self.sent.append((key, value))
         self.event.set()
+        delivered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        delivered.set_result(None)  # the broker's acknowledgement, at once
+        return delivered
 
     async def next(self) -> tuple[bytes, bytes]:
         await asyncio.wait_for(self.event.wait(), 10)
@@ -63,8 +69,9 @@ def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient
     module.anchored.data.clear()
 
 
-def run(agents: ModuleType, scenario: Any) -> tuple[Recorder, Recorder]:
-    anchors, dlq = Recorder(), Recorder()
+def run(agents: ModuleType, scenario: Any, anchors: Recorder | None = None,
+        ) -> tuple[Recorder, Recorder]:
+    anchors, dlq = anchors or Recorder(), Recorder()
 
     async def main() -> None:
         agents.anchors_topic.send, agents.dlq.send = anchors.send, dlq.send
@@ -92,6 +99,23 @@ def test_a_batch_is_anchored_once_and_announced(agents: ModuleType, client: Anch
     assert [k for k, _ in anchors.sent] == [b"docs.normalized.v1/1/0-1",
                                             b"docs.normalized.v1/1/2-3"]
     assert client.contract.functions.anchor_count().call() == 2 and dlq.sent == []
+
+
+def test_the_announcement_is_on_the_broker_before_the_table_says_done(
+        agents: ModuleType) -> None:
+    """Else a kill -9 in between leaves a batch done but never announced: its replay is
+    skipped as done (seen with the table written first, under kill loops)."""
+    done_at_send: list[bool] = []
+    anchors = Recorder(on_send=lambda key: done_at_send.append(key.decode() in agents.anchored))
+
+    async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
+        await agent.put(encode(batch()), key=b"1", partition=1)
+        await anchors.next()
+        await asyncio.sleep(0)
+        assert "docs.normalized.v1/1/0-1" in agents.anchored  # and then done
+
+    run(agents, scenario, anchors)
+    assert done_at_send == [False]
 
 
 STRANGER_KEY = "0x" + "42" * 32

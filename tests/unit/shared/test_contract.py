@@ -123,3 +123,17 @@ def test_decode_or_dead_letter_returns_the_record_or_sends_the_reason() -> None:
     letter = json.loads(dlq.send.await_args.kwargs["value"])
     assert (letter["stage"], letter["reason"], letter["offset"]) == ("stage", "malformed_json", 7)
     assert letter["payload_b64"] is None
+
+
+def test_every_table_in_the_contract_is_a_table_of_its_service() -> None:
+    """A changelog topic is created for each: a table no service declares (redaction's old
+    audit_chain) would be a topic nobody uses."""
+    from pathlib import Path
+
+    from shared import topics
+    root = Path(__file__).resolve().parents[3]
+    for table in TABLES:
+        var = next(k for k, v in vars(topics).items() if v is table)
+        service = next(k for k, v in SERVICES.items() if v == table.app_id)
+        assert f"{var}.name" in (root / "services" / service / "app.py").read_text(), var
+    assert "streamrag-redaction-audit_chain-changelog" not in {s.name for s in all_topic_specs()}

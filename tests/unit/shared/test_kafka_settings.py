@@ -1,0 +1,65 @@
+"""KafkaSettings: SASL sign-in for Faust and the plain aiokafka clients, or none."""
+
+from __future__ import annotations
+
+import faust
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from shared.faust_app import make_app
+from shared.settings import KafkaSettings
+
+
+def test_plaintext_by_default_signs_nothing_in() -> None:
+    kafka = KafkaSettings()
+    assert (kafka.client_options(), kafka.faust_credentials()) == ({}, None)
+
+
+def test_sasl_options_for_plain_clients_and_faust() -> None:
+    kafka = KafkaSettings(security_protocol="SASL_PLAINTEXT", sasl_username="redaction",
+                          sasl_password=SecretStr("s3cret"))
+    assert kafka.client_options() == {
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "redaction", "sasl_plain_password": "s3cret",
+        "ssl_context": None}
+    creds = kafka.faust_credentials()
+    assert isinstance(creds, faust.SASLCredentials)
+    assert (creds.username, creds.password, creds.mechanism.value, creds.protocol.value) == (
+        "redaction", "s3cret", "SCRAM-SHA-512", "SASL_PLAINTEXT")
+    assert "s3cret" not in repr(kafka)
+
+
+def test_sasl_ssl_verifies_the_broker() -> None:
+    kafka = KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+                          sasl_username="u", sasl_password=SecretStr("p"))
+    ctx = kafka.client_options()["ssl_context"]
+    assert ctx is not None and ctx.check_hostname
+    assert kafka.faust_credentials().protocol.value == "SASL_SSL"
+
+
+@pytest.mark.parametrize("missing", ["sasl_username", "sasl_password"])
+def test_sasl_without_credentials_fails_at_start_naming_the_variables(missing: str) -> None:
+    values = {"security_protocol": "SASL_PLAINTEXT", "sasl_username": "u",
+              "sasl_password": SecretStr("p"), missing: SecretStr("") if "password" in missing
+              else ""}
+    with pytest.raises(ValidationError, match="STREAMRAG_KAFKA_SASL_USERNAME and "
+                                              "STREAMRAG_KAFKA_SASL_PASSWORD"):
+        KafkaSettings(**values)
+
+
+def test_env_configures_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMRAG_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("STREAMRAG_KAFKA_SASL_USERNAME", "ledger")
+    monkeypatch.setenv("STREAMRAG_KAFKA_SASL_PASSWORD", "pw")
+    assert KafkaSettings().client_options()["sasl_plain_username"] == "ledger"
+
+
+def test_faust_apps_sign_in_and_under_acls_create_no_topics(tmp_path: object) -> None:
+    from pathlib import Path
+    sasl = KafkaSettings(security_protocol="SASL_PLAINTEXT", sasl_username="chunking",
+                         sasl_password=SecretStr("pw"))
+    app = make_app("test-sasl-app", sasl, Path(str(tmp_path)))
+    assert app.conf.broker_credentials.username == "chunking"
+    assert app.conf.topic_allow_declare is False
+    plain = make_app("test-plain-app", KafkaSettings(), Path(str(tmp_path)))
+    assert plain.conf.broker_credentials is None and plain.conf.topic_allow_declare is True
