@@ -63,7 +63,8 @@ STRANGER_KEY = "0x" + "42" * 32
 WARM_UP = 20  # documents through every stage before the kills begin
 PACE_S = 0.2  # then the stream flows until the last kill is over
 MAX_DOCS = 1500
-# Each stage killed while it is consuming (its committed offsets, or for retrieval its processed count, moved); redaction twice,
+# Each stage killed while it is consuming (its committed offsets, or for retrieval its
+# processed count, moved); redaction twice,
 # the second time after its chain ends were rebuilt once. Downstream first: a stage's
 # progress never waits for the restart of one upstream of it, so the kills overlap.
 KILLS = ("ledger", "retrieval", "embedding", "chunking", "redaction", "redaction")
