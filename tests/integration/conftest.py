@@ -9,7 +9,7 @@ import pytest
 
 from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
-from tests.support.anvil import Anvil
+from tests.support.anvil import Anvil, running_anvil
 from tests.support.mesh import MESH_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +38,5 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endp
 def anvil(tmp_path: Path) -> Iterator[Anvil]:
     """A fresh anvil node of the test's own, with its state file in the test's tmp_path
     (modules that need needs_anvil mark themselves)."""
-    node = Anvil(free_port(), tmp_path / "anvil-state.json", tmp_path / "anvil.log")
-    node.start()
-    try:
+    with running_anvil(tmp_path) as node:
         yield node
-    finally:
-        node.stop()

@@ -49,7 +49,7 @@ from shared.topics import (
     SERVICES,
     TopicSpec,
 )
-from tests.support.anvil import Anvil, needs_anvil
+from tests.support.anvil import Anvil, needs_anvil, running_anvil
 from tests.support.polling import eventually
 
 pytestmark = [
@@ -205,13 +205,8 @@ def wait_for(check: Any, what: str) -> Any:
 
 @pytest.fixture(scope="module")
 def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Anvil]:
-    tmp = tmp_path_factory.mktemp("audit-anvil")
-    node = Anvil(free_port(), tmp / "state.json", tmp / "anvil.log")
-    node.start()
-    try:
+    with running_anvil(tmp_path_factory.mktemp("audit-anvil")) as node:
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,14 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import requests
 
+from shared.cli.mesh import free_port
 from tests.support.polling import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,3 +84,14 @@ class Anvil:
             return requests.post(self.url, json=body, timeout=1).ok
         except requests.ConnectionError:
             return False
+
+
+@contextmanager
+def running_anvil(folder: Path) -> Iterator[Anvil]:
+    """A fresh node keeping its state file and log in `folder`, stopped on the way out."""
+    node = Anvil(free_port(), folder / "anvil-state.json", folder / "anvil.log")
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
