@@ -89,6 +89,10 @@ class RequestQueue(Generic[T]):
         self._size += 1
         return request
 
+    def pending(self) -> list[Request[T]]:
+        """Every queued request, in the order a cut would consider them."""
+        return [r for priority in sorted(self._classes) for r in self._classes[priority]]
+
     def discard(self, request: Request[T]) -> bool:
         """Take a queued request out (its caller left); False if it already left."""
         try:

@@ -151,8 +151,10 @@ class Endpoints:
 
 @contextmanager
 def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
-             env: dict[str, str] | None = None) -> Iterator[Endpoints]:
-    """A whole mesh on free ports with its state under run_dir: for tests and benchmarks."""
+             env: dict[str, str] | None = None,
+             services: tuple[str, ...] = START_ORDER) -> Iterator[Endpoints]:
+    """A whole mesh on free ports with its state under run_dir: for tests and benchmarks
+    (`services`: which workers it starts; a bench may run one of them itself)."""
     kafka = KafkaSettings(bootstrap=bootstrap or f"127.0.0.1:{free_port()}")
     ledger = LedgerSettings(rpc_url=f"http://127.0.0.1:{free_port()}")
     grpc_port = free_port()
@@ -167,7 +169,7 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
     mesh = Mesh(settings, kafka, ledger, {**child_env, **(env or {})})
     try:
         mesh.start_infrastructure()
-        mesh.start_services()
+        mesh.start_services(services)
         mesh.wait_ready()
         yield Endpoints(kafka.bootstrap, ledger.rpc_url, settings.inference_target, run_dir)
     finally:

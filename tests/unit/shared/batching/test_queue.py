@@ -53,6 +53,15 @@ def test_interactive_requests_leave_before_earlier_bulk_ones() -> None:
     assert [r.payload for r in q.cut(0.0).batch] == ["query", "bulk1"]
 
 
+def test_pending_lists_what_a_cut_would_consider_in_its_order_and_takes_nothing() -> None:
+    q = queue()
+    q.push("bulk", 1, 1, BULK)
+    q.push("q1", 1, 1)
+    q.push("q2", 1, 1)
+    assert [r.payload for r in q.pending()] == ["q1", "q2", "bulk"] and len(q) == 3
+    assert [r.payload for r in q.cut(0.0).batch] == ["q1", "q2", "bulk"]
+
+
 def test_callers_that_left_or_expired_are_dropped_at_the_cut() -> None:
     q = queue()
     gone = q.push("gone", 1, 1)
