@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from typing import Any
 
 import grpc
 import pytest
 
+from services.inference.encoding import TextEncoder
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from tests.support.polling import eventually_async
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
 from tests.unit.inference.serving import CHUNKS, serving, stub
 
@@ -128,3 +132,41 @@ def test_bearer_token_is_required() -> None:
                 request, metadata=(("authorization", "Bearer s3cret"),))
             assert [c.chunk_id for c in response.chunks][:1] == ["c-disk"]
     asyncio.run(go())
+
+
+class GatedEncoder(WordEncoder):
+    """Blocks inside encode (past the warm-up) until released: lets a test fill the queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def encode(self, texts: Any) -> Any:
+        if texts != ["warm-up"]:
+            self.gate.wait(5)
+        return super().encode(texts)
+
+
+def test_full_encoder_queue_is_resource_exhausted_and_counted_for_retrieve() -> None:
+    encoder = GatedEncoder()
+
+    def factory() -> TextEncoder:
+        return encoder
+
+    async def go() -> tuple[grpc.aio.AioRpcError, float]:
+        async with serving(FakeSearch(CHUNKS), factory, queue_capacity=2,
+                           embed_max_batch=1) as (runtime, channel):
+            calls = [asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=[f"t{i}"])))
+                     for i in range(3)]  # one runs (blocked), two wait: the queue is full
+            await eventually_async(lambda: len(runtime.engine.embedder.queue) >= 2,
+                                   "two requests waiting in the embed queue")
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub(channel).Retrieve(pb.RetrieveRequest(question="disk"))
+            failures = runtime.metrics.sample("streamrag_inference_failures_total",
+                                              {"method": "Retrieve", "reason": "queue_full"})
+            encoder.gate.set()
+            await asyncio.gather(*calls)
+            return err.value, failures
+    err, failures = asyncio.run(go())
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "queue full: 2 requests already waiting" in err.details() and failures == 1
