@@ -108,7 +108,7 @@ def test_reflection_lists_and_describes_the_services(grpcurl: Grpcurl) -> None:
     assert expected <= set(services.stdout.split())
     methods = grpcurl.run("list", INFERENCE).stdout.split()
     assert methods == [f"{INFERENCE}.{m}" for m in ("Embed", "Feedback", "Info", "Query",
-                                                    "StreamQuery")]
+                                                    "Retrieve", "StreamQuery")]
     service = grpcurl.run("describe", INFERENCE).stdout
     assert ("rpc StreamQuery ( .streamrag.v1.QueryRequest ) returns "
             "( stream .streamrag.v1.StreamQueryResponse );") in service
@@ -146,6 +146,25 @@ def test_stream_query_sends_start_deltas_end(grpcurl: Grpcurl, doc: tuple[str, s
     assert "".join(d["delta"] for d in deltas) == answer["answer"]
     assert end["finish_reason"] == "stop"
     assert end["cited_chunk_ids"] == answer["cited_chunk_ids"]
+
+
+def test_retrieve_returns_the_chunk_query_cites_without_an_answer(
+        grpcurl: Grpcurl, doc: tuple[str, str]) -> None:
+    doc_id, source = doc
+    [answer] = _query(grpcurl, "Query", source)
+    [retrieved] = _query(grpcurl, "Retrieve", source)
+    assert set(retrieved) <= {"chunks", "partial", "missing_shards", "shard_errors", "timings"}
+    [chunk] = retrieved["chunks"]
+    [citation] = answer["citations"]
+    assert (chunk["doc_id"], chunk["source"], chunk["text"]) == (doc_id, source, TEXT)
+    assert (chunk["domain"], chunk["title"], chunk["version"]) == ("warehouse", "Dock scanner",
+                                                                   "1")
+    assert chunk["event_time_iso"].endswith("Z") and chunk["event_time"] > 0
+    assert {k: v for k, v in chunk.items() if k != "score"} == {
+        k: v for k, v in citation.items() if k != "score"}
+    assert chunk["score"] == pytest.approx(citation["score"], abs=1e-4) and chunk["score"] > 0.3
+    assert "answer_ms" not in retrieved["timings"]  # 0: left out of protobuf JSON
+    assert "partial" not in retrieved  # false: every shard answered
 
 
 def test_info_and_embed(grpcurl: Grpcurl) -> None:
@@ -186,3 +205,7 @@ def test_bad_arguments_exit_with_invalid_argument(grpcurl: Grpcurl) -> None:
     assert done.returncode == 67
     status = json.loads(done.stderr)
     assert status["code"] == 3 and status["message"].startswith("invalid question")
+    done = grpcurl.run(f"{INFERENCE}/Retrieve", flags=("-format-error",),
+                       request={"question": QUESTION, "since": "last tuesday"})
+    assert done.returncode == 67
+    assert json.loads(done.stderr)["message"].startswith("invalid since")

@@ -27,6 +27,15 @@ def params(request: pb.QueryRequest, settings: InferenceSettings, now: float) ->
     )
 
 
+def retrieve_params(request: pb.RetrieveRequest, settings: InferenceSettings,
+                    now: float) -> QueryParams:
+    """A Retrieve's filters checked exactly as a Query's; the answer's limits stay default."""
+    return parse_params(
+        settings, question=request.question, top_k=request.top_k, since=request.since,
+        until=request.until, domain=request.domain, source=request.source, now=now,
+    )
+
+
 def citation(hit: SearchHit) -> pb.Citation:
     return pb.Citation(
         chunk_id=hit.chunk_id, doc_id=hit.doc_id, version=hit.version, score=hit.score,
@@ -59,6 +68,17 @@ def query_response(retrieval: Retrieval, answer: Answer) -> pb.QueryResponse:
         shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
         finish_reason=answer.finish_reason, usage=_usage(answer),
         cited_chunk_ids=_cited(retrieval, answer),
+    )
+
+
+def retrieve_response(retrieval: Retrieval) -> pb.RetrieveResponse:
+    result = retrieval.result
+    total_ms = (time.perf_counter() - retrieval.started) * 1000
+    return pb.RetrieveResponse(
+        chunks=[citation(h) for h in result.hits], partial=result.partial,
+        missing_shards=result.unanswered, shard_errors=dict(result.errors),
+        timings=pb.Timings(embed_ms=retrieval.embed_ms, retrieval_ms=retrieval.retrieval_ms,
+                           total_ms=total_ms),
     )
 
 

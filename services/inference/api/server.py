@@ -38,7 +38,7 @@ FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"
 FeedbackSink = Callable[[str, str], Awaitable[None]]
 LatencySink = Callable[[str, float], None]  # (method, seconds) of a finished call
 LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
-TIMED_METHODS = ("Query", "StreamQuery", "Embed")
+TIMED_METHODS = ("Query", "StreamQuery", "Retrieve", "Embed")
 
 
 class InferenceServicer(pb_grpc.InferenceServicer):
@@ -81,6 +81,16 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             yield pb.StreamQueryResponse(delta=event)
         self._finished("StreamQuery", started)
         yield convert.stream_end(retrieval, answer)
+
+    async def Retrieve(self, request: pb.RetrieveRequest,
+                       context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:
+        """Query's retrieval alone: the question encoded once, no answer, no sentence encoded."""
+        started = time.perf_counter()
+        async with self._guard(context, request.deadline_ms):
+            params = convert.retrieve_params(request, self.engine.settings, time.time())
+            retrieval = await self._retrieve(params, context)
+        self._finished("Retrieve", started)
+        return convert.retrieve_response(retrieval)
 
     async def Embed(self, request: pb.EmbedRequest,
                     context: grpc.aio.ServicerContext) -> pb.EmbedResponse:

@@ -119,6 +119,45 @@ class QueryResponse(_message.Message):
     cited_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class RetrieveRequest(_message.Message):
+    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "deadline_ms")
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    top_k: int
+    since: str
+    until: str
+    domain: str
+    source: str
+    deadline_ms: int
+    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+
+class RetrieveResponse(_message.Message):
+    __slots__ = ("chunks", "partial", "missing_shards", "shard_errors", "timings")
+    class ShardErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    MISSING_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[Citation]
+    partial: bool
+    missing_shards: _containers.RepeatedScalarFieldContainer[int]
+    shard_errors: _containers.ScalarMap[int, str]
+    timings: Timings
+    def __init__(self, chunks: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ...) -> None: ...
+
 class StreamStart(_message.Message):
     __slots__ = ("citations", "answer_mode", "partial", "missing_shards", "shard_errors")
     class ShardErrorsEntry(_message.Message):

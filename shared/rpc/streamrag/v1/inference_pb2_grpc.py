@@ -46,6 +46,11 @@ class InferenceStub:
                 request_serializer=streamrag_dot_v1_dot_inference__pb2.QueryRequest.SerializeToString,
                 response_deserializer=streamrag_dot_v1_dot_inference__pb2.StreamQueryResponse.FromString,
                 _registered_method=True)
+        self.Retrieve = channel.unary_unary(
+                '/streamrag.v1.Inference/Retrieve',
+                request_serializer=streamrag_dot_v1_dot_inference__pb2.RetrieveRequest.SerializeToString,
+                response_deserializer=streamrag_dot_v1_dot_inference__pb2.RetrieveResponse.FromString,
+                _registered_method=True)
         self.Info = channel.unary_unary(
                 '/streamrag.v1.Inference/Info',
                 request_serializer=streamrag_dot_v1_dot_inference__pb2.InfoRequest.SerializeToString,
@@ -75,6 +80,14 @@ class InferenceServicer:
 
     def StreamQuery(self, request, context):
         """The same answer streamed: first the citations, then text deltas, then a final message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Retrieve(self, request, context):
+        """The ranked chunks alone, no answer: for callers that bring their own model. The
+        question is encoded once and searched on every shard; nothing else is encoded.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -113,6 +126,11 @@ def add_InferenceServicer_to_server(servicer, server):
                     servicer.StreamQuery,
                     request_deserializer=streamrag_dot_v1_dot_inference__pb2.QueryRequest.FromString,
                     response_serializer=streamrag_dot_v1_dot_inference__pb2.StreamQueryResponse.SerializeToString,
+            ),
+            'Retrieve': grpc.unary_unary_rpc_method_handler(
+                    servicer.Retrieve,
+                    request_deserializer=streamrag_dot_v1_dot_inference__pb2.RetrieveRequest.FromString,
+                    response_serializer=streamrag_dot_v1_dot_inference__pb2.RetrieveResponse.SerializeToString,
             ),
             'Info': grpc.unary_unary_rpc_method_handler(
                     servicer.Info,
@@ -184,6 +202,33 @@ class Inference:
             '/streamrag.v1.Inference/StreamQuery',
             streamrag_dot_v1_dot_inference__pb2.QueryRequest.SerializeToString,
             streamrag_dot_v1_dot_inference__pb2.StreamQueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Retrieve(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamrag.v1.Inference/Retrieve',
+            streamrag_dot_v1_dot_inference__pb2.RetrieveRequest.SerializeToString,
+            streamrag_dot_v1_dot_inference__pb2.RetrieveResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -88,6 +88,8 @@ def test_handlers_feed_finished_calls_to_the_buffer_and_info_shows_the_view() ->
     buffer = LatencyBuffer(lambda: T0)
 
     def view(method: str) -> LatencyStats:
+        if method == "Retrieve":
+            return LatencyStats(4, 9.5, 9.5, 13.5)
         return LatencyStats(7, 11.3, 215.3, 3444.3) if method == "Query" else stats(lambda b: 0)
 
     async def go() -> pb.InfoResponse:
@@ -100,6 +102,7 @@ def test_handlers_feed_finished_calls_to_the_buffer_and_info_shows_the_view() ->
             async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
                 await until_status(channel, SERVING)
                 await stub(channel).Query(pb.QueryRequest(question="disk full"))
+                await stub(channel).Retrieve(pb.RetrieveRequest(question="disk full"))
                 await stub(channel).Embed(pb.EmbedRequest(texts=["disk"]))
                 with pytest.raises(grpc.aio.AioRpcError):  # failures are not latencies
                     await stub(channel).Query(pb.QueryRequest(question=""))
@@ -108,9 +111,10 @@ def test_handlers_feed_finished_calls_to_the_buffer_and_info_shows_the_view() ->
             await runtime.stop()
     info = asyncio.run(go())
     assert [(m.method, m.count, m.p50_ms, m.p95_ms, m.p99_ms) for m in info.latency] == [
-        ("Query", 7, 11.3, 215.3, 3444.3)]  # methods without calls are left out
+        ("Query", 7, 11.3, 215.3, 3444.3), ("Retrieve", 4, 9.5, 9.5, 13.5),
+    ]  # methods without calls are left out
     drained = buffer.drain()
-    assert [r.method for r in drained] == ["Query", "Embed"]
+    assert [r.method for r in drained] == ["Query", "Retrieve", "Embed"]
     assert all(r.latency_ms > 0 and r.at == T0 for r in drained)
     assert buffer.drain() == []
     assert not math.isnan(drained[0].latency_ms)
