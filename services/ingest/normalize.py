@@ -135,6 +135,12 @@ def _iso_seconds(value: str, field: str) -> float:
         raise InvalidInput("event_time_out_of_range", field, "outside the calendar") from exc
 
 
+def _given(raw: Any, seconds: float) -> float | None:
+    """The event time when the source gave one; None when it is the Kafka timestamp's,
+    which says when a producer sent a change, not where it sits among the document's."""
+    return None if raw is None or raw == "" else seconds
+
+
 def _scalar(value: Any, field: str) -> str:
     """A metadata value as text: strings as they are, finite numbers and booleans as JSON."""
     if isinstance(value, str):
@@ -160,7 +166,7 @@ def _metadata(value: Any, field: str = "metadata") -> dict[str, str]:
 def _document(
     *, doc_id: str, op: str, text: str, title: str, source: str, kind: str, domain: str,
     event_time: float, ingest_time: float, metadata: dict[str, str],
-    position: Position,
+    position: Position | None,
 ) -> Document:
     if op == "upsert" and not text.strip():
         raise InvalidInput("empty_text", "text", "an upsert needs text")
@@ -199,7 +205,7 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         event_time=event_time,
         ingest_time=now,
         metadata=_metadata(obj.get("metadata")),
-        position=plain_position(obj, event_time),
+        position=plain_position(obj, _given(obj.get("event_time"), event_time)),
     )
 
 
@@ -269,7 +275,8 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
         doc_id=_check_id(f["doc_id"], f"{row_name}.{mapping.id}", s), op=op,
         text=f["text"], title=f["title"], source=f"cdc:{db}.{table}".replace(":.", ":"),
         kind="cdc", domain=f["domain"], event_time=event_time,
-        ingest_time=now, metadata=f["metadata"], position=cdc_position(body, event_time),
+        ingest_time=now, metadata=f["metadata"],
+        position=cdc_position(body, _given(f["event_time_raw"], event_time)),
     )
 
 
@@ -286,5 +293,5 @@ def _from_api(obj: dict[str, Any], name: str, msg: RawMessage, s: IngestSettings
         doc_id=_check_id(f["doc_id"], mapping.id, s), op="delete" if deleted else "upsert",
         text=f["text"], title=f["title"], source=f"api:{name}", kind="api", domain=f["domain"],
         event_time=event_time, ingest_time=now, metadata=f["metadata"],
-        position=api_position(obj, mapping.version, event_time),
+        position=api_position(obj, mapping.version, _given(f["event_time_raw"], event_time)),
     )

@@ -7,12 +7,15 @@ InvalidInput(`invalid_position`) when the source's own position is malformed:
   `XXX/YYY` hex text form); MySQL `source.file` + `source.pos` (+ `source.row`), where
   binlog files compare by their numeric suffix (`mysql-bin.1000000` follows
   `mysql-bin.999999`); any other connector, or one without its position, by `ts_ms`
-  (`source.ts_ms`, else the envelope's), and by the event time when there is none.
+  (`source.ts_ms`, else the envelope's), and by the mapped event time when there is none.
 - API JSON: the mapping's `version` path (an integer) when it names one, else the event
   time (the mapped updated-at, e.g. `ticket.updated_at`).
 - Plain document: its explicit integer `version` field, else its event time.
 
-`compare` orders two positions of one kind; positions of different kinds do not compare.
+`event_time` arguments are None when the source gave no time (ingest then used the Kafka
+record's timestamp): such a change gets no position and follows arrival order, since
+producer timestamps collide within a millisecond and would turn quick updates into
+conflicts. `compare` orders two positions of one kind; different kinds do not compare.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ MAX_VERSION = 2**63 - 1
 _PG_TEXT_LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
 
 
-def event_time_position(seconds: float) -> Position:
-    """The event time in whole microseconds, so that equal times compare equal exactly."""
+def event_time_position(seconds: float | None) -> Position | None:
+    """The event time in whole microseconds, so that equal times compare equal exactly;
+    None without one (the record then follows arrival order)."""
+    if seconds is None:
+        return None
     return Position(kind="event_time", key=(round(seconds * 1_000_000),))
 
 
@@ -39,7 +45,7 @@ def compare(a: Position, b: Position) -> int | None:
     return (a.key > b.key) - (a.key < b.key)
 
 
-def cdc_position(body: dict[str, Any], event_time: float) -> Position:
+def cdc_position(body: dict[str, Any], event_time: float | None) -> Position | None:
     """A Debezium change event's source position (`body` is the envelope's payload)."""
     source = body.get("source")
     src: dict[str, Any] = source if isinstance(source, dict) else {}
@@ -56,7 +62,8 @@ def cdc_position(body: dict[str, Any], event_time: float) -> Position:
     return event_time_position(event_time)
 
 
-def api_position(obj: dict[str, Any], version_path: str | None, event_time: float) -> Position:
+def api_position(obj: dict[str, Any], version_path: str | None,
+                 event_time: float | None) -> Position | None:
     """An API record's position: its mapped version when the mapping names one."""
     if version_path is None:
         return event_time_position(event_time)
@@ -68,7 +75,7 @@ def api_position(obj: dict[str, Any], version_path: str | None, event_time: floa
     return Position(kind="version", key=(_count(value, version_path),))
 
 
-def plain_position(obj: dict[str, Any], event_time: float) -> Position:
+def plain_position(obj: dict[str, Any], event_time: float | None) -> Position | None:
     """A plain document's explicit `version`, else its event time."""
     if obj.get("version") is None:
         return event_time_position(event_time)

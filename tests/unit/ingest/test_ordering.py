@@ -19,9 +19,14 @@ KAFKA_TS = 1_700_000_000.0
 
 
 def position(obj: dict, headers: dict[str, bytes] | None = None,
-             settings: IngestSettings = S) -> Position:
+             settings: IngestSettings = S) -> Position | None:
     raw = RawMessage(value=json.dumps(obj).encode(), timestamp=KAFKA_TS, headers=headers or {})
-    pos = parse_raw(raw, settings, now=1.0).position
+    return parse_raw(raw, settings, now=1.0).position
+
+
+def placed(obj: dict, headers: dict[str, bytes] | None = None,
+           settings: IngestSettings = S) -> Position:
+    pos = position(obj, headers, settings)
     assert pos is not None
     return pos
 
@@ -44,7 +49,7 @@ def cdc(source: dict, op: str = "u", ts_ms: int | None = 1_700_000_000_000,
 def test_postgres_orders_by_lsn_integer_or_text_form() -> None:
     pg = {"connector": "postgresql", "ts_ms": 5}
     assert position(cdc({**pg, "lsn": 24023928})) == Position(kind="pg_lsn", key=(24023928,))
-    assert position(cdc({**pg, "lsn": "16/B374D848"}, op="d")).key == (0x16B374D848,)
+    assert placed(cdc({**pg, "lsn": "16/B374D848"}, op="d")).key == (0x16B374D848,)
     # Text LSNs compare by value, not as strings: 0/FFFFFFFF comes before 1/0.
     assert pg_lsn("0/FFFFFFFF") < pg_lsn("1/0") < pg_lsn("A/0")
     assert pg_lsn("0/10") == 16
@@ -54,11 +59,11 @@ def test_mysql_orders_by_binlog_file_number_then_position_then_row() -> None:
     my = {"connector": "mysql"}
     got = position(cdc({**my, "file": "mysql-bin.000003", "pos": 154, "row": 2}))
     assert got == Position(kind="mysql_binlog", key=(3, 154, 2))
-    assert position(cdc({**my, "file": "mysql-bin.000003", "pos": 9}, wrapped=False)).key \
+    assert placed(cdc({**my, "file": "mysql-bin.000003", "pos": 9}, wrapped=False)).key \
         == (3, 9, 0)
     # The suffix grows past its zero padding: string order would put 1000000 first.
-    after = position(cdc({**my, "file": "mysql-bin.1000000", "pos": 4}))
-    before = position(cdc({**my, "file": "mysql-bin.999999", "pos": 90_000}))
+    after = placed(cdc({**my, "file": "mysql-bin.1000000", "pos": 4}))
+    before = placed(cdc({**my, "file": "mysql-bin.999999", "pos": 90_000}))
     assert compare(before, after) == -1 and compare(after, before) == 1
     assert binlog_file_number("binlog.000010") > binlog_file_number("binlog.000009")
 
@@ -66,9 +71,9 @@ def test_mysql_orders_by_binlog_file_number_then_position_then_row() -> None:
 def test_other_connectors_fall_back_to_ts_ms_then_event_time() -> None:
     assert position(cdc({"connector": "sqlserver", "ts_ms": 11})) == Position(
         kind="ts_ms", key=(11,))
-    assert position(cdc({"connector": "postgresql"}, ts_ms=12)).key == (12,)  # no lsn
-    assert position(cdc({}, ts_ms=None)) == Position(
-        kind="event_time", key=(int(KAFKA_TS * 1_000_000),))
+    assert placed(cdc({"connector": "postgresql"}, ts_ms=12)).key == (12,)  # no lsn
+    # No time from the source at all: the Kafka timestamp is no ordering key.
+    assert position(cdc({}, ts_ms=None)) is None
 
 
 @pytest.mark.parametrize(("source", "field"), [
@@ -107,7 +112,8 @@ def test_plain_document_orders_by_its_version_else_event_time() -> None:
     base = {"id": "a", "text": "t", "source": "s", "event_time": 1_700_000_123}
     assert position({**base, "version": 3}) == Position(kind="version", key=(3,))
     assert position(base) == Position(kind="event_time", key=(1_700_000_123_000_000,))
-    assert position({"id": "a", "source": "s", "op": "delete", "version": 4}).key == (4,)
+    assert position({"id": "a", "text": "t", "source": "s"}) is None  # Kafka time only
+    assert placed({"id": "a", "source": "s", "op": "delete", "version": 4}).key == (4,)
     assert refused({**base, "version": 2.0}) == ("invalid_position", "version")
     assert refused({**base, "version": "3"}) == ("invalid_position", "version")
 
