@@ -5,8 +5,9 @@
 applied one is refused (`stale_version`, deletes included); one at the same position with
 other content is a conflict (`version_conflict`); a repeat of the applied content is
 dropped; anything else becomes the next version. Records written before positions were
-kept, and changes whose position is of another kind (the document moved sources), are
-ordered by arrival as before.
+kept, changes without a position (no source time), changes whose position is of another
+kind (the document moved sources), and the change after an unpositioned one are ordered
+by arrival as before.
 """
 
 from __future__ import annotations
