@@ -80,6 +80,16 @@ def test_records_without_positions_and_kind_changes_follow_arrival_order() -> No
     assert unpositioned.doc is None and unpositioned.state == moved.state
 
 
+def test_a_change_without_position_applies_by_arrival_and_so_does_the_next() -> None:
+    state = apply_change(None, doc("a", at=5)).state
+    unplaced = apply_change(state, doc("b"))  # no source time: arrival order
+    assert unplaced.doc is not None and unplaced.doc.version == 2
+    assert "position" not in unplaced.state
+    after = apply_change(unplaced.state, doc("c", at=3))
+    assert after.doc is not None and after.doc.version == 3
+    assert reason_of(after.state, doc("d", at=2)) == "stale_version"
+
+
 def test_delete_of_unknown_document_still_flows() -> None:
     out = apply_change(None, doc("del", op="delete", at=1))
     assert out.doc is not None and out.doc.op == "delete"
