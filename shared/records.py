@@ -21,6 +21,19 @@ class Record(BaseModel):
     schema_version: int = 1
 
 
+class Position(BaseModel):
+    """Where a change sits in its source's order (services.ingest.ordering builds them).
+
+    Only positions of one `kind` compare, key by key as integers: `pg_lsn` (the
+    Postgres LSN), `mysql_binlog` (binlog file number, position, row), `ts_ms` (Debezium's
+    milliseconds), `version` (a source's own version number), `event_time` (microseconds).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["pg_lsn", "mysql_binlog", "ts_ms", "version", "event_time"]
+    key: tuple[int, ...]
+
+
 class Document(Record):
     """One version of a document (or its delete), normalised from any input kind."""
 
@@ -36,6 +49,8 @@ class Document(Record):
     ingest_time: float
     metadata: dict[str, str] = Field(default_factory=dict)
     content_hash: str = ""
+    # The source's ordering key; None on records written before ingest kept one.
+    position: Position | None = None
 
 
 class RedactedDocument(Document):

@@ -102,7 +102,7 @@ RETRIEVAL_APP = "streamrag-retrieval"
 INFERENCE_APP = "streamrag-inference"
 LEDGER_APP = "streamrag-ledger"
 
-DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{content_hash, version}")
+DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{hash, version, position}")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
 CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
 CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")

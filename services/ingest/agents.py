@@ -1,4 +1,4 @@
-"""Ingest agents: parse raw input and re-key by doc id; then deduplicate and version."""
+"""Ingest agents: parse raw input and re-key by doc id; then order, deduplicate, version."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from services.ingest.app import (
     raw_topic,
     settings,
 )
-from services.ingest.dedup import next_version, seen
+from services.ingest.dedup import apply_change
 from services.ingest.normalize import RawMessage, parse_raw
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
@@ -41,12 +41,13 @@ async def parse(stream: Any) -> None:
 
 @app.agent(parsed_topic)
 async def deduplicate(stream: Any) -> None:
-    """docs.parsed.v1 -> docs.normalized.v1, dropping repeats and numbering versions."""
+    """docs.parsed.v1 -> docs.normalized.v1: stale changes dead-lettered, repeats dropped."""
     async for event in stream.events():
         async with dedup_boundary.record(event):
             doc = decode(Document, event.message.value)
-            new = next_version(doc_versions.get(doc.doc_id), doc)
-            if new is None:
-                continue
-            doc_versions[doc.doc_id] = seen(new)
-            await normalized_topic.send(key=new.doc_id.encode(), value=encode(new))
+            prev = doc_versions.get(doc.doc_id)
+            applied = apply_change(prev, doc)
+            if applied.state != prev:
+                doc_versions[doc.doc_id] = applied.state
+            if applied.doc is not None:
+                await normalized_topic.send(key=doc.doc_id.encode(), value=encode(applied.doc))

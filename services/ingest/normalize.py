@@ -4,7 +4,8 @@ Pure functions, no Kafka: `parse_raw` returns a valid Document or raises Invalid
 a stable reason code for anything it refuses, never another exception (a property test
 holds it to that). Types are exactly as the README documents them: text fields are JSON
 strings; ids are strings, or integers in mapped (CDC, API) rows where keys are numeric;
-metadata values are scalars. The version is assigned later, by dedup.
+metadata values are scalars. Each Document carries its source's ordering key
+(`position`, built by services.ingest.ordering); the version is assigned later, by dedup.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from services.ingest.ordering import api_position, cdc_position, plain_position
 from services.ingest.rawjson import load_object
 from services.ingest.settings import FieldMapping, IngestSettings
 from shared.errors import InvalidInput
-from shared.records import Document
+from shared.records import Document, Position
 
 PLAIN_VERSIONS = frozenset({1})
 CDC_OPS = {"c": "upsert", "u": "upsert", "r": "upsert", "d": "delete"}
@@ -133,6 +135,12 @@ def _iso_seconds(value: str, field: str) -> float:
         raise InvalidInput("event_time_out_of_range", field, "outside the calendar") from exc
 
 
+def _given(raw: Any, seconds: float) -> float | None:
+    """The event time when the source gave one; None when it is the Kafka timestamp's,
+    which says when a producer sent a change, not where it sits among the document's."""
+    return None if raw is None or raw == "" else seconds
+
+
 def _scalar(value: Any, field: str) -> str:
     """A metadata value as text: strings as they are, finite numbers and booleans as JSON."""
     if isinstance(value, str):
@@ -158,6 +166,7 @@ def _metadata(value: Any, field: str = "metadata") -> dict[str, str]:
 def _document(
     *, doc_id: str, op: str, text: str, title: str, source: str, kind: str, domain: str,
     event_time: float, ingest_time: float, metadata: dict[str, str],
+    position: Position | None,
 ) -> Document:
     if op == "upsert" and not text.strip():
         raise InvalidInput("empty_text", "text", "an upsert needs text")
@@ -167,7 +176,7 @@ def _document(
         doc_id=doc_id, version=1, op=op, text=text, title=title, source=source,
         source_kind=kind, domain=domain or "default", event_time=event_time,
         ingest_time=ingest_time, metadata=metadata,
-        content_hash=content_hash(op, text, title, domain, metadata),
+        content_hash=content_hash(op, text, title, domain, metadata), position=position,
     )
 
 
@@ -184,6 +193,7 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         raise InvalidInput("wrong_type", "op", f"expected string, got {type(op).__name__}")
     if op not in ("upsert", "delete"):
         raise InvalidInput("unknown_op", "op", "expected upsert or delete")
+    event_time = _event_time(obj.get("event_time"), "event_time", msg.timestamp, s)
     return _document(
         doc_id=_check_id(_str_field(obj, "id", required=True), "id", s),
         op=op,
@@ -192,9 +202,10 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         source=_check_text(_str_field(obj, "source", required=True), "source"),
         kind="document",
         domain=_check_text(_str_field(obj, "domain", required=False), "domain"),
-        event_time=_event_time(obj.get("event_time"), "event_time", msg.timestamp, s),
+        event_time=event_time,
         ingest_time=now,
         metadata=_metadata(obj.get("metadata")),
+        position=plain_position(obj, _given(obj.get("event_time"), event_time)),
     )
 
 
@@ -259,12 +270,13 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
     f = _mapped(row, mapping, f"{row_name}.")
     ts = body.get("ts_ms")
     fallback = _event_time(ts, "ts_ms", msg.timestamp, s) if ts is not None else msg.timestamp
+    event_time = _event_time(f["event_time_raw"], "event_time", fallback, s)
     return _document(
         doc_id=_check_id(f["doc_id"], f"{row_name}.{mapping.id}", s), op=op,
         text=f["text"], title=f["title"], source=f"cdc:{db}.{table}".replace(":.", ":"),
-        kind="cdc", domain=f["domain"],
-        event_time=_event_time(f["event_time_raw"], "event_time", fallback, s),
+        kind="cdc", domain=f["domain"], event_time=event_time,
         ingest_time=now, metadata=f["metadata"],
+        position=cdc_position(body, _given(f["event_time_raw"], event_time)),
     )
 
 
@@ -275,10 +287,11 @@ def _from_api(obj: dict[str, Any], name: str, msg: RawMessage, s: IngestSettings
         raise InvalidInput("unmapped_source", SOURCE_HEADER, f"no API mapping named {name!r}")
     f = _mapped(obj, mapping, "")
     deleted = obj.get("deleted") is True or obj.get("op") == "delete"
+    event_time = _event_time(f["event_time_raw"], mapping.event_time or "event_time",
+                             msg.timestamp, s)
     return _document(
         doc_id=_check_id(f["doc_id"], mapping.id, s), op="delete" if deleted else "upsert",
         text=f["text"], title=f["title"], source=f"api:{name}", kind="api", domain=f["domain"],
-        event_time=_event_time(f["event_time_raw"], mapping.event_time or "event_time",
-                               msg.timestamp, s),
-        ingest_time=now, metadata=f["metadata"],
+        event_time=event_time, ingest_time=now, metadata=f["metadata"],
+        position=api_position(obj, mapping.version, _given(f["event_time_raw"], event_time)),
     )

@@ -17,6 +17,7 @@ class FieldMapping(BaseModel):
     text: str = "text"
     title: str | None = None
     event_time: str | None = None
+    version: str | None = None  # an integer that orders changes; else the event time does
     domain: str | None = None  # a path into the record ...
     default_domain: str = "default"  # ... or this when absent
     metadata: dict[str, str] = Field(default_factory=dict)  # metadata key -> path

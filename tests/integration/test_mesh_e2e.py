@@ -28,7 +28,10 @@ def test_document_update_and_delete(mesh: RunningMesh) -> None:
     assert hits[0].event_time == pytest.approx(1795824300.0)
 
     second = "The billing cron job now runs hourly; disk usage alerts fire at 80 percent."
-    produce(mesh, [json.dumps({**doc, "text": second}).encode()], key=doc_id.encode())
+    # An update is a later change: at the same event time with other text ingest would
+    # refuse it as version_conflict (the event time is a plain document's ordering key).
+    update = {**doc, "text": second, "event_time": "2026-11-28T01:05:00Z"}
+    produce(mesh, [json.dumps(update).encode()], key=doc_id.encode())
     hits = eventually(lambda: [h for h in chunks_of(mesh, "billing cron job node", doc_id)
                                if h.version == 2], "the update to replace the old text")
     assert [h.text for h in hits] == [second]

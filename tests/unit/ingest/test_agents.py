@@ -10,8 +10,10 @@ from unittest.mock import AsyncMock, patch
 import pytest
 
 from services.ingest import agents
-from services.ingest.app import app, dlq_raw, parsed_topic
+from services.ingest.app import app, dlq, dlq_raw, normalized_topic, parsed_topic
 from shared.boundary import counts
+from shared.codec import encode
+from shared.records import Document, Position
 
 
 def run(coro):  # noqa: ANN001, ANN201
@@ -69,3 +71,32 @@ def test_an_unexpected_error_dead_letters_the_record_by_type_and_the_next_goes_o
     assert after["processed"] - before.get("processed", 0) == 2
     assert (after["dead_lettered.internal_error"]
             - before.get("dead_lettered.internal_error", 0)) == 1
+
+
+def _parsed(doc_id: str, text: str, lsn: int) -> bytes:
+    return encode(Document(doc_id=doc_id, version=1, text=text, source="cdc:shop.articles",
+                           source_kind="cdc", event_time=1.0, ingest_time=1.0,
+                           content_hash=f"h-{text}", position=Position(kind="pg_lsn", key=(lsn,))))
+
+
+def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_newest() -> None:
+    app.finalize()
+    app.flow_control.resume()
+    forward, dead = AsyncMock(), AsyncMock()
+    values = [_parsed("ord-1", "new", 20), _parsed("ord-1", "old", 10),
+              _parsed("ord-1", "new", 20), _parsed("ord-1", "other", 20)]
+
+    async def drive() -> None:
+        with patch.object(normalized_topic, "send", forward), patch.object(dlq, "send", dead):
+            async with agents.deduplicate.test_context() as agent:
+                for value in values:
+                    await agent.put(value=value, key=b"ord-1")
+
+    run(drive())
+    assert forward.await_count == 1
+    sent = json.loads(forward.await_args.kwargs["value"])
+    assert (sent["text"], sent["version"], sent["position"]) == (
+        "new", 1, {"kind": "pg_lsn", "key": [20]})
+    letters = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
+    assert [(d["stage"], d["reason"]) for d in letters] == [
+        ("ingest.dedup", "stale_version"), ("ingest.dedup", "version_conflict")]
