@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +43,20 @@ def hit(chunk_id: str, score: float, text: str = "", doc_id: str = "doc") -> Sea
                      event_time=1_700_000_000.0, text=text or f"text of {chunk_id}",
                      title="t", domain="d", source="s")
 
+
+
+class GatedEncoder(WordEncoder):
+    """Blocks inside encode (past the warm-up) until released: lets a test fill the
+    batcher's queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def encode(self, texts: Any) -> Any:
+        if texts != ["warm-up"]:
+            self.gate.wait(5)
+        return super().encode(texts)
 
 class FakeSearch:
     """Shards answering from fixed hit lists; `silent` shards never reply, `failing` err."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from shared.cli.mesh import free_port
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
 from tests.support.polling import eventually_async
-from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.fakes import FakeSearch, GatedEncoder, WordEncoder
 from tests.unit.inference.serving import (
     CHUNKS,
     SERVING,
@@ -155,19 +154,6 @@ def test_tls_serves_only_over_tls(tmp_path: Path) -> None:
         finally:
             await runtime.stop()
     asyncio.run(go())
-
-
-class GatedEncoder(WordEncoder):
-    """Blocks inside encode until released: lets a test fill the batcher's queue."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-
-    def encode(self, texts: Any) -> Any:
-        if texts != ["warm-up"]:
-            self.gate.wait(5)
-        return super().encode(texts)
 
 
 def test_full_queue_is_resource_exhausted_saying_so() -> None:

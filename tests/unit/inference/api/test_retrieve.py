@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from typing import Any
 
 import grpc
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from services.inference.encoding import TextEncoder
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from tests.support.polling import eventually_async
-from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.fakes import FakeSearch, GatedEncoder, WordEncoder
 from tests.unit.inference.serving import CHUNKS, serving, stub
 
 QUESTION = "What freed the broker disk?"
@@ -132,19 +130,6 @@ def test_bearer_token_is_required() -> None:
                 request, metadata=(("authorization", "Bearer s3cret"),))
             assert [c.chunk_id for c in response.chunks][:1] == ["c-disk"]
     asyncio.run(go())
-
-
-class GatedEncoder(WordEncoder):
-    """Blocks inside encode (past the warm-up) until released: lets a test fill the queue."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-
-    def encode(self, texts: Any) -> Any:
-        if texts != ["warm-up"]:
-            self.gate.wait(5)
-        return super().encode(texts)
 
 
 def test_full_encoder_queue_is_resource_exhausted_and_counted_for_retrieve() -> None:
