@@ -3,7 +3,8 @@ status, latency, vector-cache and decode tests share."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,10 +14,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.inference.encoding import TextEncoder
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
+from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from shared.settings import KafkaSettings
 from tests.support.polling import eventually_async
-from tests.unit.inference.fakes import FakeSearch, WordEncoder, hit
+from tests.unit.inference.fakes import FakeSearch, GatedEncoder, WordEncoder, hit
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -41,6 +43,29 @@ async def serving(search: FakeSearch, factory: Callable[[], TextEncoder] = WordE
             yield runtime, channel
     finally:
         await runtime.stop()
+
+
+@asynccontextmanager
+async def full_encoder_queue(search: FakeSearch) -> AsyncIterator[
+        tuple[InferenceRuntime, Any, Callable[[], Awaitable[list[Any]]]]]:
+    """A server whose encoder queue (capacity 2) is full: one Embed call runs, blocked in
+    the encoder, and two wait. Yields the runtime, a channel and `release`, which lets the
+    encoder go and returns the three Embed replies; leaving releases it in any case."""
+    encoder = GatedEncoder()
+    async with serving(search, lambda: encoder, queue_capacity=2,
+                       embed_max_batch=1) as (runtime, channel):
+        calls = [asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=[f"t{i}"])))
+                 for i in range(3)]
+
+        async def release() -> list[Any]:
+            encoder.gate.set()
+            return list(await asyncio.gather(*calls))
+        await eventually_async(lambda: len(runtime.engine.embedder.queue) >= 2,
+                               "two requests waiting in the embed queue")
+        try:
+            yield runtime, channel, release
+        finally:
+            await release()
 
 
 async def health(channel: Any, service: str = "streamrag.v1.Inference") -> int:

@@ -12,7 +12,6 @@ import grpc
 import numpy as np
 import pytest
 
-from services.inference.encoding import TextEncoder
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from shared.cli.mesh import free_port
@@ -23,6 +22,7 @@ from tests.unit.inference.fakes import FakeSearch, GatedEncoder, WordEncoder
 from tests.unit.inference.serving import (
     CHUNKS,
     SERVING,
+    full_encoder_queue,
     health,
     serving,
     stub,
@@ -157,24 +157,13 @@ def test_tls_serves_only_over_tls(tmp_path: Path) -> None:
 
 
 def test_full_queue_is_resource_exhausted_saying_so() -> None:
-    encoder = GatedEncoder()
-
-    def factory() -> TextEncoder:
-        return encoder
-
     async def go() -> tuple[grpc.aio.AioRpcError, list[Any]]:
-        async with serving(FakeSearch(CHUNKS), factory, queue_capacity=2,
-                           embed_max_batch=1) as (runtime, channel):
-            calls = [asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=[f"t{i}"])))
-                     for i in range(3)]  # one runs (blocked), two wait: the queue is full
-            await eventually_async(lambda: len(runtime.engine.embedder.queue) >= 2,
-                                   "two requests waiting in the embed queue")
+        async with full_encoder_queue(FakeSearch(CHUNKS)) as (runtime, channel, release):
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub(channel).Query(pb.QueryRequest(question="disk"))
             assert runtime.metrics.sample("streamrag_inference_failures_total",
                                           {"method": "Query", "reason": "queue_full"}) == 1
-            encoder.gate.set()
-            return err.value, await asyncio.gather(*calls)
+            return err.value, await release()
     err, done = asyncio.run(go())
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "queue full: 2 requests already waiting" in err.details()

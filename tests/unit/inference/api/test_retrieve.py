@@ -8,11 +8,9 @@ import time
 import grpc
 import pytest
 
-from services.inference.encoding import TextEncoder
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from tests.support.polling import eventually_async
-from tests.unit.inference.fakes import FakeSearch, GatedEncoder, WordEncoder
-from tests.unit.inference.serving import CHUNKS, serving, stub
+from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import CHUNKS, full_encoder_queue, serving, stub
 
 QUESTION = "What freed the broker disk?"
 BAD_REQUESTS = [
@@ -133,24 +131,13 @@ def test_bearer_token_is_required() -> None:
 
 
 def test_full_encoder_queue_is_resource_exhausted_and_counted_for_retrieve() -> None:
-    encoder = GatedEncoder()
-
-    def factory() -> TextEncoder:
-        return encoder
-
     async def go() -> tuple[grpc.aio.AioRpcError, float]:
-        async with serving(FakeSearch(CHUNKS), factory, queue_capacity=2,
-                           embed_max_batch=1) as (runtime, channel):
-            calls = [asyncio.ensure_future(stub(channel).Embed(pb.EmbedRequest(texts=[f"t{i}"])))
-                     for i in range(3)]  # one runs (blocked), two wait: the queue is full
-            await eventually_async(lambda: len(runtime.engine.embedder.queue) >= 2,
-                                   "two requests waiting in the embed queue")
+        async with full_encoder_queue(FakeSearch(CHUNKS)) as (runtime, channel, release):
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub(channel).Retrieve(pb.RetrieveRequest(question="disk"))
             failures = runtime.metrics.sample("streamrag_inference_failures_total",
                                               {"method": "Retrieve", "reason": "queue_full"})
-            encoder.gate.set()
-            await asyncio.gather(*calls)
+            await release()
             return err.value, failures
     err, failures = asyncio.run(go())
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
