@@ -129,6 +129,12 @@ def eponym(text: str, end: int) -> bool:
     return m is not None and m.group(1) in thing_words()
 
 
+def names_a_thing(run: str) -> bool:
+    """Whether a run of capitalised words holds a word that names a thing."""
+    return any(fold(w.removesuffix("'s").removesuffix("’s")) in thing_words()
+               for w in run.split())
+
+
 @cache
 def thing_words() -> frozenset[str]:
     """Words that end the name of a thing, not a person (thing_words.txt)."""
@@ -201,8 +207,11 @@ class NameRecognizer(LocalRecognizer):
 
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
+        return self._rules(text, lower_case_words(text))
+
+    def _rules(self, text: str, lower: frozenset[str]) -> list[RecognizerResult]:
+        """The rules' own findings; `lower`: the text's lower-case words."""
         spans: dict[tuple[int, int], str] = {}
-        lower = lower_case_words(text)
         for m in _SEQUENCE.finditer(text):
             # The first known given name in a run of capitalised words starts a name
             # ("Customer Anna Weber") when a word written as a name follows it; every such
@@ -213,9 +222,7 @@ class NameRecognizer(LocalRecognizer):
             if _in_heading(text, m.start()):
                 continue  # "Gene Content Of Ion Channels": every word is capitalised
             words = list(re.finditer(r"\S+", m.group(0)))
-            run = m.group(0) + _more_words(text, m.end())
-            if any(fold(w.removesuffix("'s").removesuffix("’s")) in thing_words()
-                   for w in run.split()):
+            if names_a_thing(m.group(0) + _more_words(text, m.end())):
                 continue  # "San Francisco Young Men's Health Study"
             for k, w in enumerate(words[:-1]):
                 word = w.group()
@@ -235,7 +242,7 @@ class NameRecognizer(LocalRecognizer):
                                          "known given name")
                     break
         for m in _POSSESSIVE.finditer(text):  # "Anna's laptop"
-            if any(fold(w) in thing_words() for w in _more_words(text, m.end()).split()):
+            if names_a_thing(_more_words(text, m.end())):
                 continue  # "Men's Health Study"
             if self.surname_like(m.group(1), lower) and _is_given_name(m.group(1)):
                 spans.setdefault((m.start(1), m.end(1)), "given name, possessive")
@@ -267,7 +274,8 @@ class NameRecognizer(LocalRecognizer):
     def resolve(self, text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
         """Every finding of one text with NER's PERSON findings kept only where they have
         support (module docstring), and the rules' own findings added."""
-        rules = self.analyze(text, ["PERSON"])
+        lower = lower_case_words(text)
+        rules = self._rules(text, lower)
         out: list[RecognizerResult] = []
         ner: list[RecognizerResult] = []
         for r in results:
@@ -276,7 +284,6 @@ class NameRecognizer(LocalRecognizer):
                     ner.append(p)
                 else:
                     out.append(p)
-        lower = lower_case_words(text)
         known = {fold(w) for r in rules for w in text[r.start:r.end].split()}
         lone = []
         for r in ner:
@@ -288,7 +295,7 @@ class NameRecognizer(LocalRecognizer):
                 known.update(fold(w) for w in words)
         for r in lone:
             word = text[r.start:r.end]
-            if word.lower() in lower or not self.surname_like(word, lower):
+            if not self.surname_like(word, lower):
                 continue
             if (fold(word) in known or _is_given_name(word)
                     or _CUE_BEFORE.search(text, max(0, r.start - 40), r.start)
@@ -299,9 +306,10 @@ class NameRecognizer(LocalRecognizer):
         places = [r for r in out if r.entity_type == "LOCATION"]
         rules = [r for r in rules if not any(  # "San Francisco" is a place, not "San"
             p.start <= r.start and r.end <= p.end for p in places)]
+        others = [r for r in out if r.entity_type != "PERSON"]
         people = rules + self.introduced(text, lower) + [
             r for r in out if r.entity_type == "PERSON"]
-        return out + people + self.mentioned_again(text, people, lower)
+        return others + people + self.mentioned_again(text, people, lower)
 
     def introduced(self, text: str, lower: frozenset[str]) -> list[RecognizerResult]:
         """Names right after words that introduce a person ("Thanks to Summer")."""
