@@ -20,7 +20,7 @@ from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2
 from shared.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
 from tests.support.mesh import produce, query, read_topic, uid
-from tests.support.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES
+from tests.support.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES, luhn_number
 from tests.support.pii_generated import generate
 from tests.support.polling import eventually
 
@@ -39,15 +39,6 @@ def sentences(i: int) -> str:
                     for e, vs in sorted(VALUES.items()))
 
 
-def luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
-    body = prefix + "".join(str(rng.randrange(10)) for _ in range(length - len(prefix) - 1))
-    total = 0
-    for i, ch in enumerate(reversed(body)):
-        d = int(ch) * (2 if i % 2 == 0 else 1)
-        total += d - 9 if d > 9 else d
-    return body + str(-total % 10)
-
-
 def generated(seed: int) -> tuple[str, list[str]]:
     """A document of values nobody wrote down: Faker tickets (names in titles, greetings,
     signatures and running text; phones; IBANs ...), one card from every issuer range with
@@ -60,7 +51,7 @@ def generated(seed: int) -> tuple[str, list[str]]:
     for r in ISSUER_RANGES:
         low, high = int(r.low), int(r.high)
         prefix = str(rng.randint(low, high)).zfill(len(r.low))
-        digits = luhn_complete(prefix, rng.choice(r.lengths), rng)
+        digits = luhn_number(prefix, rng.choice(r.lengths), rng)
         sep = rng.choice(["", " ", "-", "."])
         card = sep.join(digits[i:i + 4] for i in range(0, len(digits), 4))
         parts.append(rng.choice([f"Paid with {card} yesterday.", f"ref card:{card};"]))

@@ -87,13 +87,19 @@ DOMAINS = ("example.com", "contoso.org", "mail.example.net", "firma.example.de")
 B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
 
-def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
-    body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
+def luhn_check_digit(body: str) -> str:
+    """The digit that makes `body` + it pass the Luhn check."""
     total = 0
     for i, d in enumerate(reversed(body)):
         n = int(d) * (2 if i % 2 == 0 else 1)
         total += n - 9 if n > 9 else n
-    return body + str((10 - total % 10) % 10)
+    return str((10 - total % 10) % 10)
+
+
+def luhn_number(prefix: str, length: int, rng: random.Random) -> str:
+    """A Luhn-valid number of `length` digits starting with `prefix`."""
+    body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
+    return body + luhn_check_digit(body)
 
 
 def _iban_de(rng: random.Random) -> str:
@@ -119,7 +125,7 @@ def _alnum(rng: random.Random, n: int, alphabet: str = string.ascii_letters + st
 
 
 def _card(rng: random.Random) -> str:
-    digits = _luhn_complete(rng.choice(["4", "51", "55"]), 16, rng)
+    digits = luhn_number(rng.choice(["4", "51", "55"]), 16, rng)
     sep = rng.choice([" ", "-", ""])
     return sep.join(digits[i:i + 4] for i in range(0, 16, 4))
 
