@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
+import re
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
@@ -29,15 +30,23 @@ def covered(rec: PossiblePhoneRecognizer, text: str, start: int, end: int) -> bo
     return any(a <= start and end <= b for a, b in spans(rec, text))
 
 
+IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(list(VALUES["PHONE_NUMBER"]) + NOISE), max_size=12),
        st.sampled_from([" ", "  ", ", ", "; "]))
+@example(["port 8080", "10.0.4.17"], " ")  # Presidio: "8080 10.0.4.17" is a phone
 def test_finds_everything_presidio_finds_and_the_prefilter_changes_nothing(
         parts: list[str], sep: str) -> None:
+    """Except Presidio matches that run into an IPv4 address: digits glued to an address
+    are no phone number (NOT_PHONES), and the address is masked as IP_ADDRESS anyway."""
     text = sep.join(parts)
     ours = spans(OURS, text)
     assert ours == spans(UNFILTERED, text)
     for a, b in spans(PRESIDIO, text):
+        if IPV4.search(text[a:b]):
+            continue
         assert any(x <= a and b <= y for x, y in ours), (text, (a, b))
 
 
