@@ -33,9 +33,13 @@ def pick_device(requested: str = "auto") -> torch.device:
 
 
 class Encoder:
+    runtime = "torch"
+
     def __init__(self, model_path: Path | None = None, device: str = "auto",
-                 max_length: int = 256, model_id: str = MODEL_ID) -> None:
+                 max_length: int = 256, model_id: str = MODEL_ID, threads: int = 0) -> None:
         path = str(model_path or default_model_path())
+        if threads:
+            torch.set_num_threads(threads)  # per process: torch has no per-model setting
         self.device = pick_device(device)
         self.dtype = torch.float16 if self.device.type == "cuda" else torch.float32
         self.tokenizer = AutoTokenizer.from_pretrained(path)

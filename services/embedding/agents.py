@@ -24,11 +24,11 @@ from shared.batching.batcher import Batcher
 from shared.batching.padding import padded_tokens
 from shared.boundary import Boundary, export_counts, is_fatal
 from shared.codec import decode, encode
-from shared.embedder import Encoder
+from shared.encoder_runtime import SentenceEncoder, load_encoder
 from shared.records import ChunkSet, EmbeddedChunkSet
 
 log = logging.getLogger(__name__)
-encoder: Encoder | None = None
+encoder: SentenceEncoder | None = None
 ready = asyncio.Event()
 
 Pending = tuple[Any, ChunkSet]  # (Faust event, its decoded ChunkSet)
@@ -39,12 +39,13 @@ export_counts(app, settings.data_dir)
 @app.task
 async def warm_up() -> None:
     global encoder
-    loaded = await asyncio.to_thread(Encoder, None, settings.device)
+    loaded = await asyncio.to_thread(load_encoder, settings.encoder_runtime, settings.device,
+                                     settings.encoder_threads, settings.model_cache_dir)
     await asyncio.to_thread(loaded.encode, ["warm-up"])
     encoder = loaded
     ready.set()
     log.info("encoder %s ready on %s (%s), batching %s", loaded.model_id, loaded.device,
-             loaded.dtype, settings.limits())
+             loaded.runtime, settings.limits())
 
 
 @app.agent(chunks_topic)
@@ -106,7 +107,7 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
     return [None] * len(batch)
 
 
-async def _embedded(ready: Encoder, live: list[Pending]) -> list[EmbeddedChunkSet]:
+async def _embedded(ready: SentenceEncoder, live: list[Pending]) -> list[EmbeddedChunkSet]:
     """The batch's outputs; if the batch fails, each set alone, dead-lettering the bad ones."""
     try:
         return await asyncio.to_thread(embed_sets, ready, [cs for _, cs in live],

@@ -6,13 +6,16 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from shared.batching.queue import BatchLimits
+from shared.encoder_runtime import EncoderSettings
 from shared.settings import ServiceSettings
 
 
-class EmbeddingSettings(ServiceSettings):
+class EmbeddingSettings(ServiceSettings, EncoderSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_EMBEDDING_", frozen=True)
 
-    device: str = "auto"  # auto: CUDA (fp16) when present, else CPU (fp32)
+    # device, encoder_runtime (torch: even with ONNX Runtime on full 254-token chunk batches,
+    # scripts/bench_encoder), encoder_threads, model_cache_dir: shared/encoder_runtime.py.
+
     # A batch is cut whenever the encoder is free (shared/batching), within two limits.
     # Padded tokens (chunks x the longest) per batch and per forward pass: measured on 2
     # CPU cores (scripts/bench_ingest, NOTES.md) tokens/s stops growing at ~2-4k, so the

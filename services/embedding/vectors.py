@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.embedder import Encoder
+from shared.encoder_runtime import SentenceEncoder
 from shared.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, encode_vector
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every chunk the model sees
@@ -15,7 +15,7 @@ def longest_chunk(chunk_set: ChunkSet) -> int:
     return max((c.token_count for c in chunk_set.chunks), default=0) + SPECIAL_TOKENS
 
 
-def embed_sets(encoder: Encoder, sets: Sequence[ChunkSet], max_batch_tokens: int,
+def embed_sets(encoder: SentenceEncoder, sets: Sequence[ChunkSet], max_batch_tokens: int,
                ) -> list[EmbeddedChunkSet]:
     texts = [chunk.text for s in sets for chunk in s.chunks]
     vectors = iter(encoder.encode(texts, max_batch_tokens=max_batch_tokens))

@@ -43,9 +43,10 @@ class ManagedSearch(SearchBackend, Protocol):
 
 
 def load_encoder(settings: InferenceSettings) -> TextEncoder:
-    from shared.embedder import Encoder  # torch loads here, not when the module is imported
+    from shared.encoder_runtime import load_encoder as load  # torch/onnxruntime load here
 
-    encoder = Encoder(device=settings.device)
+    encoder = load(settings.encoder_runtime, settings.device, settings.encoder_threads,
+                   settings.model_cache_dir)
     encoder.encode(["warm-up"])  # the first forward pass is the slow one; pay it before SERVING
     return encoder
 
@@ -111,7 +112,8 @@ class InferenceRuntime(mode.Service):
             log.info("generator %s on %s (%s)", lm.model_id, lm.device, lm.dtype)
         await set_serving(self.health, True)
         self._warm = True
-        log.info("inference SERVING (encoder on %s)", self.engine.encoder.device)
+        log.info("inference SERVING (encoder on %s, %s)", self.engine.encoder.device,
+                 getattr(self.engine.encoder, "runtime", "torch"))
 
     @mode.Service.timer(1.0)
     async def _check_reader(self) -> None:

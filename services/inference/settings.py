@@ -7,10 +7,11 @@ from pathlib import Path
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from shared.encoder_runtime import EncoderSettings, Runtime
 from shared.settings import ServiceSettings
 
 
-class InferenceSettings(ServiceSettings):
+class InferenceSettings(ServiceSettings, EncoderSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True)
 
     # Localhost only by default: set auth_token (and TLS) before listening more widely.
@@ -30,7 +31,10 @@ class InferenceSettings(ServiceSettings):
     max_question_chars: int = Field(default=4000, ge=1)
     answer_sentences: int = Field(default=3, ge=1)
     max_embed_texts: int = Field(default=64, ge=1)
-    device: str = "auto"
+    # The query encoder (device, threads, graph cache: shared/encoder_runtime.py). ONNX
+    # Runtime encodes a question in about half torch's time on CPU (scripts/bench_encoder);
+    # CUDA devices and machines without onnxruntime run torch.
+    encoder_runtime: Runtime = "onnx"
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
 

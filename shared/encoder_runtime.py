@@ -1,0 +1,92 @@
+"""Which runtime runs the sentence encoder: torch (CPU fp32 or CUDA fp16) or ONNX Runtime (CPU).
+
+Both return the same vectors (cosine >= 0.9999, tests/unit/shared/test_encoder_runtime.py).
+ONNX Runtime is the faster one for the short, small batches of the query path and about
+even with torch on full 254-token chunk batches (scripts/bench_encoder), so each service
+picks its own default. ONNX is CPU-only here: a CUDA device always runs torch, and so does
+a machine without onnxruntime (or without onnx when the graph must first be exported), with
+a warning rather than a crash. Imports of torch and onnxruntime happen in load_encoder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+from pydantic import Field
+from pydantic_settings import BaseSettings
+
+log = logging.getLogger(__name__)
+Runtime = Literal["torch", "onnx"]
+
+
+class SentenceEncoder(Protocol):
+    model_id: str
+    dim: int
+    runtime: str
+
+    @property
+    def device(self) -> object: ...
+
+    def encode(self, texts: Sequence[str], max_batch_tokens: int = 8192) -> np.ndarray: ...
+
+
+class EncoderSettings(BaseSettings):
+    """The encoder fields of a service's settings (it sets the env prefix and defaults)."""
+
+    device: str = "auto"  # auto: CUDA (fp16, torch) when present, else CPU (fp32)
+    encoder_runtime: Runtime = "torch"
+    # Intra-op threads of one forward pass; 0: the runtime's default (one per core).
+    encoder_threads: int = Field(default=0, ge=0)
+    # The exported ONNX graph (~90 MB) is cached here, shared by every service and mesh
+    # that runs from the same directory; exported once per model.
+    model_cache_dir: Path = Path(".run/models")
+
+
+def onnx_available(need_export: bool) -> bool:
+    names = ["onnxruntime", *(["onnx"] if need_export else [])]
+    return all(importlib.util.find_spec(n) is not None for n in names)
+
+
+def choose(runtime: Runtime, cuda: bool, onnx_ready: bool) -> Runtime:
+    """The runtime that will run: onnx only on CPU and when its packages are installed."""
+    if runtime == "onnx" and (cuda or not onnx_ready):
+        return "torch"
+    return runtime
+
+
+def _wants_cuda(device: str) -> bool:
+    if device == "cpu":
+        return False
+    import torch
+
+    return torch.cuda.is_available() and (device == "auto" or device.startswith("cuda"))
+
+
+def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int = 0,
+                 cache_dir: Path = Path(".run/models"),
+                 model_path: Path | None = None) -> SentenceEncoder:
+    """The encoder on the runtime `choose` allows; a fallback to torch is logged."""
+    cuda = runtime == "onnx" and _wants_cuda(device)
+    ready = True
+    if runtime == "onnx" and not cuda:
+        from shared.encoder_model import default_model_path
+        from shared.onnx_encoder import graph_path
+
+        cached = graph_path(model_path or default_model_path(), cache_dir).exists()
+        ready = onnx_available(need_export=not cached)
+    chosen = choose(runtime, cuda, ready)
+    if chosen != runtime:
+        why = "ONNX runs on CPU only" if cuda else "onnxruntime (or onnx) is not installed"
+        log.warning("encoder runtime %s requested but %s: using torch", runtime, why)
+    if chosen == "onnx":
+        from shared.onnx_encoder import OnnxEncoder
+
+        return OnnxEncoder(cache_dir, model_path, threads)
+    from shared.embedder import Encoder
+
+    return Encoder(model_path, device, threads=threads)
