@@ -69,7 +69,7 @@ class QueryEngine:
             "embed", self._run_encoder, BatchLimits(s.embed_token_budget, s.embed_max_batch),
             s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed_max_batch))
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
-                                   self.metrics)
+                                   self.metrics, s.answer_shortlist)
         self.generative: Generator | None = None
 
     @property

@@ -50,6 +50,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Extractive answers: vectors of recently seen chunk sentences, so a popular chunk's
     # sentences are encoded once, not on every query that cites it (~1.6 KiB each; 0: off).
     sentence_cache_size: int = Field(default=50_000, ge=0)
+    # Of a cold answer's candidate sentences (up to 64), only this many, the best by BM25
+    # with the question, are encoded and ranked by cosine (scripts/bench_answer measures
+    # what that keeps of answer quality); 0 encodes them all.
+    answer_shortlist: int = Field(default=8, ge=0)
 
     # Generator: a Hugging Face causal LM folder; None keeps the extractive answers.
     generator_path: Path | None = None

@@ -1,7 +1,8 @@
-"""The extractive answer step: encode the retrieved chunks' sentences (through the query
-encoder's batcher, cached), quote the ones closest to the question, cut by the caller's limits.
+"""The extractive answer step: shortlist the retrieved chunks' sentences by BM25, encode
+the shortlist (through the query encoder's batcher, cached), quote the ones closest to the
+question, cut by the caller's limits.
 
-The rules are pure, in extractive.py; this module only feeds them.
+The rules are pure, in extractive.py and lexical.py; this module only feeds them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from services.inference.answer import extractive
+from services.inference.answer import extractive, lexical
 from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
 from services.inference.api.params import QueryParams
@@ -23,8 +24,9 @@ Encode = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 class Extractor:
     def __init__(self, encode: Encode, sentences: int, cache_size: int,
-                 metrics: InferenceMetrics) -> None:
+                 metrics: InferenceMetrics, shortlist: int = 0) -> None:
         self._encode, self.sentences, self.metrics = encode, sentences, metrics
+        self.shortlist = shortlist  # sentences encoded per answer; 0: every candidate
         self.cache = VectorCache(cache_size)
 
     async def answer(self, params: QueryParams, vector: np.ndarray,
@@ -32,6 +34,8 @@ class Extractor:
         started = time.perf_counter()
         texts = [hit.text for hit in hits]
         candidates = extractive.candidate_sentences(texts)
+        keep = lexical.shortlist(params.question, [c.text for c in candidates], self.shortlist)
+        candidates = [candidates[i] for i in keep]  # still in citation order
         vectors = await self._sentence_vectors([c.text for c in candidates])
         picked = extractive.select_sentences(vector, vectors, self.sentences)
         pieces = extractive.answer_pieces([candidates[i] for i in picked])
