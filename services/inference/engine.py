@@ -23,6 +23,7 @@ from services.inference.answer.generative.answerer import Generator
 from services.inference.answer.generative.decode import GenerationRunner, Job
 from services.inference.answer.generative.model import CausalLM
 from services.inference.answer.result import Answer
+from services.inference.answer.vector_cache import VectorCache
 from services.inference.api import render
 from services.inference.api.params import QueryParams
 from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
@@ -68,6 +69,7 @@ class QueryEngine:
         self.embedder: Batcher[Sequence[str], np.ndarray] = Batcher(
             "embed", self._run_encoder, BatchLimits(s.embed_token_budget, s.embed_max_batch),
             s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed_max_batch))
+        self.questions = VectorCache(s.question_cache_size)
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
                                    self.metrics, s.answer_shortlist)
         self.generative: Generator | None = None
@@ -117,7 +119,7 @@ class QueryEngine:
         if self.encoder is None or not self.search.ready:
             raise NotReadyError("warming up: the encoder or the reply consumer is not ready")
         started = time.perf_counter()
-        vector = (await self.encode([params.question]))[0]
+        vector = await self._question_vector(params.question)
         embedded = time.perf_counter()
         # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
         fetch = params.top_k
@@ -136,6 +138,17 @@ class QueryEngine:
             result = replace(result, hits=hits[: params.top_k])
         return Retrieval(params, vector, result, started, (embedded - started) * 1000,
                          (time.perf_counter() - embedded) * 1000)
+
+    async def _question_vector(self, question: str) -> np.ndarray:
+        """The question's vector; a question asked before (up to case and spacing, which the
+        uncased tokenizer ignores too) is not encoded again."""
+        key = question_key(question)
+        found, missing = self.questions.lookup([key])
+        if found[0] is not None:
+            return found[0]
+        vectors = await self.encode([question])
+        self.questions.store(missing, vectors)
+        return vectors[0]
 
     def _renderable(self, hits: Sequence[SearchHit]) -> tuple[SearchHit, ...]:
         """The hits with stored values that cannot be rendered emptied, each one counted."""
@@ -167,6 +180,12 @@ class QueryEngine:
             if isinstance(event, Answer):
                 return event
         raise AssertionError("answer_stream ended without an Answer")
+
+
+def question_key(question: str) -> str:
+    """The form under which a question's vector is cached: lower case, single spaces (the
+    encoder's tokenizer lowercases and splits on whitespace, so the vector is the same)."""
+    return " ".join(question.lower().split())
 
 
 def _no_shards_message(result: GatherResult, shards: int, timeout_s: float) -> str:

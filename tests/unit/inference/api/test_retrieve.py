@@ -142,3 +142,23 @@ def test_full_encoder_queue_is_resource_exhausted_and_counted_for_retrieve() -> 
     err, failures = asyncio.run(go())
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "queue full: 2 requests already waiting" in err.details() and failures == 1
+
+
+def test_a_repeated_question_is_not_encoded_again() -> None:
+    async def go(cache_size: int) -> tuple[list[list[str]], FakeSearch]:
+        encoder, search = WordEncoder(), FakeSearch(CHUNKS)
+        async with serving(search, factory=lambda: encoder,
+                           question_cache_size=cache_size) as (_, channel):
+            encoder.calls.clear()
+            await stub(channel).Retrieve(pb.RetrieveRequest(question=QUESTION))
+            # Case and spacing differ; the uncased tokenizer would see the same tokens.
+            await stub(channel).Retrieve(pb.RetrieveRequest(question=" what FREED the  broker "
+                                                                     "disk? "))
+        return encoder.calls, search
+
+    calls, search = asyncio.run(go(16))
+    assert calls == [[QUESTION]]
+    first, again = (q.vector for q, _ in search.queries)
+    assert first.tolist() == again.tolist()
+    calls, _ = asyncio.run(go(0))
+    assert len(calls) == 2  # the cache off: encoded each time
