@@ -181,3 +181,20 @@ def produce_embedded(mesh: Endpoints, values: list[bytes]) -> None:
         finally:
             await producer.stop()
     asyncio.run(go())
+
+
+def test_the_query_encoder_runs_onnx_and_matches_the_chunk_encoder(
+        mesh: Endpoints, corpus: tuple[str, grpc.Channel]) -> None:
+    """Inference encodes questions on ONNX Runtime (its default), embedding encodes chunks
+    on torch: the two must give the same vectors, or questions would miss their chunks."""
+    pytest.importorskip("onnxruntime")
+    from shared.embedder import Encoder
+
+    _, channel = corpus
+    log = (mesh.run_dir / "logs" / "inference.log").read_text(errors="replace")
+    assert "inference SERVING (encoder on cpu, onnx)" in log
+    texts = [QUESTION, *DOCS]
+    response = _stub(channel).Embed(pb.EmbedRequest(texts=texts), timeout=30)
+    served = np.array([list(v.values) for v in response.vectors], dtype=np.float32)
+    local = Encoder(device="cpu").encode(texts)
+    assert float(np.min(np.sum(served * local, axis=1))) >= 0.9999
