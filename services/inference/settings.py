@@ -35,10 +35,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Runtime encodes a question 1.7x as fast as torch on CPU (scripts/bench_encoder);
     # CUDA devices and machines without onnxruntime run torch.
     encoder_runtime: Runtime = "onnx"
-    # One thread per forward pass: on a 2-core machine shared with the other stages, a
-    # second intra-op thread mostly waits for a core (scripts/bench_encoder: a question on
-    # ONNX at 49 seq/s with 1 thread vs 46 with 2 under load; torch fell from 29 to 3).
-    encoder_threads: int = Field(default=1, ge=0)
+    # encoder_threads stays 0 (one per core): pinned to one thread, ONNX took 296 ms to
+    # encode the questions of 8 clients against 29 ms with two (bench_query --retrieve
+    # --onnx-threads 2); unlike torch, ONNX Runtime's second thread did not collapse under
+    # load (scripts/bench_encoder).
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
 
