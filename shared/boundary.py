@@ -154,9 +154,15 @@ def dump_counts(path: Path) -> None:
     tmp.replace(path)
 
 
+_exporting: set[tuple[str, Path]] = set()
+
+
 def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
     """Have the worker write its counters under its data dir for `streamrag status`."""
     path = (data_dir / app.conf.id / COUNTS_FILE).resolve()
+    if (app.conf.id, path) in _exporting:  # one process, one app: the counters are all here
+        return
+    _exporting.add((app.conf.id, path))
 
     @app.timer(interval_s, name=f"{app.conf.id}.export_counts")
     async def _export() -> None:

@@ -3,10 +3,15 @@
 CUDA in fp16 when a GPU is present, fp32 on CPU (never fp16 on CPU). Inputs are
 length-sorted and grouped by a padded-token budget (shared.batching.padding) to cut
 padding; outputs are mean-pooled and L2-normalised, returned in input order.
+
+The weights are loaded once per process (path, device, dtype): in one-process mode the
+embedding stage and inference's query encoder share them. Each Encoder keeps its own
+tokenizer, since a fast tokenizer must not be called from two threads at once.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +27,19 @@ from transformers import AutoModel, AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.disable_progress_bar()  # worker logs are for events, not weight-loading bars
+
+
+_models: dict[tuple[str, str, torch.dtype], torch.nn.Module] = {}
+_models_lock = threading.Lock()
+
+
+def shared_model(path: str, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+    """The model at `path` on `device`, loaded by the first caller in this process."""
+    with _models_lock:
+        key = (path, str(device), dtype)
+        if key not in _models:
+            _models[key] = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
+        return _models[key]
 
 
 def pick_device(requested: str = "auto") -> torch.device:
@@ -43,7 +61,7 @@ class Encoder:
         self.device = pick_device(device)
         self.dtype = torch.float16 if self.device.type == "cuda" else torch.float32
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path, dtype=self.dtype).to(self.device).eval()
+        self.model = shared_model(path, self.device, self.dtype)
         self.model_id = model_id
         self.dim = int(self.model.config.hidden_size)
         self.max_length = max_length

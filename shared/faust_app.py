@@ -1,4 +1,10 @@
-"""One place that builds a service's faust.App with the mesh's settings and topics."""
+"""One place that builds a service's faust.App with the mesh's settings and topics.
+
+One-process mode (services/onebox): `make_one_app` builds a single app first, and every
+service's `make_app` then returns that app, so all agents, tables and timers register on
+one worker with one consumer. Table changelogs keep the contract's per-service names
+(`ContractTable`), so both modes read and write the same topics.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,10 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from shared import delivery
 from shared.boundary import exit_now
 from shared.settings import KafkaSettings
-from shared.topics import TopicSpec
+from shared.topics import TABLES, TopicSpec
 
 _fetch_wait_ms: int | None = None
+_one_app: faust.App | None = None  # set in one-process mode: every service registers here
 
 
 def _lower_fetch_wait(wait_ms: int) -> None:
@@ -39,7 +46,12 @@ def _lower_fetch_wait(wait_ms: int) -> None:
 
 def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
              fetch_wait_ms: int | None = None, **overrides: Any) -> faust.App:
-    """The service's app; its consumer waits `fetch_wait_ms` (default: the pipeline's)."""
+    """The service's app; its consumer waits `fetch_wait_ms` (default: the pipeline's).
+
+    In one-process mode, the one app (whose fetch wait and group were set when it was made).
+    """
+    if _one_app is not None:
+        return _one_app
     _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
     # Offsets are committed only once every record produced from them is on the broker.
     delivery.install(on_refused=exit_now)
@@ -65,6 +77,28 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     )
     conf.update(overrides)
     return faust.App(app_id, **conf)
+
+
+class ContractTable(faust.Table):  # type: ignore[misc]
+    """A table whose changelog is named by the topic contract (shared/topics.py), not by the
+    app that hosts it: in one process, ingest's table still writes
+    `streamrag-ingest-doc_versions-changelog`."""
+
+    def _changelog_topic_name(self) -> str:
+        for spec in TABLES:
+            if spec.name == self.name:
+                return spec.changelog
+        return str(super()._changelog_topic_name())
+
+
+def make_one_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
+                 fetch_wait_ms: int) -> faust.App:
+    """The single app of one-process mode; every later `make_app` returns it."""
+    global _one_app
+    if _one_app is None:
+        _one_app = make_app(app_id, kafka, data_dir, fetch_wait_ms=fetch_wait_ms,
+                            Table=ContractTable)
+    return _one_app
 
 
 def topic(app: faust.App, spec: TopicSpec, *, acks: bool = True) -> Any:

@@ -101,6 +101,8 @@ EMBEDDING_APP = "streamrag-embedding"
 RETRIEVAL_APP = "streamrag-retrieval"
 INFERENCE_APP = "streamrag-inference"
 LEDGER_APP = "streamrag-ledger"
+# One-process mode (services/onebox): every service's agents in one app, one consumer group.
+ONEBOX_APP = "streamrag-onebox"
 
 DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{hash, version, position}")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)

@@ -14,8 +14,8 @@ from shared.topics import SERVICES
 
 
 def _worker_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("worker", help="run one service in this process")
-    p.add_argument("name", choices=sorted(SERVICES))
+    p = sub.add_parser("worker", help="run one service (or `onebox`: all of them) in this process")
+    p.add_argument("name", choices=[*sorted(SERVICES), "onebox"])
 
 
 def _run_worker(args: argparse.Namespace) -> int:

@@ -1,12 +1,15 @@
-"""The embedded mesh: broker, dev chain, topics, and every service as its own process.
+"""The embedded mesh: broker, dev chain, topics, and the services' workers.
 
-Every process is supervised (shared/cli/supervise.py): one that exits is restarted with
-backoff while the rest keep running; only `Mesh.stop` ends them.
+By default every service runs in one worker process (services/onebox: one runtime, one
+model load, one consumer); with `processes` each service is its own process, as in
+docker-compose. Every process is supervised (shared/cli/supervise.py): one that exits is
+restarted with backoff while the rest keep running; only `Mesh.stop` ends them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 from collections.abc import Callable, Iterator
@@ -28,6 +31,7 @@ log = logging.getLogger("streamrag.mesh")
 # Start order: consumers of later stages first, so nothing waits on a missing reader.
 START_ORDER = ("ledger", "retrieval", "embedding", "chunking", "redaction", "ingest", "inference")
 assert set(START_ORDER) == set(SERVICES)
+ONEBOX = "onebox"  # the one worker's name (log, pid file) in one-process mode
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -120,10 +124,16 @@ class Mesh:
         log.info("Ethereum dev node (anvil) on %s, state in %s", self.ledger.rpc_url, state)
 
     def start_services(self, names: tuple[str, ...] = START_ORDER) -> None:
+        if not self.settings.processes:
+            env = {**self.env, "STREAMRAG_ONEBOX_SERVICES": json.dumps(list(names))}
+            self._start_worker(ONEBOX, env)
+            return
         for name in names:
-            argv = service_argv(name)
-            child = self._supervise(partial(spawn, name, argv, self.run_dir, self.env))
-            log.info("started %-10s pid %d, log %s", name, child.popen.pid, child.log_path)
+            self._start_worker(name, self.env)
+
+    def _start_worker(self, name: str, env: dict[str, str]) -> None:
+        child = self._supervise(partial(spawn, name, service_argv(name), self.run_dir, env))
+        log.info("started %-10s pid %d, log %s", name, child.popen.pid, child.log_path)
 
     def wait_ready(self) -> None:
         # A worker that exits once is restarted; one that keeps failing will not get ready.
@@ -152,9 +162,11 @@ class Endpoints:
 @contextmanager
 def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
              env: dict[str, str] | None = None,
-             services: tuple[str, ...] = START_ORDER) -> Iterator[Endpoints]:
+             services: tuple[str, ...] = START_ORDER,
+             processes: bool = False) -> Iterator[Endpoints]:
     """A whole mesh on free ports with its state under run_dir: for tests and benchmarks
-    (`services`: which workers it starts; a bench may run one of them itself)."""
+    (`services`: which it runs; a bench may run one of them itself; `processes`: one
+    process per service instead of the one-process default)."""
     kafka = KafkaSettings(bootstrap=bootstrap or f"127.0.0.1:{free_port()}")
     ledger = LedgerSettings(rpc_url=f"http://127.0.0.1:{free_port()}")
     grpc_port = free_port()
@@ -162,9 +174,9 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
                  "STREAMRAG_LEDGER_RPC_URL": ledger.rpc_url,
                  "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port)}
     for prefix in ("INGEST", "REDACTION", "CHUNKING", "EMBEDDING", "RETRIEVAL", "INFERENCE",
-                   "LEDGERSVC"):
+                   "LEDGERSVC", "ONEBOX"):
         child_env[f"STREAMRAG_{prefix}_DATA_DIR"] = str(run_dir / "data")
-    settings = MeshSettings(run_dir=run_dir, anvil_bin=anvil_bin,
+    settings = MeshSettings(run_dir=run_dir, anvil_bin=anvil_bin, processes=processes,
                             inference_target=f"127.0.0.1:{grpc_port}")
     mesh = Mesh(settings, kafka, ledger, {**child_env, **(env or {})})
     try:

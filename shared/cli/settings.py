@@ -16,6 +16,9 @@ class MeshSettings(BaseSettings):
     # Start the embedded broker / dev chain unless something already answers there.
     embedded_broker: bool = True
     embedded_chain: bool = True
+    # Every service's agents in one worker process (the default), or one process per
+    # service as docker-compose runs them (`streamrag up --processes`).
+    processes: bool = False
     inference_target: str = "127.0.0.1:50051"
     ready_timeout_s: float = Field(default=300.0, gt=0)
     stop_timeout_s: float = Field(default=15.0, gt=0)

@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-demo", action="store_true", help="skip producing the demo corpus")
     p.add_argument("--exit-after-demo", action="store_true",
                    help="stop everything once the demo answer is printed")
+    p.add_argument("--processes", action="store_true",
+                   help="one process per service (as docker-compose runs them) instead of "
+                        "every service in one worker process")
 
 
 def produce_demo(kafka: KafkaSettings) -> int:
@@ -82,6 +85,8 @@ def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryRespon
 
 def run(args: argparse.Namespace) -> int:
     settings = MeshSettings()
+    if args.processes:
+        settings = settings.model_copy(update={"processes": True})
     mesh = Mesh(settings, KafkaSettings(), LedgerSettings())
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     started = time.monotonic()

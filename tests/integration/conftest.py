@@ -28,10 +28,27 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endpoints]:
-    """Start the whole mesh once, as separate processes, on free ports."""
+    """Start the whole mesh once, one process per service (as docker-compose runs it)."""
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
-                  broker, MESH_ENV) as endpoints:
+                  broker, MESH_ENV, processes=True) as endpoints:
         yield endpoints
+
+
+@pytest.fixture(scope="session")
+def onebox_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    """The embedded default: every service in one worker process (services/onebox), with a
+    broker of its own (on `mesh`'s broker both meshes would read and audit each document)."""
+    with isolated(tmp_path_factory.mktemp("onebox"), ROOT / ".tools/node_modules/.bin/anvil",
+                  env=MESH_ENV, processes=False) as endpoints:
+        yield endpoints
+
+
+@pytest.fixture(params=["processes", "onebox"])
+def each_mode(request: pytest.FixtureRequest) -> Endpoints:
+    """The test runs on the multi-process mesh and on the one-process mesh."""
+    endpoints: Endpoints = request.getfixturevalue("mesh" if request.param == "processes"
+                                                   else "onebox_mesh")
+    return endpoints
 
 
 @pytest.fixture

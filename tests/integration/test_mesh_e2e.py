@@ -1,4 +1,7 @@
-"""End to end through the real mesh: plain Kafka producer in, gRPC out, dead letters aside."""
+"""End to end through the real mesh: plain Kafka producer in, gRPC out, dead letters aside.
+
+The tests taking `each_mode` run on both bring-ups: one process per service and the
+one-process default (tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from tests.support.polling import eventually
 pytestmark = pytest.mark.integration
 
 
-def test_document_update_and_delete(mesh: RunningMesh) -> None:
+def test_document_update_and_delete(each_mode: RunningMesh) -> None:
+    mesh = each_mode
     doc_id = uid("doc")
     first = "The billing cron job crashed at midnight because the disk of node b7 filled up."
     doc = {"id": doc_id, "text": first, "source": "e2e", "domain": "billing",
@@ -81,7 +85,8 @@ def test_api_record_is_mapped_by_its_source_header(mesh: RunningMesh) -> None:
                                                    "Export button greyed out")
 
 
-def test_pii_is_redacted_before_it_is_searchable(mesh: RunningMesh) -> None:
+def test_pii_is_redacted_before_it_is_searchable(each_mode: RunningMesh) -> None:
+    mesh = each_mode
     doc_id = uid("pii")
     text = ("Escalation from Jennifer Lawrence: call her at +1 415-555-0199 or write to "
             "jennifer.lawrence@example.com about the refund backlog.")
@@ -106,7 +111,8 @@ BAD_INPUTS: dict[str, bytes] = {
 }
 
 
-def test_each_bad_input_is_dead_lettered_with_its_reason(mesh: RunningMesh) -> None:
+def test_each_bad_input_is_dead_lettered_with_its_reason(each_mode: RunningMesh) -> None:
+    mesh = each_mode
     marker = uid("bad").encode()
     produce(mesh, list(BAD_INPUTS.values()), key=marker)
 
@@ -133,7 +139,8 @@ def test_each_bad_input_is_dead_lettered_with_its_reason(mesh: RunningMesh) -> N
     eventually(lambda: chunks_of(mesh, "still consuming after poison", doc_id), "a good doc")
 
 
-def test_audit_batches_are_anchored_on_chain(mesh: RunningMesh) -> None:
+def test_audit_batches_are_anchored_on_chain(each_mode: RunningMesh) -> None:
+    mesh = each_mode
     from web3 import Web3
 
     def anchors() -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """kill -9 of each worker in turn while documents stream in: the supervisor brings each back
 and every document becomes queryable exactly once.
 
-It runs on the session mesh, which `isolated()` supervises with the same Supervisor as
+It runs on both session meshes (one process per service, and the one-process default, whose
+single worker is killed), which `isolated()` supervises with the same Supervisor as
 `streamrag up`; workers are found and killed the way an operator would, by the pid files.
 The mesh is whole again when the test ends (it waits for that), so later tests are unaffected.
 """
@@ -21,6 +22,7 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from shared.cli.mesh import ONEBOX
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.topics import PARTITIONS
@@ -187,13 +189,19 @@ def where_lost(mesh: RunningMesh, missing: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def workers(mesh: RunningMesh) -> tuple[str, ...]:
+    """What to kill: every service's process, or the one worker that holds them all."""
+    return (ONEBOX,) if (mesh.run_dir / "pids" / f"{ONEBOX}.pid").exists() else KILL_ORDER
+
+
 def test_each_worker_killed_mid_stream_comes_back_and_every_document_is_queryable_once(
-        mesh: RunningMesh) -> None:
+        each_mode: RunningMesh) -> None:
+    mesh = each_mode
     run = uid("sup")
     replaced: dict[str, tuple[int, int]] = {}
     with Stream(mesh, run) as stream:
         time.sleep(SETTLE_S)  # the stream flows through every stage before the first kill
-        for name in KILL_ORDER:
+        for name in workers(mesh):
             old = pid_of(mesh, name)
             assert alive(old), f"{name} was not running before its kill"
             os.kill(old, signal.SIGKILL)

@@ -1,0 +1,28 @@
+"""The one app of one-process mode, and every service's agents registered on it.
+
+Each service keeps its own settings (its env prefix, data dir, batching); only the Faust app,
+its consumer group (`streamrag-onebox`) and its one consumer are shared. The services are
+imported by name, after the one app exists, so their `make_app` calls return it: they are
+not changed for this mode, and the distributed deployment runs them as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from services.onebox.settings import OneboxSettings
+from shared import fetch_wait
+from shared.faust_app import make_one_app
+from shared.settings import KafkaSettings
+from shared.topics import ONEBOX_APP
+
+settings = OneboxSettings()
+kafka = KafkaSettings()
+app = make_one_app(ONEBOX_APP, kafka, settings.data_dir,
+                   fetch_wait_ms=settings.fetch_max_wait_ms or kafka.query_fetch_max_wait_ms)
+
+if settings.idle_fetch_max_wait_ms:
+    fetch_wait.install(settings.idle_fetch_max_wait_ms, settings.idle_after_s)
+
+for name in settings.services:
+    importlib.import_module(f"services.{name}.agents")

@@ -1,0 +1,32 @@
+"""One-process worker settings (env prefix STREAMRAG_ONEBOX_)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from shared.settings import ServiceSettings
+from shared.topics import SERVICES
+
+
+class OneboxSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_ONEBOX_", frozen=True)
+
+    # The one consumer also carries retrieval's search requests, so it waits the query
+    # path's time by default (None: STREAMRAG_KAFKA_QUERY_FETCH_MAX_WAIT_MS).
+    fetch_max_wait_ms: int | None = Field(default=None, ge=1, le=60_000)
+    # Once nothing was fetched or produced for idle_after_s, every consumer of the worker
+    # waits idle_fetch_max_wait_ms per fetch instead (shared/fetch_wait.py); 0: never.
+    idle_fetch_max_wait_ms: int = Field(default=200, ge=0, le=60_000)
+    idle_after_s: float = Field(default=5.0, gt=0)
+    # Which services this worker hosts (JSON list); a bench may run one of them on its own.
+    services: tuple[str, ...] = tuple(SERVICES)
+
+    @field_validator("services")
+    @classmethod
+    def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(names) - set(SERVICES))
+        if unknown:
+            msg = f"STREAMRAG_ONEBOX_SERVICES: unknown services {unknown}"
+            raise ValueError(msg)
+        return names
