@@ -44,3 +44,13 @@ def evaluate(qrels: Qrels, run: Run, ks: Sequence[int] = (10, 100)) -> dict[str,
 def _mean(values: Iterable[float]) -> float:
     xs = list(values)
     return sum(xs) / len(xs) if xs else 0.0
+
+
+def documents_by_best_chunk(hits: Iterable[tuple[str, float]]) -> list[str]:
+    """Doc ids ranked by their best chunk's score (ties by doc id): a document is as
+    relevant as its most relevant part, however many weaker chunks it also has."""
+    best: dict[str, float] = {}
+    for doc_id, score in hits:
+        if score > best.get(doc_id, -math.inf):
+            best[doc_id] = score
+    return sorted(best, key=lambda d: (-best[d], d))

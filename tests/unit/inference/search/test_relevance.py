@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from services.inference.search.relevance import evaluate, ndcg_at, recall_at
+from services.inference.search.relevance import (
+    documents_by_best_chunk,
+    evaluate,
+    ndcg_at,
+    recall_at,
+)
 
 JUDGED = {"a": 1, "b": 2, "c": 1, "z": 0}  # z judged, not relevant
 
@@ -42,3 +47,9 @@ def test_evaluate_averages_judged_queries_and_scores_a_lost_query_zero() -> None
     assert got["NDCG@1"] == pytest.approx(0.5)
     assert got["Recall@10"] == pytest.approx(0.5)
     assert set(got) == {"NDCG@1", "Recall@1", "NDCG@10", "Recall@10"}
+
+
+def test_documents_rank_by_their_best_chunk_not_their_chunk_count() -> None:
+    hits = [("long", 0.5), ("long", 0.55), ("long", 0.52), ("short", 0.6), ("tie", 0.5),
+            ("also", 0.5)]
+    assert documents_by_best_chunk(hits) == ["short", "long", "also", "tie"]
