@@ -62,15 +62,16 @@ class InferenceSettings(ServiceSettings):
     max_new_tokens_cap: int = Field(default=512, ge=1)
 
     # Hybrid search: each shard also returns its BM25 top k for the question's words, and
-    # the candidates are fused (services/inference/search/fusion.py): min-max normalised
-    # scores, or reciprocal rank fusion with rrf_k; weights per list. Defaults chosen by
-    # scripts/bench_quality on the tuning half of scifact-train (README "Retrieval quality");
-    # normalised scores also stay on the scale the feedback boost was set for.
+    # the candidates are fused (services/inference/search/fusion.py): inner product plus
+    # lexical_weight x BM25 / best BM25, or reciprocal rank fusion with rrf_k. Defaults chosen
+    # by scripts/bench_quality on the tuning half of scifact-train (README "Retrieval
+    # quality"); the fused score stays on the inner product's scale, which the feedback
+    # boost below was set for.
     hybrid: bool = True
     fusion_method: Literal["rrf", "normalised"] = "normalised"
     rrf_k: int = Field(default=60, ge=1)
     dense_weight: float = Field(default=1.0, ge=0)
-    lexical_weight: float = Field(default=0.5, ge=0)
+    lexical_weight: float = Field(default=0.1, ge=0)
 
     # Feedback: each net click (minus skips) in the last hour adds this to a chunk's score.
     feedback_weight: float = Field(default=0.02, ge=0)

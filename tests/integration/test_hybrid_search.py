@@ -19,7 +19,7 @@ from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 QUESTION = "why did the checkout payment fail with code QX7Z"
-NEEDLE = ("Vault maintenance", "Rotate the vault token every ninety days (runbook QX7Z).")
+NEEDLE = ("Vault maintenance", "Rotate the card vault token every ninety days (runbook QX7Z).")
 # On the question's topic in other words: the model prefers them, BM25 cannot match them.
 OTHERS = [("Incident review",
            "Card purchases at the till were declined because the processor timed out."),

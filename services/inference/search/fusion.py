@@ -4,8 +4,11 @@ Every candidate carries both its inner product (`score`) and its BM25 (`lexical`
 no question word matches), and every shard sent its dense top k and its BM25 top k, so
 the ranks taken over the merged candidates are the global ranks down to k. Two methods:
 reciprocal rank fusion (Cormack et al. 2009: sum of weight / (k + rank) over the lists
-a chunk is ranked in) and normalised score fusion (each score min-max scaled over the
-candidates, then weighted and summed). The fused value replaces `score`.
+a chunk is ranked in) and normalised score fusion: the inner product as it is (already
+bounded and comparable between questions) plus BM25 divided by the best BM25 among the
+candidates (BM25 is unbounded), each weighted. Min-max scaling the inner product too was
+measured no better and stretches two near-equal chunks to 0 and 1, so a feedback boost
+could no longer reorder close calls. The fused value replaces `score`.
 
 Pure: no Kafka and no asyncio.
 """
@@ -51,11 +54,6 @@ def _rrf(hits: Sequence[SearchHit], f: Fusion) -> list[float]:
 
 
 def _normalised(hits: Sequence[SearchHit], f: Fusion) -> list[float]:
-    dense = _minmax([h.score for h in hits])
-    lexical = _minmax([h.lexical for h in hits])
-    return [f.dense_weight * d + f.lexical_weight * x for d, x in zip(dense, lexical, strict=True)]
-
-
-def _minmax(xs: list[float]) -> list[float]:
-    lo, hi = min(xs), max(xs)
-    return [0.0] * len(xs) if hi <= lo else [(x - lo) / (hi - lo) for x in xs]
+    top = max(h.lexical for h in hits)
+    scale = f.lexical_weight / top if top > 0 else 0.0
+    return [f.dense_weight * h.score + scale * h.lexical for h in hits]

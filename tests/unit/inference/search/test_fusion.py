@@ -25,12 +25,14 @@ def test_rrf_sums_one_over_k_plus_rank_in_each_list() -> None:
     assert [h.lexical for h in got] == [9.0, 5.0, 0.0]
 
 
-def test_normalised_fusion_scales_each_list_to_0_1_and_weights_them() -> None:
-    got = fuse(HITS, 3, Fusion("normalised"))
-    assert [h.chunk_id for h in got] == ["B", "A", "C"]  # A and C tie at 1.0: by chunk id
-    assert [h.score for h in got] == pytest.approx([0.7 / 0.8 + 5 / 9, 1.0, 1.0])
-    dense_only = fuse(HITS, 2, Fusion("normalised", lexical_weight=0.0))
-    assert [h.chunk_id for h in dense_only] == ["A", "B"]
+def test_normalised_fusion_adds_weighted_bm25_over_the_best_bm25_to_the_inner_product() -> None:
+    got = fuse(HITS, 3, Fusion("normalised", dense_weight=1.0, lexical_weight=0.5))
+    assert [h.chunk_id for h in got] == ["B", "A", "C"]
+    assert [h.score for h in got] == pytest.approx([0.8 + 0.5 * 5 / 9, 0.9, 0.1 + 0.5])
+    light = fuse(HITS, 3, Fusion("normalised", lexical_weight=0.1))
+    assert [h.chunk_id for h in light] == ["A", "B", "C"]  # 0.9 > 0.8 + 0.056 > 0.1 + 0.1
+    tied = [hit("A", 0.5, 0.0), hit("B", 0.5, 0.0)]  # no BM25 anywhere: the inner product
+    assert [h.score for h in fuse(tied, 2, Fusion("normalised"))] == [0.5, 0.5]
 
 
 def test_merge_fuses_after_keeping_one_copy_of_each_chunk() -> None:
