@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,11 +30,11 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 hf_logging.disable_progress_bar()  # worker logs are for events, not weight-loading bars
 
 
-_models: dict[tuple[str, str, torch.dtype], torch.nn.Module] = {}
+_models: dict[tuple[str, str, torch.dtype], Any] = {}
 _models_lock = threading.Lock()
 
 
-def shared_model(path: str, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+def shared_model(path: str, device: torch.device, dtype: torch.dtype) -> Any:
     """The model at `path` on `device`, loaded by the first caller in this process."""
     with _models_lock:
         key = (path, str(device), dtype)

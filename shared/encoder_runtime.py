@@ -14,7 +14,7 @@ import importlib.util
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -28,6 +28,7 @@ class SentenceEncoder(Protocol):
     model_id: str
     dim: int
     runtime: str
+    tokenizer: Any
 
     @property
     def device(self) -> object: ...

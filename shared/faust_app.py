@@ -79,7 +79,7 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     return faust.App(app_id, **conf)
 
 
-class ContractTable(faust.Table):  # type: ignore[misc]
+class ContractTable(faust.Table):
     """A table whose changelog is named by the topic contract (shared/topics.py), not by the
     app that hosts it: in one process, ingest's table still writes
     `streamrag-ingest-doc_versions-changelog`."""

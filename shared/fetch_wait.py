@@ -72,7 +72,7 @@ def install(idle_ms: int, idle_after_s: float) -> IdleAwareWait:
         active.traffic()  # a record for a consumer of this process, most likely
         return await send(self, *args, **kwargs)
 
-    Fetcher._get_actions_per_node = get_actions_per_node  # type: ignore[method-assign]
-    Fetcher._proc_fetch_request = proc_fetch_request  # type: ignore[method-assign]
-    AIOKafkaProducer.send = producer_send  # type: ignore[method-assign]
+    Fetcher._get_actions_per_node = get_actions_per_node
+    Fetcher._proc_fetch_request = proc_fetch_request
+    AIOKafkaProducer.send = producer_send
     return policy

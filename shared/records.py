@@ -113,6 +113,8 @@ class SearchSpec(BaseModel):
     query_id: str
     vector: str  # base64 of little-endian float32, L2-normalised
     top_k: int = Field(ge=1, le=1000)
+    # The question's words for the shard's BM25 index (hybrid search); "" asks only FAISS.
+    text: str = ""
     since: float | None = None
     until: float | None = None
     domain: str | None = None
@@ -141,12 +143,13 @@ class SearchHit(BaseModel):
     chunk_id: str
     doc_id: str
     version: int
-    score: float
+    score: float  # inner product with the question (after fusion: the fused score)
     event_time: float
     text: str
     title: str = ""
     domain: str
     source: str
+    lexical: float = 0.0  # BM25 of the chunk for the question's text (hybrid search)
 
 
 class QueryHits(BaseModel):

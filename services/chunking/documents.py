@@ -1,4 +1,10 @@
-"""A redacted document to its ChunkSet, with token counts from the embedding tokenizer."""
+"""A redacted document to its ChunkSet, with token counts from the embedding tokenizer.
+
+The document's title leads every chunk's embedding input (shared/passage.py), so the
+chunk text gets the budget the title leaves: max_tokens minus the clipped title's tokens,
+but never under half of max_tokens (a tiny budget with a long title would leave no room).
+A chunk's token_count is what the encoder sees: title and text.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import bisect
 from typing import TYPE_CHECKING
 
 from services.chunking.chunker import Offsets, chunk_id, chunk_layout, token_starts
+from shared.passage import clip_title, passage
 from shared.records import Chunk, ChunkSet, RedactedDocument
 
 if TYPE_CHECKING:
@@ -29,22 +36,29 @@ class DocumentChunker:
     def count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def pieces(self, text: str) -> list[tuple[str, int, int]]:
+    def text_budget(self, title: str) -> int:
+        """Tokens left for a chunk's text beside this (clipped) title."""
+        title_tokens = self.count(title) if title else 0
+        return max(self.max_tokens - title_tokens, self.max_tokens // 2)
+
+    def pieces(self, text: str, budget: int | None = None) -> list[tuple[str, int, int]]:
         """(chunk text, overlap prefix length, tokens) per chunk; whitespace-only ones dropped."""
+        budget = budget or self.max_tokens
         offsets = self.offsets(text)
         starts = token_starts(offsets)
         out = []
-        for lead, a, b in chunk_layout(text, offsets, self.max_tokens, self.overlap_tokens):
+        for lead, a, b in chunk_layout(text, offsets, budget, self.overlap_tokens):
             if text[a:b].strip():
-                lead, tokens = self._fit(text, starts, lead, a, b)
+                lead, tokens = self._fit(text, starts, lead, a, b, budget)
                 out.append((text[lead:b], a - lead, tokens))
         return out
 
-    def _fit(self, text: str, starts: list[int], lead: int, a: int, b: int) -> tuple[int, int]:
+    def _fit(self, text: str, starts: list[int], lead: int, a: int, b: int,
+             budget: int) -> tuple[int, int]:
         # Re-tokenising a slice can differ from the whole text's offsets by a token at the
         # seam; drop overlap tokens from the front until the chunk really fits.
         tokens = self.count(text[lead:b])
-        while lead < a and tokens > self.max_tokens:
+        while lead < a and tokens > budget:
             i = bisect.bisect_right(starts, lead)
             lead = starts[i] if i < len(starts) and starts[i] < a else a
             tokens = self.count(text[lead:b])
@@ -53,10 +67,13 @@ class DocumentChunker:
     def chunk(self, doc: RedactedDocument) -> ChunkSet:
         chunks: tuple[Chunk, ...] = ()
         if doc.op == "upsert":
+            title = clip_title(self.tokenizer, doc.title)
             chunks = tuple(
                 Chunk(chunk_id=chunk_id(doc.doc_id, doc.version, i, part), ordinal=i,
-                      text=part, token_count=tokens, overlap_chars=lead)
-                for i, (part, lead, tokens) in enumerate(self.pieces(doc.text))
+                      text=part, token_count=self.count(passage(title, part)),
+                      overlap_chars=lead)
+                for i, (part, lead, _) in enumerate(self.pieces(doc.text,
+                                                                self.text_budget(title)))
             )
         return ChunkSet(
             doc_id=doc.doc_id, version=doc.version, op=doc.op, title=doc.title,

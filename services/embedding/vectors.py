@@ -1,10 +1,15 @@
-"""Embed the chunks of many ChunkSets in one model call and attach the vectors."""
+"""Embed the chunks of many ChunkSets in one model call and attach the vectors.
+
+Each chunk is encoded with its document's title in front (shared/passage.py), as the
+chunking service budgeted for it; the stored chunk text stays the text alone.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from shared.encoder_runtime import SentenceEncoder
+from shared.passage import clip_title, passage
 from shared.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, encode_vector
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every chunk the model sees
@@ -17,7 +22,9 @@ def longest_chunk(chunk_set: ChunkSet) -> int:
 
 def embed_sets(encoder: SentenceEncoder, sets: Sequence[ChunkSet], max_batch_tokens: int,
                ) -> list[EmbeddedChunkSet]:
-    texts = [chunk.text for s in sets for chunk in s.chunks]
+    titles = [clip_title(encoder.tokenizer, s.title) if s.title.strip() else "" for s in sets]
+    texts = [passage(title, chunk.text) for s, title in zip(sets, titles, strict=True)
+             for chunk in s.chunks]
     vectors = iter(encoder.encode(texts, max_batch_tokens=max_batch_tokens))
     out = []
     for s in sets:

@@ -126,7 +126,9 @@ class QueryEngine:
         if self.feedback is not None and self.settings.feedback_weight > 0:
             fetch = min(self.settings.max_top_k, params.top_k * 2)
         query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, fetch,
-                            params.since, params.until, params.domain, params.source)
+                            params.since, params.until, params.domain, params.source,
+                            params.question if self.settings.hybrid else "",
+                            self.settings.fusion())
         timeout_s = min(self.settings.shard_timeout_s, budget_s)
         result = await self.search.search(query, timeout_s)
         if not result.answered:

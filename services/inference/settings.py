@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.inference.search.fusion import Fusion
 from shared.encoder_runtime import EncoderSettings, Runtime
 from shared.settings import ServiceSettings
 
@@ -74,9 +76,24 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     default_max_new_tokens: int = Field(default=128, ge=1)
     max_new_tokens_cap: int = Field(default=512, ge=1)
 
+    # Hybrid search: each shard also returns its BM25 top k for the question's words, and
+    # the candidates are fused (services/inference/search/fusion.py): inner product plus
+    # lexical_weight x BM25 / best BM25, or reciprocal rank fusion with rrf_k. Defaults chosen
+    # by scripts/bench_quality on the tuning half of scifact-train (README "Retrieval
+    # quality"); the fused score stays on the inner product's scale, which the feedback
+    # boost below was set for.
+    hybrid: bool = True
+    fusion_method: Literal["rrf", "normalised"] = "normalised"
+    rrf_k: int = Field(default=60, ge=1)
+    dense_weight: float = Field(default=1.0, ge=0)
+    lexical_weight: float = Field(default=0.1, ge=0)
+
     # Feedback: each net click (minus skips) in the last hour adds this to a chunk's score.
     feedback_weight: float = Field(default=0.02, ge=0)
     feedback_max_boost: float = Field(default=0.2, ge=0)
+
+    def fusion(self) -> Fusion:
+        return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
 
     @model_validator(mode="after")
     def _tls_pair(self) -> InferenceSettings:

@@ -119,4 +119,4 @@ def search_one(shard: Shard, spec: SearchSpec) -> QueryHits:
     filters = Filters(since=spec.since, until=spec.until, domain=spec.domain,
                       source=spec.source)
     return QueryHits(query_id=spec.query_id,
-                     hits=tuple(shard.search(vector, spec.top_k, filters)))
+                     hits=tuple(shard.search(vector, spec.top_k, filters, spec.text)))

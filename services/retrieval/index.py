@@ -1,4 +1,9 @@
-"""One partition's shard: document-level upserts and deletes, filtered top-k search."""
+"""One partition's shard: document-level upserts and deletes, filtered top-k search.
+
+With a lexical index, a search that carries the question's text returns the union of the
+dense top k and the BM25 top k, every hit with both its inner product (`score`) and its
+BM25 (`lexical`), so inference can fuse the shards' candidates by rank (search/fusion.py).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,10 @@ from pydantic_core import PydanticSerializationError
 
 from services.retrieval.columns import Columns, Filters
 from services.retrieval.index_config import IndexConfig, Strategy
+from services.retrieval.lexical import LexicalIndex
 from services.retrieval.vectors import VectorIndex
 from shared.errors import InvalidInput, ModelMismatchError
+from shared.passage import passage
 from shared.records import EmbeddedChunkSet, SearchHit
 
 __all__ = ["Filters", "IndexConfig", "Shard"]
@@ -28,10 +35,11 @@ class Shard:
     """
 
     def __init__(self, model_id: str, dim: int, config: IndexConfig | None = None,
-                 strategy: Strategy = "selector") -> None:
+                 strategy: Strategy = "selector", lexical: bool = False) -> None:
         self.model_id, self.dim, self.strategy = model_id, dim, strategy
         self.vectors = VectorIndex(dim, config or IndexConfig())
         self.columns = Columns()
+        self.lexical = LexicalIndex() if lexical else None
         self.doc_slots: dict[str, list[int]] = {}
         self.doc_version: dict[str, int] = {}
         self.offset = -1
@@ -61,8 +69,20 @@ class Shard:
             event_time=update.event_time, text=c.text, title=update.title,
             domain=update.domain, source=update.source)) for c in update.chunks]
         self.vectors.add(np.array(slots, dtype="int64"), vectors)
+        if self.lexical is not None:
+            for slot, c in zip(slots, update.chunks, strict=True):
+                self.lexical.add(slot, passage(update.title, c.text))
         self.doc_slots[update.doc_id] = slots
         return True
+
+    def rebuild_lexical(self) -> None:
+        """Index every stored chunk's words again (a snapshot keeps only the texts)."""
+        if self.lexical is None:
+            return
+        self.lexical = LexicalIndex(self.lexical.k1, self.lexical.b)
+        for slot, hit in enumerate(self.columns.hits):
+            if hit is not None:
+                self.lexical.add(slot, passage(hit.title, hit.text))
 
     def _remove_doc(self, doc_id: str) -> None:
         old = self.doc_slots.pop(doc_id, [])
@@ -70,21 +90,48 @@ class Shard:
             self.vectors.remove(np.array(old, dtype="int64"))
             for slot in old:
                 self.columns.remove(slot)
+                if self.lexical is not None:
+                    self.lexical.remove(slot)
 
-    def search(self, vector: np.ndarray, top_k: int, filters: Filters) -> list[SearchHit]:
+    def search(self, vector: np.ndarray, top_k: int, filters: Filters,
+               text: str = "") -> list[SearchHit]:
+        """The dense top k; with `text` and a lexical index, also the BM25 top k (see above)."""
         if not len(self.columns):
             return []
         mask = None if filters.empty else self.columns.mask(filters)
         found = self.vectors.search(vector, top_k, mask, self.strategy)
         hits = self.columns.hits
-        out = [hit.model_copy(update={"score": score}) for score, slot in found
-               if (hit := hits[slot]) is not None]
+        if text and self.lexical is not None:
+            out = self._hybrid(vector, text, top_k, mask, found)
+        else:
+            out = [hit.model_copy(update={"score": score}) for score, slot in found
+                   if (hit := hits[slot]) is not None]
         kept = [hit for hit in out if travels(hit)]
         if len(kept) < len(out):
             self.dropped += len(out) - len(kept)
             log.warning("%d stored hit(s) cannot travel in a reply (invalid text or a "
                         "non-finite event time): left out", len(out) - len(kept))
         return kept
+
+
+    def _hybrid(self, vector: np.ndarray, text: str, top_k: int, mask: np.ndarray | None,
+                found: list[tuple[float, int]]) -> list[SearchHit]:
+        assert self.lexical is not None
+        size = self.columns.size
+        bm25 = self.lexical.scores(text, size)
+        dense = {slot: score for score, slot in found}
+        live = self.columns.live[:size] if mask is None else mask[:size]
+        ranked = np.flatnonzero((bm25 > 0) & live)
+        if len(ranked) > top_k:
+            ranked = ranked[np.argpartition(-bm25[ranked], top_k - 1)[:top_k]]
+        extra = np.array([s for s in ranked.tolist() if s not in dense], dtype="int64")
+        if len(extra):
+            q = np.asarray(vector, dtype="float32").reshape(-1)
+            dense.update(zip(extra.tolist(), (self.vectors.vectors_of(extra) @ q).tolist(),
+                             strict=True))
+        hits = self.columns.hits
+        return [hit.model_copy(update={"score": score, "lexical": float(bm25[slot])})
+                for slot, score in dense.items() if (hit := hits[slot]) is not None]
 
 
 def _vectors(update: EmbeddedChunkSet, dim: int) -> np.ndarray:

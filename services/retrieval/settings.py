@@ -25,6 +25,9 @@ class RetrievalSettings(ServiceSettings):
     # selector: an id bitmap from the filter columns; overfetch: search wider, then filter.
     filter_strategy: Literal["selector", "overfetch"] = "selector"
     snapshot_interval_s: float = Field(default=30.0, gt=0)
+    # A BM25 index beside FAISS (services/retrieval/lexical.py), for searches that carry
+    # the question's text (inference's hybrid search); rebuilt from the texts on load.
+    lexical: bool = True
 
     @property
     def snapshot_dir(self) -> Path:

@@ -59,7 +59,8 @@ class Shards:
         s, t0 = self.settings, time.monotonic()
         path = snapshot.path_for(s.snapshot_dir, partition)
         try:
-            shard = snapshot.load(path, s.model_id, s.dim, s.index_config(), s.filter_strategy)
+            shard = snapshot.load(path, s.model_id, s.dim, s.index_config(), s.filter_strategy,
+                                  s.lexical)
         except (OSError, ValueError, KeyError, RuntimeError, zipfile.BadZipFile) as exc:
             # A damaged file must not keep the worker from starting: the topic has it all.
             log.warning("shard %d snapshot unreadable (%s): rebuilding", partition, exc)
@@ -71,7 +72,7 @@ class Shards:
             shard = None
         if shard is None:
             log.info("shard %d: no usable snapshot, rebuilding from offset 0", partition)
-            return Shard(s.model_id, s.dim, s.index_config(), s.filter_strategy)
+            return Shard(s.model_id, s.dim, s.index_config(), s.filter_strategy, s.lexical)
         log.info("shard %d loaded %d chunks at offset %d in %.2fs", partition, len(shard),
                  shard.offset, time.monotonic() - t0)
         return shard

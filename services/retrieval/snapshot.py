@@ -65,8 +65,10 @@ def save(shard: Shard, path: Path) -> None:
 
 
 def load(path: Path, model_id: str, dim: int, config: IndexConfig,
-         strategy: Strategy = "selector") -> Shard | None:
-    """The shard saved at `path`, or None when there is none or it is for another model."""
+         strategy: Strategy = "selector", lexical: bool = False) -> Shard | None:
+    """The shard saved at `path`, or None when there is none or it is for another model.
+
+    The lexical index is not stored: it is rebuilt from the stored chunk texts."""
     if not path.exists():
         return None
     with np.load(path, allow_pickle=False) as data:
@@ -74,12 +76,13 @@ def load(path: Path, model_id: str, dim: int, config: IndexConfig,
         if (state.get("format"), state["model_id"], state["dim"]) != (FORMAT, model_id, dim):
             return None
         vectors = VectorIndex.deserialize(dim, config, data["index"])
-    shard = Shard(model_id, dim, config, strategy)
+    shard = Shard(model_id, dim, config, strategy, lexical)
     shard.vectors = vectors
     shard.columns = Columns.restore([SearchHit.model_validate(h) if h is not None else None
                                      for h in state["hits"]])
     shard.doc_version = state["doc_version"]
     shard.doc_slots = state["doc_slots"]
     shard.offset, shard.digest = state["offset"], state.get("digest", "")
+    shard.rebuild_lexical()
     vectors.maybe_train()  # a snapshot saved while an IVF was training resumes it
     return shard

@@ -49,6 +49,11 @@ class VectorIndex:
             if self._pending is not None:
                 self._pending.append((ids, None))
 
+    def vectors_of(self, ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of these ids (each must be in the index)."""
+        with self._lock:
+            return self.index.reconstruct_batch(ids)
+
     def serialize(self) -> np.ndarray:
         with self._lock:
             return faiss.serialize_index(self.index)

@@ -128,7 +128,7 @@ class SearchClient:
             self._forget(waiter)
         if waiter.failure is not None:
             raise InfrastructureError(f"could not send search requests: {waiter.failure}")
-        return waiter.gather.result(query.top_k)
+        return waiter.gather.result(query.top_k, query.fusion if query.text else None)
 
     def _flush(self) -> None:
         """Send everything queued, `max_batch` queries (of one model) per request."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from services.inference.search.fusion import Fusion, fuse
 from shared.records import SearchHit, SearchReply
 
 
@@ -52,14 +53,18 @@ class GatherResult:
         return bool(self.unanswered)
 
 
-def merge_hits(answers: Iterable[ShardAnswer], top_k: int) -> tuple[SearchHit, ...]:
-    """The top k across shards by score; a chunk seen twice keeps its best score."""
+def merge_hits(answers: Iterable[ShardAnswer], top_k: int,
+               fusion: Fusion | None = None) -> tuple[SearchHit, ...]:
+    """The top k across shards by score (fused with `fusion` when the hits carry BM25
+    candidates); a chunk seen twice keeps its best score."""
     best: dict[str, SearchHit] = {}
     for answer in answers:
         for hit in answer.hits:
             kept = best.get(hit.chunk_id)
             if kept is None or hit.score > kept.score:
                 best[hit.chunk_id] = hit
+    if fusion is not None:
+        return fuse(list(best.values()), top_k, fusion)
     ranked = sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
     return tuple(ranked[:top_k])
 
@@ -85,11 +90,11 @@ class Gather:
     def complete(self) -> bool:
         return len(self.answers) == len(self.expected)
 
-    def result(self, top_k: int) -> GatherResult:
+    def result(self, top_k: int, fusion: Fusion | None = None) -> GatherResult:
         ok = [a for a in self.answers.values() if not a.error]
         errors = {p: a.error for p, a in sorted(self.answers.items()) if a.error}
         return GatherResult(
-            hits=merge_hits(ok, top_k),
+            hits=merge_hits(ok, top_k, fusion),
             answered=tuple(sorted(a.partition for a in ok)),
             missing=tuple(sorted(self.expected - self.answers.keys())),
             errors=errors,

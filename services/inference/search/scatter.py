@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from services.inference.search.fusion import Fusion
 from shared.records import SearchRequest, SearchSpec, encode_vector
 
 
@@ -24,6 +25,9 @@ class SearchQuery:
     until: float | None = None
     domain: str | None = None
     source: str | None = None
+    # Hybrid search: the question for the shards' BM25, and how to fuse ("": dense only).
+    text: str = ""
+    fusion: Fusion | None = None
 
 
 
@@ -38,7 +42,8 @@ def build_requests(
         raise ValueError("one search batch must use one model and dimension")
     specs = tuple(
         SearchSpec(query_id=query_id, vector=encode_vector(q.vector), top_k=q.top_k,
-                   since=q.since, until=q.until, domain=q.domain, source=q.source)
+                   since=q.since, until=q.until, domain=q.domain, source=q.source,
+                   text=q.text)
         for query_id, q in queries
     )
     return [

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from services.chunking.chunker import FENCE, chunk_id, chunk_spans, split
 from services.chunking.documents import DocumentChunker
 from shared.encoder_model import load_tokenizer
+from shared.passage import TITLE_MAX_TOKENS, clip_title, passage
 from shared.records import RedactedDocument
 
 CHUNKER = DocumentChunker(load_tokenizer(), max_tokens=40)
@@ -111,3 +112,25 @@ def test_identical_input_gives_identical_ids(text: str) -> None:
 def test_overlap_must_leave_room_for_new_text() -> None:
     with pytest.raises(ValueError, match="overlap"):
         DocumentChunker(load_tokenizer(), max_tokens=40, overlap_tokens=20)
+
+
+def test_the_title_counts_inside_every_chunks_budget() -> None:
+    text = "Alpha beta gamma delta. " * 40
+    doc = _doc(text).model_copy(update={"title": "Kafka consumer lag in payments"})
+    cs = CHUNKER.chunk(doc)
+    title_tokens = CHUNKER.count("Kafka consumer lag in payments")
+    assert "".join(c.text for c in cs.chunks) == text  # the stored text is the text alone
+    for c in cs.chunks:
+        assert c.token_count == CHUNKER.count(passage(doc.title, c.text)) <= 40
+        assert CHUNKER.count(c.text) <= 40 - title_tokens
+    assert len(cs.chunks) > len(CHUNKER.chunk(_doc(text)).chunks)  # less room per chunk
+
+
+def test_a_long_title_is_clipped_and_leaves_the_text_half_the_budget() -> None:
+    title = "alpha " * 100
+    clipped = clip_title(CHUNKER.tokenizer, title)
+    assert CHUNKER.count(clipped) == TITLE_MAX_TOKENS and title.startswith(clipped)
+    assert clip_title(CHUNKER.tokenizer, "  short title ") == "short title"
+    cs = CHUNKER.chunk(_doc("Alpha beta gamma. " * 40).model_copy(update={"title": title}))
+    assert all(CHUNKER.count(c.text) <= 20 for c in cs.chunks)
+    assert "".join(c.text for c in cs.chunks) == "Alpha beta gamma. " * 40

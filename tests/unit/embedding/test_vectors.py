@@ -42,6 +42,18 @@ def test_batched_vectors_match_one_at_a_time_and_keep_every_field(encoder: Encod
     assert out[0].chunks[1].text == texts[1] and out[0].ingest_time == 2.0
 
 
+def test_each_chunk_is_encoded_with_its_documents_title(encoder: Encoder) -> None:
+    text = "Patients given the drug recovered two days sooner."
+    titled = chunk_set("t", [text]).model_copy(update={"title": "Oseltamivir for influenza"})
+    got = embed_sets(encoder, [titled, chunk_set("u", [text])], max_batch_tokens=2048)
+    with_title = encoder.encode(["Oseltamivir for influenza\n" + text])[0]
+    alone = encoder.encode([text])[0]
+    assert float(got[0].chunks[0].array() @ with_title) == pytest.approx(1.0, abs=1e-4)
+    assert float(got[0].chunks[0].array() @ alone) < 0.99  # the title changed the vector
+    assert float(got[1].chunks[0].array() @ alone) == pytest.approx(1.0, abs=1e-4)
+    assert got[0].chunks[0].text == text and got[0].title == "Oseltamivir for influenza"
+
+
 def test_longest_chunk_counts_the_special_tokens() -> None:
     assert longest_chunk(chunk_set("a", ["xx", "xxxxx"])) == 7
     assert longest_chunk(chunk_set("a", [])) == 2
