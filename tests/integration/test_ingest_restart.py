@@ -22,9 +22,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.topics import DOCS_PARSED, INGEST_APP, PARTITIONS
-from tests.integration.test_supervision import alive, pid_of
 from tests.support.mesh import read_topic, uid
 from tests.support.polling import eventually
+from tests.support.workers import alive, pid_of
 
 pytestmark = pytest.mark.integration
 DOCS = 150
