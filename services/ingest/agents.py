@@ -19,18 +19,19 @@ from services.ingest.app import (
     source_clocks,
     stats_topic,
 )
-from services.ingest.counts import change_counts, parse_failure_counts
+from services.ingest.counts import CountsBuffer, change_counts, parse_failure_counts
 from services.ingest.dedup import Applied, apply_change
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.watermarks import clock_key, observe, summarize
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.errors import InvalidInput
-from shared.records import Document, StreamCounts
+from shared.records import Document
 from shared.status_files import EVENT_TIME_FILE, write_json
 
 parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
 dedup_boundary = Boundary("ingest.dedup", dlq)
+stats = CountsBuffer()
 export_counts(app, settings.data_dir)
 
 
@@ -47,7 +48,7 @@ async def parse(stream: Any) -> None:
             try:
                 doc = parse_raw(_raw_message(event.message), settings)
             except InvalidInput as exc:
-                await _count(parse_failure_counts(exc.reason))
+                stats.add(parse_failure_counts(exc.reason))
                 raise
             await parsed_topic.send(key=doc.doc_id.encode(), value=encode(doc))
 
@@ -63,18 +64,23 @@ async def deduplicate(stream: Any) -> None:
                 applied = apply_change(prev, doc)
             except InvalidInput as exc:
                 _tick(doc, event.message.partition, None)
-                await _count(change_counts(doc, None, exc.reason))
+                stats.add(change_counts(doc, None, exc.reason))
                 raise
             _tick(doc, event.message.partition, applied)
-            await _count(change_counts(doc, applied))
+            stats.add(change_counts(doc, applied))
             if applied.state != prev:
                 doc_versions[doc.doc_id] = applied.state
             if applied.doc is not None:
                 await normalized_topic.send(key=doc.doc_id.encode(), value=encode(applied.doc))
 
 
-async def _count(counts: StreamCounts) -> None:
-    await stats_topic.send(key=counts.source.encode(), value=encode(counts))
+async def send_stats() -> None:
+    """The counts of the changes since the last call, one record per source and domain."""
+    for counts in stats.drain():
+        await stats_topic.send(key=counts.source.encode(), value=encode(counts))
+
+
+app.timer(1.0, name=f"{app.conf.id}.send_stats")(send_stats)
 
 
 def _tick(doc: Document, partition: int, applied: Applied | None) -> None:

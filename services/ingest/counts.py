@@ -9,6 +9,7 @@ Repeats of the applied content count as received only.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from services.ingest.dedup import Applied
 from shared.records import Document, StreamCounts
@@ -33,3 +34,22 @@ def parse_failure_counts(reason: str, now: float | None = None) -> StreamCounts:
     return StreamCounts(source=UNKNOWN, domain=UNKNOWN,
                         counts={"received": 1, f"dead_lettered.{reason}": 1},
                         at=time.time() if now is None else now)
+
+
+class CountsBuffer:
+    """Counts added per change, sent as one record per (source, domain) by a timer, so the
+    statistics cost a record per second and source, not one per change. What a killed
+    worker had not sent yet is lost (the statistics are approximate under crashes)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, str], Counter[str]] = {}
+
+    def add(self, counts: StreamCounts) -> None:
+        self._pending.setdefault((counts.source, counts.domain), Counter()).update(counts.counts)
+
+    def drain(self, now: float | None = None) -> list[StreamCounts]:
+        at = time.time() if now is None else now
+        out = [StreamCounts(source=s, domain=d, counts=dict(c), at=at)
+               for (s, d), c in sorted(self._pending.items())]
+        self._pending.clear()
+        return out

@@ -92,6 +92,7 @@ def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_ne
     app.finalize()
     app.flow_control.resume()
     forward, dead, stats = AsyncMock(), AsyncMock(), AsyncMock()
+    agents.stats.drain()
     values = [_parsed("ord-1", "new", 20), _parsed("ord-1", "old", 10),
               _parsed("ord-1", "new", 20), _parsed("ord-1", "other", 20)]
 
@@ -110,11 +111,15 @@ def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_ne
     letters = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
     assert [(d["stage"], d["reason"]) for d in letters] == [
         ("ingest.dedup", "stale_version"), ("ingest.dedup", "version_conflict")]
+    with patch.object(stats_topic, "send", stats):
+        run(agents.send_stats())
     counted = [json.loads(c.kwargs["value"]) for c in stats.await_args_list]
-    assert [c["counts"] for c in counted] == [
-        {"received": 1, "new": 1}, {"received": 1, "dead_lettered.stale_version": 1},
-        {"received": 1}, {"received": 1, "dead_lettered.version_conflict": 1}]
-    assert {(c["source"], c["domain"]) for c in counted} == {("cdc:shop.articles", "default")}
+    assert [(c["source"], c["domain"], c["counts"]) for c in counted] == [
+        ("cdc:shop.articles", "default", {"received": 4, "new": 1,
+                                          "dead_lettered.stale_version": 1,
+                                          "dead_lettered.version_conflict": 1})]
+    run(agents.send_stats())
+    assert stats.await_count == 1  # drained: nothing twice
     clocks = {k: v for k, v in source_clocks.items() if k.startswith("cdc:shop.articles@")}
     assert [c["seen"] for c in clocks.values()] == [4]
 
@@ -123,6 +128,7 @@ def test_parse_failure_is_counted_as_received_and_dead_lettered() -> None:
     app.finalize()
     app.flow_control.resume()
     stats = AsyncMock()
+    agents.stats.drain()
 
     async def drive() -> None:
         with patch.object(parsed_topic, "send", AsyncMock()), \
@@ -132,6 +138,8 @@ def test_parse_failure_is_counted_as_received_and_dead_lettered() -> None:
                 await agent.put(value=b"{broken", key=None)
 
     run(drive())
+    with patch.object(stats_topic, "send", stats):
+        run(agents.send_stats())
     counted = json.loads(stats.await_args.kwargs["value"])
     assert (counted["source"], counted["counts"]) == (
         "unknown", {"received": 1, "dead_lettered.malformed_json": 1})

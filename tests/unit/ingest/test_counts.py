@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.ingest.counts import change_counts, parse_failure_counts
+from services.ingest.counts import CountsBuffer, change_counts, parse_failure_counts
 from services.ingest.dedup import apply_change
 from shared.records import Document, Position
 
@@ -32,3 +32,16 @@ def test_a_parse_failure_counts_under_unknown() -> None:
     c = parse_failure_counts("malformed_json", now=5.0)
     assert (c.source, c.domain, c.counts, c.at) == (
         "unknown", "unknown", {"received": 1, "dead_lettered.malformed_json": 1}, 5.0)
+
+
+def test_the_buffer_sums_per_source_and_domain_and_drains_once() -> None:
+    buffer = CountsBuffer()
+    first = apply_change(None, doc("a", 1))
+    buffer.add(change_counts(doc("a", 1), first))
+    buffer.add(change_counts(doc("a", 1), None, "stale_version"))
+    buffer.add(parse_failure_counts("malformed_json"))
+    out = buffer.drain(now=9.0)
+    assert [(c.source, c.domain, c.counts, c.at) for c in out] == [
+        ("crm", "sales", {"received": 2, "new": 1, "dead_lettered.stale_version": 1}, 9.0),
+        ("unknown", "unknown", {"received": 1, "dead_lettered.malformed_json": 1}, 9.0)]
+    assert buffer.drain() == []
