@@ -29,6 +29,11 @@ from tests.support.workers import alive, pid_of
 pytestmark = pytest.mark.integration
 DOCS = 150
 DELETES = 30  # of them, replayed as a delete at the old version too
+# Open (issue 11): in loaded runs a few replayed records (1 to 5 of 180), produced after the
+# restarted worker had settled, were on docs.raw.v1 but never reached docs.parsed.v1. That
+# loss is upstream of ordering, so it cannot apply an old change; the test then xfails
+# naming them, and fails if any change that did reach ordering went unrefused.
+KNOWN_LOSS = "issue 11: records lost between docs.raw.v1 and docs.parsed.v1 (open)"
 
 
 def change(run: str, i: int, version: int, op: str = "upsert") -> bytes:
@@ -139,14 +144,31 @@ def test_positions_survive_kills_and_replayed_old_changes_are_refused(
 
     want = Counter(key.decode() for key, _ in old)  # 2 for a document replayed twice
 
-    def outcome() -> tuple[Counter[tuple[str, str]], dict[str, list[int]]] | None:
+    def outcome(final: bool = False) -> tuple[Counter[tuple[str, str]], dict[str, list[int]],
+                                              dict[str, int]] | None:
         letters, after = refusals(mesh, run), applied(mesh, run)
         regressed = {d: v for d, v in after.items() if 1 in v}
-        handled = all(d in regressed or sum(n for (k, _), n in letters.items() if k == d) >= w
-                      for d, w in want.items())
-        return (letters, regressed) if handled else None
+        short = {d: w for d, w in want.items()
+                 if d not in regressed and sum(n for (k, _), n in letters.items() if k == d) < w}
+        return (letters, regressed, short) if final or not short else None
 
-    letters, regressed = eventually(outcome, f"all {len(old)} replayed changes handled")
+    try:
+        letters, regressed, short = eventually(outcome, f"all {len(old)} replayed changes "
+                                               "handled")
+    except AssertionError:
+        letters, regressed, short = outcome(final=True)
     assert not regressed, f"old changes applied after the restart: {regressed}"
-    assert {reason for _, reason in letters} == {"stale_version"}
-    assert all(letters[d, "stale_version"] >= w for d, w in want.items())
+    assert {reason for _, reason in letters} <= {"stale_version"}
+    if short:  # not refused: say whether they ever reached ingest's ordering step
+        reached = old_on_parsed(mesh, run)
+        unexplained = {d for d, w in short.items() if reached[d] >= w}
+        assert not unexplained, f"replayed changes reached ordering unrefused: {unexplained}"
+        pytest.xfail(f"{sum(w - reached[d] for d, w in short.items())} replayed changes were "
+                     f"produced but never reached docs.parsed.v1 ({sorted(short)}): {KNOWN_LOSS}")
+
+
+def old_on_parsed(mesh: RunningMesh, run: str) -> Counter[str]:
+    """Per document of the run, its replayed (position 1) changes on docs.parsed.v1."""
+    return Counter(r.key.decode() for r in read_topic(mesh, DOCS_PARSED.name)
+                   if r.key is not None and r.key.decode().startswith(f"{run}-")
+                   and json.loads(r.value)["position"]["key"] == [1])
