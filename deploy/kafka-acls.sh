@@ -45,13 +45,16 @@ allow ingest Read \
   --topic docs.raw.v1 \
   --topic docs.parsed.v1 \
   --topic streamrag-ingest-doc_versions-changelog \
+  --topic streamrag-ingest-source_clocks-changelog \
   --group streamrag-ingest
 allow ingest Write \
   --topic docs.parsed.v1 \
   --topic docs.normalized.v1 \
   --topic deadletter.raw.v1 \
   --topic deadletter.v1 \
-  --topic streamrag-ingest-doc_versions-changelog
+  --topic stats.counts.v1 \
+  --topic streamrag-ingest-doc_versions-changelog \
+  --topic streamrag-ingest-source_clocks-changelog
 allow redaction Read \
   --topic docs.normalized.v1 \
   --topic audit.batches.v1 \
@@ -59,7 +62,8 @@ allow redaction Read \
 allow redaction Write \
   --topic docs.redacted.v1 \
   --topic audit.batches.v1 \
-  --topic deadletter.v1
+  --topic deadletter.v1 \
+  --topic stats.counts.v1
 allow chunking Read \
   --topic docs.redacted.v1 \
   --group streamrag-chunking
@@ -83,9 +87,14 @@ allow inference Read \
   --topic search.replies.v1 \
   --topic feedback.v1 \
   --topic query.latency.v1 \
+  --topic stats.counts.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
   --topic streamrag-inference-query_latency-changelog \
+  --topic streamrag-inference-stream_stats_minute-changelog \
+  --topic streamrag-inference-stream_stats_hour-changelog \
+  --topic streamrag-inference-stream_stats_minute-key_index-changelog \
+  --topic streamrag-inference-stream_stats_hour-key_index-changelog \
   --group streamrag-inference
 allow inference Write \
   --topic search.requests.v1 \
@@ -94,7 +103,11 @@ allow inference Write \
   --topic deadletter.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
-  --topic streamrag-inference-query_latency-changelog
+  --topic streamrag-inference-query_latency-changelog \
+  --topic streamrag-inference-stream_stats_minute-changelog \
+  --topic streamrag-inference-stream_stats_hour-changelog \
+  --topic streamrag-inference-stream_stats_minute-key_index-changelog \
+  --topic streamrag-inference-stream_stats_hour-key_index-changelog
 allow ledger Read \
   --topic audit.batches.v1 \
   --topic streamrag-ledger-anchored_batches-changelog \

@@ -14,7 +14,7 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from shared import delivery
+from shared import changelog_tail, delivery
 from shared.boundary import exit_now
 from shared.settings import KafkaSettings
 from shared.topics import TABLES, TopicSpec
@@ -55,6 +55,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
     # Offsets are committed only once every record produced from them is on the broker.
     delivery.install(on_refused=exit_now)
+    # Table recovery reads changelogs to their true end (the embedded broker's is short).
+    changelog_tail.install(kafka)
     # Created by shared.runner when the worker starts: importing a service touches no disk.
     app_dir = (data_dir / app_id).resolve()
     conf: dict[str, Any] = dict(

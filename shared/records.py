@@ -236,6 +236,19 @@ class DeadLetter(Record):
     at: float
 
 
+class StreamCounts(Record):
+    """What one stage saw of one source and domain (stats.counts.v1, keyed by source).
+
+    `counts` keys: `received`, `new`, `updated`, `deleted` (ingest, per change),
+    `dead_lettered.<reason>` (ingest), `pii.<entity type>` (redaction, per batch).
+    """
+
+    source: str = Field(max_length=512)
+    domain: str = Field(max_length=512)
+    counts: dict[str, int]
+    at: float  # seconds since the epoch
+
+
 class Feedback(Record):
     """A user clicked or skipped a chunk an answer cited (feedback.v1, keyed by chunk id)."""
 

@@ -87,11 +87,15 @@ QUERY_LATENCY = TopicSpec(
     "query.latency.v1", "gRPC method", "services.inference.telemetry.latency.QueryLatency",
     retention_ms=HOUR_MS, doc="One record per finished inference call, for the latency table.",
 )
+STREAM_STATS = TopicSpec(
+    "stats.counts.v1", "source", "records.StreamCounts", retention_ms=HOUR_MS,
+    doc="Per-change counts from ingest and PII counts from redaction, for the window tables.",
+)
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
-    FEEDBACK, QUERY_LATENCY,
+    FEEDBACK, QUERY_LATENCY, STREAM_STATS,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -105,14 +109,26 @@ LEDGER_APP = "streamrag-ledger"
 ONEBOX_APP = "streamrag-onebox"
 
 DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{hash, version, position}")
+SOURCE_CLOCKS = TableSpec(INGEST_APP, "source_clocks", "source@partition",
+                          "{max_event_time, freshest_applied, late, lateness histogram}")
 ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
 CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
 CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
 QUERY_LATENCIES = TableSpec(INFERENCE_APP, "query_latency", "method/bucket",
                             "calls per log-spaced latency bucket, tumbling 1 min")
+STATS_MINUTE = TableSpec(INFERENCE_APP, "stream_stats_minute", "[source, domain, kind]",
+                         "count, tumbling 1 min")
+STATS_HOUR = TableSpec(INFERENCE_APP, "stream_stats_hour", "[source, domain, kind]",
+                       "count, hopping 1 h")
+# Faust's key index of each windowed stats table (which keys exist, for listing them).
+STATS_MINUTE_KEYS = TableSpec(INFERENCE_APP, f"{STATS_MINUTE.name}-key_index",
+                              "[source, domain, kind]", "1")
+STATS_HOUR_KEYS = TableSpec(INFERENCE_APP, f"{STATS_HOUR.name}-key_index",
+                            "[source, domain, kind]", "1")
 
-TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, ANCHORED, CHUNK_CLICKS, CHUNK_SKIPS,
-                                 QUERY_LATENCIES)
+TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, SOURCE_CLOCKS, ANCHORED, CHUNK_CLICKS,
+                                 CHUNK_SKIPS, QUERY_LATENCIES, STATS_MINUTE, STATS_HOUR,
+                                 STATS_MINUTE_KEYS, STATS_HOUR_KEYS)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
@@ -125,15 +141,15 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_RAW, DOCS_PARSED), "redaction": (DOCS_NORMALIZED,),
     "chunking": (DOCS_REDACTED,), "embedding": (CHUNKS,),
     "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS),
-    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY),
+    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY, STREAM_STATS),
     "ledger": (AUDIT_BATCHES,),
 }
 
 # What each service produces to (its tables' changelogs aside). Only redaction writes
 # redacted documents and audit records: the broker's ACLs (shared/acls.py) hold it to that.
 SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
-    "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER),
-    "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER),
+    "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER, STREAM_STATS),
+    "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER, STREAM_STATS),
     "chunking": (CHUNKS, DEADLETTER), "embedding": (CHUNKS_EMBEDDED, DEADLETTER),
     "retrieval": (SEARCH_REPLIES, DEADLETTER),
     "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER),

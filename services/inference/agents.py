@@ -13,6 +13,10 @@ the README's inference section).
 Finished calls' latencies go the same way: the handlers buffer them, a one-second timer
 sends them to query.latency.v1 keyed by method, and an agent counts them per log-spaced
 bucket in tumbling one-minute windows, from which p50/p95/p99 are read.
+
+Stream statistics (stats.counts.v1, from ingest and redaction) are added per (source,
+domain, kind) to a tumbling one-minute and a hopping one-hour table; `stream_stats` reads
+one window back for the Stats RPC and the /metrics collector.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from services.inference.app import (
     latency_topic,
     settings,
     skips,
+    stats_hour,
+    stats_minute,
+    stats_topic,
 )
 from services.inference.runtime import InferenceRuntime
 from services.inference.telemetry.latency import (
@@ -40,9 +47,10 @@ from services.inference.telemetry.latency import (
     stats,
     table_key,
 )
+from services.inference.telemetry.streamstats import WindowCounts, rows, stat_key, window_instant
 from shared.codec import encode
 from shared.dlq import decode_or_dead_letter
-from shared.records import Feedback
+from shared.records import Feedback, StreamCounts
 
 STAGE = "inference"
 latency_buffer = LatencyBuffer(time.time)
@@ -93,6 +101,35 @@ async def count_latencies(stream: Any) -> None:
         latencies[table_key(latency.method, bucket_of(latency.latency_ms))] += 1
 
 
+@app.agent(stats_topic)
+async def count_stream_stats(stream: Any) -> None:
+    async for event in stream.events():
+        record = await decode_or_dead_letter(StreamCounts, event, deadletters, STAGE)
+        if record is None:
+            continue
+        for kind, n in record.counts.items():
+            key = stat_key(record.source, record.domain, kind)
+            stats_minute[key] += n
+            stats_hour[key] += n
+
+
+def stream_stats(window: str, at: float, source: str = "", domain: str = "") -> WindowCounts:
+    """The counts of the minute (tumbling) or hour (hopping: the one that ends next, so
+    the last hour up to now) holding `at` (0: now)."""
+    table = stats_minute if window == "minute" else stats_hour
+    retention = (settings.stats_minute_retention_s if window == "minute"
+                 else settings.stats_hour_retention_s)
+    ts = window_instant(at, time.time(), retention)
+    # Faust reads a hopping table's newest window holding the instant; the earliest one
+    # holding it is the window that started there.
+    spec: Any = table.table.window
+    start, _ = spec.earliest(ts)
+    view = table.clone(relative_to=start)
+    keys: Any = table.key_index_table  # Faust's WindowWrapperT stub does not declare it
+    counts = ((key, int(view[key].value())) for key in list(keys.keys()))
+    return WindowCounts(start, start + spec.size, rows(counts, source, domain))
+
+
 @app.service
 class Runtime(InferenceRuntime):
     """Faust builds this in its own loop when the app starts; bound to this app's settings."""
@@ -101,4 +138,4 @@ class Runtime(InferenceRuntime):
         super().__init__(settings, kafka, feedback_sink=publish_feedback,
                          feedback_view=WindowedFeedback(),
                          latency_sink=latency_buffer.record, latency_view=latency_stats,
-                         **kwargs)
+                         stats_view=stream_stats, **kwargs)

@@ -2,6 +2,8 @@
 
 Feedback: clicks and skips per chunk in hopping one-hour windows (5-minute steps).
 Latency: finished calls counted per (method, log bucket) in tumbling one-minute windows.
+Stream statistics: counts per (source, domain, kind) from stats.counts.v1, in tumbling
+one-minute and hopping one-hour windows, their retention set by the settings.
 """
 
 from typing import Any
@@ -17,6 +19,11 @@ from shared.topics import (
     INFERENCE_APP,
     QUERY_LATENCIES,
     QUERY_LATENCY,
+    STATS_HOUR,
+    STATS_HOUR_KEYS,
+    STATS_MINUTE,
+    STATS_MINUTE_KEYS,
+    STREAM_STATS,
 )
 
 WINDOW_S, STEP_S = 3600.0, 300.0
@@ -41,3 +48,16 @@ skips = _window_table(CHUNK_SKIPS.name, CHUNK_SKIPS.partitions)
 latencies = app.Table(QUERY_LATENCIES.name, default=int, partitions=QUERY_LATENCIES.partitions,
                       key_type=str, value_type=int).tumbling(
     LATENCY_WINDOW_S, expires=2 * LATENCY_WINDOW_S).relative_to_stream()
+
+stats_topic = topic(app, STREAM_STATS)
+# key_index: the Stats RPC lists every (source, domain, kind) a window holds.
+stats_minute: Any = app.Table(STATS_MINUTE.name, default=int, partitions=STATS_MINUTE.partitions,
+                         key_type=str, value_type=int).tumbling(
+    60.0, expires=settings.stats_minute_retention_s, key_index=True).relative_to_stream()
+stats_hour: Any = app.Table(STATS_HOUR.name, default=int, partitions=STATS_HOUR.partitions,
+                       key_type=str, value_type=int).hopping(
+    3600.0, settings.stats_hour_step_s, expires=settings.stats_hour_retention_s,
+    key_index=True).relative_to_stream()
+# Faust names and builds the key indexes itself; the contract must name the same tables.
+assert stats_minute.key_index_table.name == STATS_MINUTE_KEYS.name
+assert stats_hour.key_index_table.name == STATS_HOUR_KEYS.name

@@ -4,11 +4,13 @@ shared.errors.InfrastructureError     (the API answers UNAVAILABLE)
  +-- NotReadyError                    the encoder is loading or the reply reader is not reading
  +-- NoShardsError                    no retrieval shard returned a usable reply in time
 shared.batching.queue.QueueFullError  (RESOURCE_EXHAUSTED) comes from the batchers.
+shared.errors.InvalidInput            (INVALID_ARGUMENT)
+ +-- OutOfRangeError                  (OUT_OF_RANGE) a valid ask beyond what is kept
 """
 
 from __future__ import annotations
 
-from shared.errors import InfrastructureError
+from shared.errors import InfrastructureError, InvalidInput
 
 
 class NotReadyError(InfrastructureError):
@@ -17,3 +19,7 @@ class NotReadyError(InfrastructureError):
 
 class NoShardsError(InfrastructureError):
     """No retrieval shard returned a usable reply in time."""
+
+
+class OutOfRangeError(InvalidInput):
+    """A well-formed request for what the server no longer keeps (a window past retention)."""

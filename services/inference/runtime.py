@@ -31,6 +31,7 @@ from services.inference.search.client import SearchClient
 from services.inference.search.feedback import FeedbackView
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import InferenceMetrics
+from services.inference.telemetry.streamstats import StatsView, WindowCollector
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 
@@ -69,6 +70,7 @@ class InferenceRuntime(mode.Service):
                  feedback_view: FeedbackView | None = None,
                  latency_sink: LatencySink | None = None,
                  latency_view: LatencyView | None = None,
+                 stats_view: StatsView | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
@@ -83,6 +85,9 @@ class InferenceRuntime(mode.Service):
         self._warm = False
         self._feedback_sink = feedback_sink
         self._latency_sink, self._latency_view = latency_sink, latency_view
+        self._stats_view = stats_view
+        if stats_view is not None:
+            self.metrics.registry.register(WindowCollector(stats_view))
         self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
         self._generator_factory = generator_factory or (lambda: load_generator(settings))
 
@@ -93,7 +98,7 @@ class InferenceRuntime(mode.Service):
         self.engine.start()
         self.server, self.port = build_server(
             self.engine, self.health, self.settings, self._feedback_sink, self._latency_sink,
-            self._latency_view)
+            self._latency_view, self._stats_view)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)

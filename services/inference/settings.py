@@ -92,6 +92,12 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     feedback_weight: float = Field(default=0.02, ge=0)
     feedback_max_boost: float = Field(default=0.2, ge=0)
 
+    # Stream statistics (stats.counts.v1): how long each window table keeps its windows,
+    # and the hour windows' hop. Stats for an instant older than the retention: OUT_OF_RANGE.
+    stats_minute_retention_s: float = Field(default=3600.0, ge=60)
+    stats_hour_retention_s: float = Field(default=86_400.0, ge=3600)
+    stats_hour_step_s: float = Field(default=300.0, ge=1, le=3600)
+
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
 

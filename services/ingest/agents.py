@@ -1,7 +1,10 @@
-"""Ingest agents: parse raw input and re-key by doc id; then order, deduplicate, version."""
+"""Ingest agents: parse raw input and re-key by doc id; then order, deduplicate, version,
+keep each source's event-time clock (watermark, lateness) per partition, and count every
+change for the stream statistics (stats.counts.v1)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from services.ingest.app import (
@@ -13,15 +16,22 @@ from services.ingest.app import (
     parsed_topic,
     raw_topic,
     settings,
+    source_clocks,
+    stats_topic,
 )
-from services.ingest.dedup import apply_change
+from services.ingest.counts import CountsBuffer, change_counts, parse_failure_counts
+from services.ingest.dedup import Applied, apply_change
 from services.ingest.normalize import RawMessage, parse_raw
+from services.ingest.watermarks import clock_key, observe, summarize
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
+from shared.errors import InvalidInput
 from shared.records import Document
+from shared.status_files import EVENT_TIME_FILE, write_json
 
 parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
 dedup_boundary = Boundary("ingest.dedup", dlq)
+stats = CountsBuffer()
 export_counts(app, settings.data_dir)
 
 
@@ -35,7 +45,11 @@ async def parse(stream: Any) -> None:
     """docs.raw.v1 (any key) -> docs.parsed.v1 keyed by doc id, or deadletter.raw.v1."""
     async for event in stream.events():
         async with parse_boundary.record(event):
-            doc = parse_raw(_raw_message(event.message), settings)
+            try:
+                doc = parse_raw(_raw_message(event.message), settings)
+            except InvalidInput as exc:
+                stats.add(parse_failure_counts(exc.reason))
+                raise
             await parsed_topic.send(key=doc.doc_id.encode(), value=encode(doc))
 
 
@@ -46,8 +60,43 @@ async def deduplicate(stream: Any) -> None:
         async with dedup_boundary.record(event):
             doc = decode(Document, event.message.value)
             prev = doc_versions.get(doc.doc_id)
-            applied = apply_change(prev, doc)
+            try:
+                applied = apply_change(prev, doc)
+            except InvalidInput as exc:
+                _tick(doc, event.message.partition, None)
+                stats.add(change_counts(doc, None, exc.reason))
+                raise
+            _tick(doc, event.message.partition, applied)
+            stats.add(change_counts(doc, applied))
             if applied.state != prev:
                 doc_versions[doc.doc_id] = applied.state
             if applied.doc is not None:
                 await normalized_topic.send(key=doc.doc_id.encode(), value=encode(applied.doc))
+
+
+async def send_stats() -> None:
+    """The counts of the changes since the last call, one record per source and domain."""
+    for counts in stats.drain():
+        await stats_topic.send(key=counts.source.encode(), value=encode(counts))
+
+
+app.timer(1.0, name=f"{app.conf.id}.send_stats")(send_stats)
+
+
+def _tick(doc: Document, partition: int, applied: Applied | None) -> None:
+    """Advance the source's clock on this partition by the change's event time."""
+    key = clock_key(doc.source, partition)
+    was_applied = applied is not None and applied.doc is not None
+    seen = observe(source_clocks.get(key), doc.event_time, was_applied,
+                   settings.allowed_lateness_s)
+    source_clocks[key] = seen.clock
+
+
+@app.timer(2.0, name=f"{app.conf.id}.export_event_time")
+async def export_event_time() -> None:
+    """Write each source's watermark and lag for `streamrag status` (this worker's part)."""
+    now = time.time()
+    sources = summarize(source_clocks.items(), settings.allowed_lateness_s, now)
+    write_json(settings.data_dir / app.conf.id / EVENT_TIME_FILE, {
+        "at": now, "allowed_lateness_s": settings.allowed_lateness_s,
+        "sources": [vars(s) for s in sources]})

@@ -1,4 +1,4 @@
-"""The ingest Faust app, its topics and its table."""
+"""The ingest Faust app, its topics and its tables."""
 
 from services.ingest.settings import IngestSettings
 from shared.faust_app import make_app, topic
@@ -11,6 +11,8 @@ from shared.topics import (
     DOCS_PARSED,
     DOCS_RAW,
     INGEST_APP,
+    SOURCE_CLOCKS,
+    STREAM_STATS,
 )
 
 settings = IngestSettings()
@@ -22,4 +24,7 @@ parsed_topic = topic(app, DOCS_PARSED)
 normalized_topic = topic(app, DOCS_NORMALIZED)
 dlq_raw = topic(app, DEADLETTER_RAW)
 dlq = topic(app, DEADLETTER)
+stats_topic = topic(app, STREAM_STATS)
 doc_versions = app.Table(DOC_VERSIONS.name, partitions=DOC_VERSIONS.partitions)
+# services.ingest.watermarks: per source and partition, keyed "source@partition".
+source_clocks = app.Table(SOURCE_CLOCKS.name, partitions=SOURCE_CLOCKS.partitions)

@@ -34,6 +34,9 @@ class IngestSettings(ServiceSettings):
     # Event times outside [min, max) are refused (event_time_out_of_range).
     min_event_time: AwareDatetime = datetime(1970, 1, 1, tzinfo=UTC)
     max_event_time: AwareDatetime = datetime(2100, 1, 1, tzinfo=UTC)
+    # A change whose event time is this far behind the newest seen on its source and
+    # partition is late (counted; still applied when newer for its document).
+    allowed_lateness_s: float = Field(default=300.0, ge=0)
     # Debezium tables: "<db>.<table>" or "<table>" -> mapping of the row's columns.
     cdc_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
         "*": FieldMapping(id="id", text="body", title="title", default_domain="database"),

@@ -27,8 +27,10 @@ from services.redaction.app import (
     normalized_topic,
     redacted_topic,
     settings,
+    stats_topic,
 )
 from services.redaction.audit import Tip, build_batch, leaf_for, tips_from
+from services.redaction.pii_counts import pii_counts
 from services.redaction.reader import read_back
 from services.redaction.redactor import Redactor
 from shared.audit_signing import sign
@@ -151,6 +153,9 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
             for _, _, red in done]
     await asyncio.gather(*sent)
     await (await _deliver(audit_topic, str(partition).encode(), encode(batch)))
+    counted = [await _deliver(stats_topic, c.source.encode(), encode(c))
+               for c in pii_counts([red for _, _, red in done])]
+    await asyncio.gather(*counted)
     chains.tips[partition] = Tip(tip.epoch, batch.root, batch.last_offset)
     log.info("audit batch %s: %d docs, root %s", batch.batch_id, batch.doc_count,
              batch.root[:16])

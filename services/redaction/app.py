@@ -9,6 +9,7 @@ from shared.topics import (
     DOCS_NORMALIZED,
     DOCS_REDACTED,
     REDACTION_APP,
+    STREAM_STATS,
 )
 
 settings = RedactionSettings()
@@ -19,3 +20,4 @@ normalized_topic = topic(app, DOCS_NORMALIZED)
 redacted_topic = topic(app, DOCS_REDACTED)
 audit_topic = topic(app, AUDIT_BATCHES)
 dlq = topic(app, DEADLETTER)
+stats_topic = topic(app, STREAM_STATS)  # PII entities found, for the window tables

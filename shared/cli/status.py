@@ -1,4 +1,7 @@
-"""`streamrag status`: services up (group members), lag per topic, and per-stage record counts."""
+"""`streamrag status`: services up (group members), lag per topic, per-stage record counts,
+and each source's event time (watermark, lag behind real time, late changes).
+
+`--json` prints the same as one JSON object for scripts."""
 
 from __future__ import annotations
 
@@ -6,7 +9,9 @@ import argparse
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -17,7 +22,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.boundary import COUNTS_FILE
 from shared.cli.settings import MeshSettings
+from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
+from shared.status_files import EVENT_TIME_FILE, read_all
 from shared.topics import CHUNKS_EMBEDDED, SERVICE_INPUTS, SERVICES
 
 
@@ -30,7 +37,8 @@ class GroupStatus:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("status", help="services up and consumer lag per topic")
+    p = sub.add_parser("status", help="services up, consumer lag, event time per source")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
 
 
 async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
@@ -112,6 +120,44 @@ def render_counts(counts: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def event_time(data_dir: Path, now: float) -> list[dict]:
+    """Each source's watermark and lag (ingest's services.ingest.watermarks summary), the
+    lag taken against `now`; with several ingest workers, their partitions combined."""
+    merged: dict[str, dict] = {}
+    for written in read_all(data_dir, EVENT_TIME_FILE):
+        for src in written.get("sources", []):
+            have = merged.get(src["source"])
+            if have is None:
+                merged[src["source"]] = dict(src)
+                continue
+            have["partitions"] = {**have["partitions"], **src["partitions"]}
+            have["watermark"] = min(have["watermark"], src["watermark"])
+            have["freshest_applied"] = max(have["freshest_applied"], src["freshest_applied"])
+            for k in ("seen", "late", "late_applied"):
+                have[k] += src[k]
+            have["lateness"] = {b: n + src["lateness"].get(b, 0)
+                                for b, n in have["lateness"].items()}
+    for src in merged.values():
+        fresh = src["freshest_applied"]
+        src["lag_s"] = round(now - fresh, 3) if fresh else None
+    return [merged[k] for k in sorted(merged)]
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_event_time(sources: list[dict]) -> str:
+    lines = [f"{'source':<20} {'watermark (UTC)':<20} {'lag':>9} {'seen':>7} {'late':>6} "
+             f"{'late ok':>7}  lateness"]
+    for s in sources:
+        lag = "-" if s["lag_s"] is None else f"{s['lag_s']:.1f}s"
+        hist = ", ".join(f"{b}={n}" for b, n in s["lateness"].items() if n) or "-"
+        lines.append(f"{s['source'][:20]:<20} {_utc(s['watermark']):<20} {lag:>9} "
+                     f"{s['seen']:>7} {s['late']:>6} {s['late_applied']:>7}  {hist}")
+    return "\n".join(lines)
+
+
 def inference_health(target: str) -> str:
     """Inference answers over gRPC; its reply reader has no consumer group to count."""
     with grpc.insecure_channel(target) as channel:
@@ -121,6 +167,43 @@ def inference_health(target: str) -> str:
         except grpc.RpcError as exc:
             return exc.code().name
     return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+
+STATS_WINDOWS = {"minute": inference_pb2.STATS_WINDOW_MINUTE,
+                 "hour": inference_pb2.STATS_WINDOW_HOUR}
+
+
+def stream_stats(target: str) -> dict[str, dict] | str:
+    """The current minute's and hour's counts from inference's Stats RPC, or why not."""
+    out = {}
+    with grpc.insecure_channel(target) as channel:
+        stub = inference_pb2_grpc.InferenceStub(channel)
+        for name, window in STATS_WINDOWS.items():
+            try:
+                resp = stub.Stats(inference_pb2.StatsRequest(window=window), timeout=5)
+            except grpc.RpcError as exc:
+                return exc.code().name
+            out[name] = {"window_start": resp.window_start, "window_end": resp.window_end,
+                         "counts": [{"source": c.source, "domain": c.domain, "kind": c.kind,
+                                     "count": c.count} for c in resp.counts]}
+    return out
+
+
+def render_stats(stats: dict[str, dict] | str) -> str:
+    """One line per source and domain: the hour's counts, then the minute's."""
+    if isinstance(stats, str):
+        return f"stream statistics: {stats}"
+    per: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    for window, resp in stats.items():
+        for c in resp["counts"]:
+            kinds = per.setdefault((c["source"], c["domain"]), {}).setdefault(window, {})
+            kinds[c["kind"]] = c["count"]
+    lines = ["stream statistics (last hour | this minute)"]
+    for (source, domain), windows in sorted(per.items()):
+        hour = ", ".join(f"{k}={n}" for k, n in sorted(windows.get("hour", {}).items()))
+        minute = ", ".join(f"{k}={n}" for k, n in sorted(windows.get("minute", {}).items()))
+        lines.append(f"  {source}/{domain}: {hour or '-'} | {minute or '-'}")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,10 +217,23 @@ def run(args: argparse.Namespace) -> int:
     mesh = MeshSettings()
     target = mesh.inference_target
     health = inference_health(target)
+    data_dir = mesh.run_dir / "data"
+    counts = stage_counts(data_dir)
+    sources = event_time(data_dir, time.time())
+    stats = stream_stats(target) if health == "SERVING" else health
+    workers_up = all(r.members for r in rows if r.service != "inference")
+    code = 0 if workers_up and health == "SERVING" else 1
+    if args.json:
+        print(json.dumps({"services": [asdict(r) for r in rows], "stage_counts": counts,
+                          "event_time": sources, "stream_stats": stats,
+                          "inference": {"target": target, "health": health}},
+                         sort_keys=True))
+        return code
     print(render(rows))
-    counts = stage_counts(mesh.run_dir / "data")
     if counts:
         print("\n" + render_counts(counts))
+    if sources:
+        print("\n" + render_event_time(sources))
+    print("\n" + render_stats(stats))
     print(f"\ninference gRPC {target}: {health}")
-    workers_up = all(r.members for r in rows if r.service != "inference")
-    return 0 if workers_up and health == "SERVING" else 1
+    return code

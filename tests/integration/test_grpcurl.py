@@ -108,7 +108,7 @@ def test_reflection_lists_and_describes_the_services(grpcurl: Grpcurl) -> None:
     assert expected <= set(services.stdout.split())
     methods = grpcurl.run("list", INFERENCE).stdout.split()
     assert methods == [f"{INFERENCE}.{m}" for m in ("Embed", "Feedback", "Info", "Query",
-                                                    "Retrieve", "StreamQuery")]
+                                                    "Retrieve", "Stats", "StreamQuery")]
     service = grpcurl.run("describe", INFERENCE).stdout
     assert ("rpc StreamQuery ( .streamrag.v1.QueryRequest ) returns "
             "( stream .streamrag.v1.StreamQueryResponse );") in service
@@ -209,3 +209,10 @@ def test_bad_arguments_exit_with_invalid_argument(grpcurl: Grpcurl) -> None:
                        request={"question": QUESTION, "since": "last tuesday"})
     assert done.returncode == 67
     assert json.loads(done.stderr)["message"].startswith("invalid since")
+    done = grpcurl.run(f"{INFERENCE}/Stats", flags=("-format-error",), request={})
+    assert done.returncode == 67
+    assert json.loads(done.stderr)["message"].startswith("invalid window")
+    done = grpcurl.run(f"{INFERENCE}/Stats", flags=("-format-error",),
+                       request={"window": "STATS_WINDOW_MINUTE", "at": 1.0})
+    assert done.returncode == 64 + 11  # OUT_OF_RANGE: older than the minute windows are kept
+    assert json.loads(done.stderr)["message"].startswith("invalid at (before_retention)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from services.inference.api.render import iso
 from services.inference.engine import QueryEngine, Retrieval
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
+from services.inference.telemetry.streamstats import WindowCounts
 from shared.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 
@@ -122,3 +124,10 @@ def info(engine: QueryEngine, shards: int,
         latency=[pb.MethodLatency(method=m, count=s.count, p50_ms=s.p50_ms, p95_ms=s.p95_ms,
                                   p99_ms=s.p99_ms) for m, s in latency],
     )
+
+
+def stats_response(window: Any, counts: WindowCounts) -> pb.StatsResponse:
+    return pb.StatsResponse(
+        window=window, window_start=counts.start, window_end=counts.end,
+        counts=[pb.StatCount(source=r.source, domain=r.domain, kind=r.kind, count=r.count)
+                for r in counts.rows])

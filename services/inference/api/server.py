@@ -25,6 +25,7 @@ from services.inference.engine import QueryEngine, Retrieval
 from services.inference.search.feedback import check_feedback
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
+from services.inference.telemetry.streamstats import StatsView, check_filter
 from shared.batching.queue import BULK
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -39,14 +40,17 @@ FeedbackSink = Callable[[str, str], Awaitable[None]]
 LatencySink = Callable[[str, float], None]  # (method, seconds) of a finished call
 LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
 TIMED_METHODS = ("Query", "StreamQuery", "Retrieve", "Embed")
+STATS_WINDOWS = {pb.STATS_WINDOW_MINUTE: "minute", pb.STATS_WINDOW_HOUR: "hour"}
 
 
 class InferenceServicer(pb_grpc.InferenceServicer):
     def __init__(self, engine: QueryEngine, feedback_sink: FeedbackSink | None = None,
                  latency_sink: LatencySink | None = None,
-                 latency_view: LatencyView | None = None) -> None:
+                 latency_view: LatencyView | None = None,
+                 stats_view: StatsView | None = None) -> None:
         self.engine, self.feedback_sink = engine, feedback_sink
         self.latency_sink, self.latency_view = latency_sink, latency_view
+        self.stats_view = stats_view
         self.metrics = engine.metrics
 
     async def Query(self, request: pb.QueryRequest,
@@ -117,6 +121,20 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         latency = [] if view is None else [(m, view(m)) for m in TIMED_METHODS]
         return convert.info(self.engine, self.engine.search.partitions,
                             [(m, s) for m, s in latency if s.count])
+
+    async def Stats(self, request: pb.StatsRequest,
+                    context: grpc.aio.ServicerContext) -> pb.StatsResponse:
+        async with self._guard(context, 0):
+            window = STATS_WINDOWS.get(request.window)
+            if window is None:
+                raise InvalidInput("unknown_window", "window",
+                                   "STATS_WINDOW_MINUTE or STATS_WINDOW_HOUR")
+            source = check_filter(request.source, "source")
+            domain = check_filter(request.domain, "domain")
+            if self.stats_view is None:
+                raise InfrastructureError("stream statistics are not enabled on this instance")
+            counts = self.stats_view(window, request.at, source, domain)
+        return convert.stats_response(request.window, counts)
 
     def _finished(self, method: str, started: float) -> None:
         seconds = time.perf_counter() - started
@@ -190,7 +208,8 @@ def _remaining(context: grpc.aio.ServicerContext) -> float | None:
 def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
                  settings: InferenceSettings, feedback_sink: FeedbackSink | None = None,
                  latency_sink: LatencySink | None = None,
-                 latency_view: LatencyView | None = None) -> tuple[grpc.aio.Server, int]:
+                 latency_view: LatencyView | None = None,
+                 stats_view: StatsView | None = None) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
     TLS when a cert and key are set; a bearer-token check when a token is set.
@@ -203,7 +222,7 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
     if token:
         interceptors.append(BearerAuth(token))
     server = grpc.aio.server(interceptors=interceptors)
-    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view)
+    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)

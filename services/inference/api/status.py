@@ -1,5 +1,6 @@
 """Every failure of a gRPC call mapped to a status code in one place, a server interceptor.
 
+OutOfRangeError           -> OUT_OF_RANGE, naming the field (same metadata as below)
 InvalidInput              -> INVALID_ARGUMENT, naming the field (metadata streamrag-field,
                              streamrag-reason)
 QueueFullError            -> RESOURCE_EXHAUSTED, saying so
@@ -23,6 +24,7 @@ from typing import Any
 
 import grpc
 
+from services.inference.errors import OutOfRangeError
 from shared.batching.queue import QueueFullError
 from shared.errors import InfrastructureError, InvalidInput, StreamragError
 
@@ -39,7 +41,9 @@ def status_of(exc: BaseException) -> Status:
     """(code, details, reason for the metric, trailing metadata) for a call's exception."""
     if isinstance(exc, InvalidInput):
         field = exc.field or "request"
-        return (grpc.StatusCode.INVALID_ARGUMENT,
+        code = (grpc.StatusCode.OUT_OF_RANGE if isinstance(exc, OutOfRangeError)
+                else grpc.StatusCode.INVALID_ARGUMENT)
+        return (code,
                 f"invalid {field} ({exc.reason}): {exc.detail}", exc.reason,
                 (("streamrag-field", field), ("streamrag-reason", exc.reason)))
     if isinstance(exc, QueueFullError):

@@ -10,7 +10,15 @@ from unittest.mock import AsyncMock, patch
 import pytest
 
 from services.ingest import agents
-from services.ingest.app import app, dlq, dlq_raw, normalized_topic, parsed_topic
+from services.ingest.app import (
+    app,
+    dlq,
+    dlq_raw,
+    normalized_topic,
+    parsed_topic,
+    source_clocks,
+    stats_topic,
+)
 from shared.boundary import counts
 from shared.codec import encode
 from shared.records import Document, Position
@@ -24,7 +32,8 @@ async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock]:
     app.finalize()
     app.flow_control.resume()
     forward, dead = AsyncMock(), AsyncMock()
-    with patch.object(parsed_topic, "send", forward), patch.object(dlq_raw, "send", dead):
+    with patch.object(parsed_topic, "send", forward), patch.object(dlq_raw, "send", dead), \
+            patch.object(stats_topic, "send", AsyncMock()):
         async with agents.parse.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
@@ -82,12 +91,14 @@ def _parsed(doc_id: str, text: str, lsn: int) -> bytes:
 def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_newest() -> None:
     app.finalize()
     app.flow_control.resume()
-    forward, dead = AsyncMock(), AsyncMock()
+    forward, dead, stats = AsyncMock(), AsyncMock(), AsyncMock()
+    agents.stats.drain()
     values = [_parsed("ord-1", "new", 20), _parsed("ord-1", "old", 10),
               _parsed("ord-1", "new", 20), _parsed("ord-1", "other", 20)]
 
     async def drive() -> None:
-        with patch.object(normalized_topic, "send", forward), patch.object(dlq, "send", dead):
+        with patch.object(normalized_topic, "send", forward), patch.object(dlq, "send", dead), \
+                patch.object(stats_topic, "send", stats):
             async with agents.deduplicate.test_context() as agent:
                 for value in values:
                     await agent.put(value=value, key=b"ord-1")
@@ -100,3 +111,35 @@ def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_ne
     letters = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
     assert [(d["stage"], d["reason"]) for d in letters] == [
         ("ingest.dedup", "stale_version"), ("ingest.dedup", "version_conflict")]
+    with patch.object(stats_topic, "send", stats):
+        run(agents.send_stats())
+    counted = [json.loads(c.kwargs["value"]) for c in stats.await_args_list]
+    assert [(c["source"], c["domain"], c["counts"]) for c in counted] == [
+        ("cdc:shop.articles", "default", {"received": 4, "new": 1,
+                                          "dead_lettered.stale_version": 1,
+                                          "dead_lettered.version_conflict": 1})]
+    run(agents.send_stats())
+    assert stats.await_count == 1  # drained: nothing twice
+    clocks = {k: v for k, v in source_clocks.items() if k.startswith("cdc:shop.articles@")}
+    assert [c["seen"] for c in clocks.values()] == [4]
+
+
+def test_parse_failure_is_counted_as_received_and_dead_lettered() -> None:
+    app.finalize()
+    app.flow_control.resume()
+    stats = AsyncMock()
+    agents.stats.drain()
+
+    async def drive() -> None:
+        with patch.object(parsed_topic, "send", AsyncMock()), \
+                patch.object(dlq_raw, "send", AsyncMock()), \
+                patch.object(stats_topic, "send", stats):
+            async with agents.parse.test_context() as agent:
+                await agent.put(value=b"{broken", key=None)
+
+    run(drive())
+    with patch.object(stats_topic, "send", stats):
+        run(agents.send_stats())
+    counted = json.loads(stats.await_args.kwargs["value"])
+    assert (counted["source"], counted["counts"]) == (
+        "unknown", {"received": 1, "dead_lettered.malformed_json": 1})

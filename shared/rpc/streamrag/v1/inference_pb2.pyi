@@ -14,9 +14,18 @@ class FeedbackKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FEEDBACK_KIND_UNSPECIFIED: _ClassVar[FeedbackKind]
     FEEDBACK_KIND_CLICK: _ClassVar[FeedbackKind]
     FEEDBACK_KIND_SKIP: _ClassVar[FeedbackKind]
+
+class StatsWindow(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STATS_WINDOW_UNSPECIFIED: _ClassVar[StatsWindow]
+    STATS_WINDOW_MINUTE: _ClassVar[StatsWindow]
+    STATS_WINDOW_HOUR: _ClassVar[StatsWindow]
 FEEDBACK_KIND_UNSPECIFIED: FeedbackKind
 FEEDBACK_KIND_CLICK: FeedbackKind
 FEEDBACK_KIND_SKIP: FeedbackKind
+STATS_WINDOW_UNSPECIFIED: StatsWindow
+STATS_WINDOW_MINUTE: StatsWindow
+STATS_WINDOW_HOUR: StatsWindow
 
 class QueryRequest(_message.Message):
     __slots__ = ("question", "top_k", "since", "until", "domain", "source", "max_new_tokens", "temperature", "stop", "deadline_ms")
@@ -304,3 +313,39 @@ class FeedbackResponse(_message.Message):
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("window", "source", "domain", "at")
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    window: StatsWindow
+    source: str
+    domain: str
+    at: float
+    def __init__(self, window: _Optional[_Union[StatsWindow, str]] = ..., source: _Optional[str] = ..., domain: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...
+
+class StatCount(_message.Message):
+    __slots__ = ("source", "domain", "kind", "count")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    domain: str
+    kind: str
+    count: int
+    def __init__(self, source: _Optional[str] = ..., domain: _Optional[str] = ..., kind: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("window", "window_start", "window_end", "counts")
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    window: StatsWindow
+    window_start: float
+    window_end: float
+    counts: _containers.RepeatedCompositeFieldContainer[StatCount]
+    def __init__(self, window: _Optional[_Union[StatsWindow, str]] = ..., window_start: _Optional[float] = ..., window_end: _Optional[float] = ..., counts: _Optional[_Iterable[_Union[StatCount, _Mapping]]] = ...) -> None: ...

@@ -66,6 +66,11 @@ class InferenceStub:
                 request_serializer=streamrag_dot_v1_dot_inference__pb2.FeedbackRequest.SerializeToString,
                 response_deserializer=streamrag_dot_v1_dot_inference__pb2.FeedbackResponse.FromString,
                 _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/streamrag.v1.Inference/Stats',
+                request_serializer=streamrag_dot_v1_dot_inference__pb2.StatsRequest.SerializeToString,
+                response_deserializer=streamrag_dot_v1_dot_inference__pb2.StatsResponse.FromString,
+                _registered_method=True)
 
 
 class InferenceServicer:
@@ -114,6 +119,14 @@ class InferenceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """Stream statistics per source and domain in one window (documents in, updated,
+        deleted, dead-lettered by reason, PII entities found by type).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InferenceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -146,6 +159,11 @@ def add_InferenceServicer_to_server(servicer, server):
                     servicer.Feedback,
                     request_deserializer=streamrag_dot_v1_dot_inference__pb2.FeedbackRequest.FromString,
                     response_serializer=streamrag_dot_v1_dot_inference__pb2.FeedbackResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=streamrag_dot_v1_dot_inference__pb2.StatsRequest.FromString,
+                    response_serializer=streamrag_dot_v1_dot_inference__pb2.StatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +328,33 @@ class Inference:
             '/streamrag.v1.Inference/Feedback',
             streamrag_dot_v1_dot_inference__pb2.FeedbackRequest.SerializeToString,
             streamrag_dot_v1_dot_inference__pb2.FeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamrag.v1.Inference/Stats',
+            streamrag_dot_v1_dot_inference__pb2.StatsRequest.SerializeToString,
+            streamrag_dot_v1_dot_inference__pb2.StatsResponse.FromString,
             options,
             channel_credentials,
             insecure,
