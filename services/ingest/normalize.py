@@ -90,6 +90,13 @@ def _check_text(text: str, field: str) -> str:
     return text
 
 
+def _check_source(source: str) -> str:
+    """A plain document names its source: watermarks, statistics and audit group by it."""
+    if not source.strip():
+        raise InvalidInput("missing_field", "source", "empty source")
+    return source
+
+
 def _check_id(doc_id: str, field: str, settings: IngestSettings) -> str:
     """Ids: 1 to max_id_length characters, not blank, no control/format/unassigned ones."""
     if doc_id == "":
@@ -199,7 +206,7 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         op=op,
         text=_check_text(_str_field(obj, "text", required=op == "upsert"), "text"),
         title=_check_text(_str_field(obj, "title", required=False), "title"),
-        source=_check_text(_str_field(obj, "source", required=True), "source"),
+        source=_check_source(_check_text(_str_field(obj, "source", required=True), "source")),
         kind="document",
         domain=_check_text(_str_field(obj, "domain", required=False), "domain"),
         event_time=event_time,

@@ -94,6 +94,8 @@ def test_api_json_by_header_mapping() -> None:
     ({"schema_version": 2, "id": "a", "text": "t", "source": "s"},
      ("unknown_schema_version", "schema_version")),
     ({"id": "a", "text": "t", "source": "s", "op": "merge"}, ("unknown_op", "op")),
+    ({"id": "a", "text": "t", "source": ""}, ("missing_field", "source")),
+    ({"id": "a", "text": "t", "source": " \t"}, ("missing_field", "source")),
     ({"id": "a", "text": "x" * 5000, "source": "s"}, ("payload_too_large", None)),
     ({"op": "x", "before": None, "after": {}}, ("unknown_op", "op")),
     ({"op": "c", "before": None, "after": {"id": 1}}, ("empty_text", "text")),
