@@ -18,8 +18,9 @@ resumes, and their re-fetched copies are dropped as already read because the pre
 batch had moved Faust's read offset past them; Faust also counts the jump in offsets that
 the seek causes as a "gap" and marks it committable, and its `_new_offset` lets a commit
 run over one missing offset right after the committed one. Seen with a per-record trace
-after kill -9 of ingest: docs.raw.v1/0@78..85 parsed before the seek finished, then
-"gap 79..86" marked committable and the re-fetched 78.. dropped. So here:
+after kill -9 of ingest: 118 records parsed before the seek finished; docs.raw.v1/0@109..118
+(and 9 or 10 on each other partition) cleared from the queue, their re-fetched copies
+dropped, never parsed by that worker; "gap 81..119" marked committable. So here:
 - `SeekFence`: an assigned stream partition stays paused until the seek to its committed
   offset is done; acks from before the seek are forgotten (those records are read again).
 - `committable()`: the next commit is one past the run of processed offsets that starts
