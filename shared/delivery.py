@@ -171,14 +171,17 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         committed = self._committed_offset[tp]
         offset, covered = committable(self._acked[tp], committed)
         self._acked_index[tp].difference_update(covered)
-        if offset is None and self._acked[tp]:
-            log.debug("%s/%s: commit held at %s, next processed %s", tp.topic, tp.partition,
-                      committed, self._acked[tp][0])
+        held = self.__dict__.setdefault("_streamrag_held_at", {})
+        if offset is None and self._acked[tp] and held.get(tp) != committed:
+            held[tp] = committed  # once per position: the timer asks every few seconds
+            log.warning("%s/%s: commit held at %s, a record before %s is not processed yet",
+                        tp.topic, tp.partition, committed, self._acked[tp][0])
         return offset
 
     async def add_gap(self: Any, tp: Any, offset_from: int, offset_to: int) -> None:
-        log.debug("%s/%s: offsets %s..%s skipped by the fetch are not committed", tp.topic,
-                  tp.partition, offset_from, offset_to)
+        # Our topics have no holes: offsets missing from a fetch were never seen here.
+        log.warning("%s/%s: the fetch skipped offsets %s..%s; the commit waits for them",
+                    tp.topic, tp.partition, offset_from, offset_to)
 
     assigned = Consumer.on_partitions_assigned
 
@@ -201,8 +204,8 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         for tp in self.assignment():
             self._acked.pop(tp, None)
             self._acked_index.pop(tp, None)
-        log.debug("sought to committed offsets %s", {
-            f"{tp.topic}/{tp.partition}": o for tp, o in self._committed_offset.items()})
+        log.info("sought to committed offsets %s", {
+            f"{tp.topic}/{tp.partition}": o for tp, o in sorted(self._committed_offset.items())})
         resume(self, fence_of(self).sought())
 
     Channel.as_future_message = as_future_message  # type: ignore[method-assign]

@@ -122,9 +122,10 @@ def test_every_offset_a_commit_covers_was_processed(processed: set[int],
 def unstarted_consumer(monkeypatch: pytest.MonkeyPatch, assigned: set[TP],
                        committed: dict[TP, int]) -> Any:
     """Faust's real aiokafka Consumer, never started: its assignment and the broker's
-    committed offsets are stand-ins, its offset bookkeeping is Faust's own."""
+    committed offsets are stand-ins, its offset bookkeeping is Faust's own. Made inside
+    the test's event loop, so Faust makes no loop of its own."""
     delivery.install(on_refused=exit_now)  # what make_app does
-    app = faust.App(f"unit-{len(assigned)}-{id(assigned)}", broker="kafka://127.0.0.1:1",
+    app = faust.App(f"unit-{id(assigned)}", broker="kafka://127.0.0.1:1",
                     store="memory://", web_enabled=False, autodiscover=False)
     consumer = app.consumer
     seeks: list[dict[TP, int]] = []
@@ -143,9 +144,9 @@ def test_a_gap_in_fetched_offsets_is_never_committed(monkeypatch: pytest.MonkeyP
     """The traced loss: after the seek Faust's fetch loop went on from 78 to 86 and marked
     79..86 as a gap, which its _new_offset counted as processed once 87 was (committing 88)."""
     raw = TP("docs.raw.v1", 0)
-    consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 78})
 
     async def go() -> int | None:
+        consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 78})
         await Consumer.perform_seek(consumer)
         await consumer._add_gap(raw, 79, 86)
         for offset in (78, 87):
@@ -160,33 +161,33 @@ def test_an_assigned_partition_is_fetched_only_after_the_seek_to_its_committed_o
     """Faust's recovery resumes the stream partitions, then seeks them; its fetcher runs
     in between and delivered records from before the seek (which were then lost)."""
     raw, changelog = TP("docs.raw.v1", 0), TP("app-doc_versions-changelog", 0)
-    consumer = unstarted_consumer(monkeypatch, {raw, changelog}, {raw: 78})
-    delivery.fence_of(consumer).assigned({raw})  # what on_partitions_assigned records
-    consumer.pause_partitions({raw, changelog})
 
-    async def go() -> tuple[set[TP], set[TP], list[int]]:
+    async def go() -> tuple[Any, set[TP], set[TP]]:
+        consumer = unstarted_consumer(monkeypatch, {raw, changelog}, {raw: 78})
+        delivery.fence_of(consumer).assigned({raw})  # what on_partitions_assigned records
+        consumer.pause_partitions({raw, changelog})
         consumer.resume_partitions({changelog})  # table recovery reads its changelog
         consumer._acked[raw].append(90)  # a record acked before the seek
         consumer.resume_partitions({raw})  # Faust's on_recovery_completed, then the seek:
         before_seek = set(consumer._get_active_partitions())
         await Consumer.perform_seek(consumer)
-        return before_seek, set(consumer._get_active_partitions()), consumer._acked[raw]
-    before_seek, after_seek, acked = asyncio.run(go())
+        return consumer, before_seek, set(consumer._get_active_partitions())
+    consumer, before_seek, after_seek = asyncio.run(go())
     assert before_seek == {changelog}
     assert after_seek == {raw, changelog}
     assert consumer.seeks == [{raw: 78}]
-    assert acked == []  # read again from 78: the ack from before proves nothing
+    assert consumer._acked[raw] == []  # read again from 78: the ack from before proves nothing
     assert consumer._read_offset[raw] == 78
 
 
 def test_a_seek_faust_makes_before_the_resume_does_not_open_the_fence(
         monkeypatch: pytest.MonkeyPatch) -> None:
     raw = TP("docs.raw.v1", 1)
-    consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 5})
-    delivery.fence_of(consumer).assigned({raw})
-    consumer.pause_partitions({raw})
 
     async def go() -> tuple[bool, bool]:
+        consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 5})
+        delivery.fence_of(consumer).assigned({raw})
+        consumer.pause_partitions({raw})
         await Consumer.perform_seek(consumer)  # its fetcher found the flow stopped
         consumer.resume_partitions({raw})
         held = raw not in consumer._get_active_partitions()
