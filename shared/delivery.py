@@ -1,26 +1,39 @@
-"""No offset is committed before every record the worker produced is on the broker.
+"""No input offset is committed before its record was processed and everything it produced
+is on the broker.
 
-Faust commits a consumer's offsets after `producer.flush()`, and that flush does not make
-the commit safe: it waits for the records already in aiokafka's accumulator but not for
-the ones still in Faust's own producer buffer (`send_soon`, table changelogs: its flush
-gives up after 0.1 s without a send), and a record the broker refused resolves its future
-with an exception that nobody reads, so the offsets of the input it came from are
-committed anyway and the record is gone. An agent that sends with `await topic.send(...)`
-gets a future back, not the broker's acknowledgement.
+Two ways Faust (faust-streaming 0.15.3) commits an offset too early, both fixed here:
 
-`DeliveryGate` follows every record the worker hands to Faust (each `FutureMessage`, from
-`send`, `send_soon` and attachments alike) until the broker answers, and `settle()` is
-awaited before each commit: it waits for every record still on its way, and reports the
-first one the broker refused. `install()` puts the gate in front of Faust's commit; a
-refused record stops the worker at once, without the commit, so the input it came from is
-replayed (the boundary's rule for failures that are not about the record).
+Outputs. Faust commits after `producer.flush()`, and that flush waits for the records in
+aiokafka's accumulator but not for those still in Faust's own buffer (`send_soon`, table
+changelogs), and a record the broker refused resolves its future with an exception nobody
+reads. `DeliveryGate` follows every record the worker hands to Faust (each `FutureMessage`)
+until the broker answers; `settle()` is awaited before each commit, and a refused record
+stops the worker without the commit, so its input replays.
+
+Inputs. After a (re)start or rebalance Faust's recovery makes the stream partitions
+fetchable again before it seeks them to the committed offsets, while its fetcher already
+runs (it was started for the changelogs). Records fetched in that window reach the agents,
+the seek then moves the position back, the copies still queued are cleared when flow
+resumes, and their re-fetched copies are dropped as already read because the pre-seek
+batch had moved Faust's read offset past them; Faust also counts the jump in offsets that
+the seek causes as a "gap" and marks it committable, and its `_new_offset` lets a commit
+run over one missing offset right after the committed one. Seen with a per-record trace
+after kill -9 of ingest: 118 records parsed before the seek finished; docs.raw.v1/0@109..118
+(and 9 or 10 on each other partition) cleared from the queue, their re-fetched copies
+dropped, never parsed by that worker; "gap 81..119" marked committable. So here:
+- `SeekFence`: an assigned stream partition stays paused until the seek to its committed
+  offset is done; acks from before the seek are forgotten (those records are read again).
+- `committable()`: the next commit is one past the run of processed offsets that starts
+  exactly at the committed offset, never over a hole, and Faust's gap bookkeeping is off
+  (our input topics are neither compacted nor transactional, so offsets are contiguous).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -53,17 +66,77 @@ class DeliveryGate:
         return self.refused
 
 
+def committable(acked: list[int], committed: int | None) -> tuple[int | None, list[int]]:
+    """The offset to commit next and the acked offsets it covers (removed from `acked`).
+
+    That is one past the run of consecutive acked offsets starting exactly at `committed`
+    (the next offset to read), or at the lowest acked offset while nothing is committed;
+    None while the next offset to read is not processed yet. Offsets below `committed` (a
+    record read again after a seek) are dropped from `acked` as covered already.
+    """
+    acked.sort()
+    start = acked[0] if committed is None and acked else committed
+    if start is None:
+        return None, []
+    covered = acked[:bisect.bisect_left(acked, start)]
+    end = start
+    for offset in acked[len(covered):]:
+        if offset != end:
+            break
+        end += 1
+    covered += acked[len(covered):len(covered) + end - start]
+    del acked[:len(covered)]
+    return (end if end > start else None), covered
+
+
+class SeekFence:
+    """Stream partitions that were assigned and not yet sought to their committed offsets,
+    and those of them that Faust asked to resume meanwhile (they are resumed after the seek)."""
+
+    def __init__(self) -> None:
+        self.unsought: set[Any] = set()
+        self.held: set[Any] = set()
+
+    def assigned(self, tps: Iterable[Any]) -> None:
+        self.unsought, self.held = set(tps), set()
+
+    def admit(self, tps: Iterable[Any]) -> set[Any]:
+        """Of the partitions to resume, those that may be resumed now; the rest are held."""
+        tps = set(tps)
+        self.held |= tps & self.unsought
+        return tps - self.unsought
+
+    def sought(self) -> set[Any]:
+        """A seek to the committed offsets is done: the held partitions, to resume now.
+
+        Only those held: a seek Faust makes on its own (its fetcher finding the flow
+        stopped) may come before the resume, and the resume must still wait for one.
+        """
+        held, self.held = self.held, set()
+        self.unsought -= held
+        return held
+
+
 gate = DeliveryGate()  # one worker per process: one gate
 _installed = False
 _on_refused: Callable[[BaseException], None] | None = None
 
 
-def install(on_refused: Callable[[BaseException], None]) -> None:
-    """Track every record Faust produces, and settle the gate before each offset commit.
+def fence_of(consumer: Any) -> SeekFence:
+    fence = consumer.__dict__.get("_streamrag_fence")
+    if fence is None:
+        fence = consumer.__dict__["_streamrag_fence"] = SeekFence()
+    return fence
 
-    Reaches into two private hooks of faust-streaming 0.15.3 (pinned in pyproject.toml):
-    `Channel.as_future_message`, where every produced record's future is made, and
-    `Consumer._commit_offsets`, which every commit (timer, rebalance, stop) goes through.
+
+def install(on_refused: Callable[[BaseException], None]) -> None:
+    """Put the gate and the input-offset rules in front of Faust's commits.
+
+    Reaches into private parts of faust-streaming 0.15.3 (pinned in pyproject.toml):
+    `Channel.as_future_message` (where every produced record's future is made) and, on
+    `Consumer`, `_commit_offsets` (every commit goes through it), `_new_offset` (what a
+    commit may cover), `_add_gap`, `on_partitions_assigned`, `resume_partitions` and
+    `perform_seek` (the seek to the committed offsets after an assignment).
     """
     global _installed, _on_refused
     _on_refused = on_refused
@@ -91,7 +164,54 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
             if _on_refused is not None:
                 _on_refused(refused)
             return False
+        log.debug("commit %s", {f"{tp.topic}/{tp.partition}": o for tp, o in offsets.items()})
         return await commit(self, offsets, start_new_transaction)
+
+    def new_offset(self: Any, tp: Any) -> int | None:
+        committed = self._committed_offset[tp]
+        offset, covered = committable(self._acked[tp], committed)
+        self._acked_index[tp].difference_update(covered)
+        held = self.__dict__.setdefault("_streamrag_held_at", {})
+        if offset is None and self._acked[tp] and held.get(tp) != committed:
+            held[tp] = committed  # once per position: the timer asks every few seconds
+            log.warning("%s/%s: commit held at %s, a record before %s is not processed yet",
+                        tp.topic, tp.partition, committed, self._acked[tp][0])
+        return offset
+
+    async def add_gap(self: Any, tp: Any, offset_from: int, offset_to: int) -> None:
+        # Our topics have no holes: offsets missing from a fetch were never seen here.
+        log.warning("%s/%s: the fetch skipped offsets %s..%s; the commit waits for them",
+                    tp.topic, tp.partition, offset_from, offset_to)
+
+    assigned = Consumer.on_partitions_assigned
+
+    async def on_partitions_assigned(self: Any, assigned_tps: Any, generation_id: int = 0,
+                                     ) -> None:
+        fence_of(self).assigned(tp for tp in assigned_tps if not self._is_changelog_tp(tp))
+        await assigned(self, assigned_tps, generation_id)
+
+    resume = Consumer.resume_partitions
+
+    def resume_partitions(self: Any, tps: Any) -> None:
+        resume(self, fence_of(self).admit(tps))
+
+    seek = Consumer.perform_seek
+
+    async def perform_seek(self: Any) -> None:
+        await seek(self)
+        # Every assigned partition is read again from its committed offset: what was acked
+        # before the seek is not evidence that the records from there on were processed.
+        for tp in self.assignment():
+            self._acked.pop(tp, None)
+            self._acked_index.pop(tp, None)
+        log.info("sought to committed offsets %s", {
+            f"{tp.topic}/{tp.partition}": o for tp, o in sorted(self._committed_offset.items())})
+        resume(self, fence_of(self).sought())
 
     Channel.as_future_message = as_future_message  # type: ignore[method-assign]
     Consumer._commit_offsets = commit_offsets  # type: ignore[method-assign]
+    Consumer._new_offset = new_offset  # type: ignore[method-assign]
+    Consumer._add_gap = add_gap  # type: ignore[method-assign]
+    Consumer.on_partitions_assigned = on_partitions_assigned  # type: ignore[method-assign]
+    Consumer.resume_partitions = resume_partitions  # type: ignore[method-assign]
+    Consumer.perform_seek = perform_seek  # type: ignore[method-assign]

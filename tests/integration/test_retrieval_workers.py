@@ -279,11 +279,6 @@ def owned(child: Child) -> set[int]:
     return {int(p) for p in listed.split(",") if p.strip()}
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open (issue 11): in full-suite runs, after kill -9 of worker a, partitions b rebuilt "
-    "from offset 0 stayed 'recovering'; not reproduced alone (6 of 6 passed, under load too). "
-    "Retrieval no longer commits chunks.embedded.v1 (no Faust seek to a committed offset can "
-    "move a rebuilt shard's position); remove this once full-suite runs pass"))
 def test_rebalance_moves_partitions_and_every_chunk_stays_searchable_once(
         bootstrap: str, workers: Workers, tmp_path: Path) -> None:
     live: Live = {}

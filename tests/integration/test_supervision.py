@@ -38,14 +38,6 @@ PACE_S = 0.25  # between two produced documents
 SETTLE_S = 2.0  # after a replacement is up, before the next kill: the stream flows meanwhile
 LIMIT_S = 240.0  # for every document to become searchable after the last kill
 STABLE_S = 90.0  # the searchable set unchanged this long (all shards answering): it is final
-# Open (issue 11): in a full-suite run 10 of 97 documents never became searchable (reported
-# "last seen on docs.raw.v1" by a time-bounded read, now a read to the end offsets) although
-# the test passed alone; not reproduced since (7 of 7 clean: under extra CPU load, beside
-# other integration tests, once after the accounting and PII tests on one mesh). Offsets
-# are now committed only after every produced record is acknowledged (shared/delivery.py)
-# and retrieval resumes by seek alone; once full-suite runs are clean, set this to "" so
-# that a loss fails the test. Restart and duplicate checks fail the test hard already.
-KNOWN_LOSS = "issue 11: records still lost across worker kills in some runs (open)"
 PIPELINE = ("docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
             "chunks.v1", "chunks.embedded.v1")
 
@@ -223,7 +215,4 @@ def test_each_worker_killed_mid_stream_comes_back_and_every_document_is_queryabl
     assert set(found) <= expected
     missing = sorted(expected - set(found), key=lambda d: int(d.rsplit("-", 1)[1]))
     lost = where_lost(mesh, missing) if missing else {}
-    if missing and KNOWN_LOSS:
-        pytest.xfail(f"{len(missing)} of {stream.sent} documents never became searchable "
-                     f"{lost}: {KNOWN_LOSS}")
     assert not missing, f"{len(missing)} of {stream.sent} never became searchable: {lost}"

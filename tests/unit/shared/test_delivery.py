@@ -1,16 +1,21 @@
-"""The delivery gate: a commit waits for every produced record and never follows a refused one."""
+"""What a commit may cover: every produced record acknowledged (the delivery gate), and only
+input records processed, from the committed offset on, after the seek to it."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import faust
 import pytest
 from faust.transport.consumer import Consumer
+from faust.types import TP
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared import delivery
 from shared.boundary import exit_now
-from shared.delivery import DeliveryGate
+from shared.delivery import DeliveryGate, committable
 
 
 def test_settle_waits_for_every_record_still_on_its_way() -> None:
@@ -74,3 +79,118 @@ def test_faust_commits_only_after_the_gate_settles(monkeypatch: pytest.MonkeyPat
         return await Consumer._commit_offsets(Unstarted(), {})  # type: ignore[arg-type]
     assert asyncio.run(go()) is False
     assert [type(r) for r in refusals] == [RuntimeError]
+
+
+# --- input offsets: a commit covers only records processed, from the committed offset on ---
+
+def test_a_single_unprocessed_offset_after_the_committed_one_holds_the_commit() -> None:
+    # Faust's own _new_offset returned 34 here (and 3 below): it allowed one missing offset
+    # right after the committed one, and did not check at all while the commit was 0.
+    assert committable([32, 33], 31) == (None, [])
+    assert committable([1, 2], 0) == (None, [])
+
+
+def test_the_commit_covers_the_run_from_the_committed_offset_up_to_the_first_hole() -> None:
+    acked = [34, 31, 32]
+    assert committable(acked, 31) == (33, [31, 32])
+    assert acked == [34]
+    assert committable(acked, 33) == (None, [])
+
+
+def test_nothing_committed_yet_starts_at_the_lowest_processed_offset() -> None:
+    assert committable([5, 6, 7], None) == (8, [5, 6, 7])
+    assert committable([], None) == (None, [])
+
+
+def test_offsets_read_again_below_the_committed_one_are_dropped_as_covered() -> None:
+    acked = [8, 9, 10, 12]
+    assert committable(acked, 10) == (11, [8, 9, 10])
+    assert acked == [12]
+
+
+@given(processed=st.sets(st.integers(0, 40)), committed=st.none() | st.integers(0, 40))
+def test_every_offset_a_commit_covers_was_processed(processed: set[int],
+                                                    committed: int | None) -> None:
+    offset, covered = committable(sorted(processed), committed)
+    if offset is not None:
+        start = min(processed) if committed is None else committed
+        assert set(range(start, offset)) <= processed
+        assert offset > start
+    assert set(covered) <= processed
+
+
+def unstarted_consumer(monkeypatch: pytest.MonkeyPatch, assigned: set[TP],
+                       committed: dict[TP, int]) -> Any:
+    """Faust's real aiokafka Consumer, never started: its assignment and the broker's
+    committed offsets are stand-ins, its offset bookkeeping is Faust's own. Made inside
+    the test's event loop, so Faust makes no loop of its own."""
+    delivery.install(on_refused=exit_now)  # what make_app does
+    app = faust.App(f"unit-{id(assigned)}", broker="kafka://127.0.0.1:1",
+                    store="memory://", web_enabled=False, autodiscover=False)
+    consumer = app.consumer
+    seeks: list[dict[TP, int]] = []
+
+    async def seek_to_committed() -> dict[TP, int]:
+        seeks.append(dict(committed))
+        return dict(committed)
+    monkeypatch.setattr(consumer, "assignment", lambda: set(assigned))
+    monkeypatch.setattr(consumer, "seek_to_committed", seek_to_committed)
+    monkeypatch.setattr(consumer, "_is_changelog_tp", lambda tp: tp.topic.endswith("changelog"))
+    consumer.seeks = seeks
+    return consumer
+
+
+def test_a_gap_in_fetched_offsets_is_never_committed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The traced loss: after the seek Faust's fetch loop went on from 78 to 86 and marked
+    79..86 as a gap, which its _new_offset counted as processed once 87 was (committing 88)."""
+    raw = TP("docs.raw.v1", 0)
+
+    async def go() -> int | None:
+        consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 78})
+        await Consumer.perform_seek(consumer)
+        await consumer._add_gap(raw, 79, 86)
+        for offset in (78, 87):
+            consumer._acked[raw].append(offset)
+            consumer._acked_index[raw].add(offset)
+        return consumer._new_offset(raw)
+    assert asyncio.run(go()) == 79
+
+
+def test_an_assigned_partition_is_fetched_only_after_the_seek_to_its_committed_offset(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faust's recovery resumes the stream partitions, then seeks them; its fetcher runs
+    in between and delivered records from before the seek (which were then lost)."""
+    raw, changelog = TP("docs.raw.v1", 0), TP("app-doc_versions-changelog", 0)
+
+    async def go() -> tuple[Any, set[TP], set[TP]]:
+        consumer = unstarted_consumer(monkeypatch, {raw, changelog}, {raw: 78})
+        delivery.fence_of(consumer).assigned({raw})  # what on_partitions_assigned records
+        consumer.pause_partitions({raw, changelog})
+        consumer.resume_partitions({changelog})  # table recovery reads its changelog
+        consumer._acked[raw].append(90)  # a record acked before the seek
+        consumer.resume_partitions({raw})  # Faust's on_recovery_completed, then the seek:
+        before_seek = set(consumer._get_active_partitions())
+        await Consumer.perform_seek(consumer)
+        return consumer, before_seek, set(consumer._get_active_partitions())
+    consumer, before_seek, after_seek = asyncio.run(go())
+    assert before_seek == {changelog}
+    assert after_seek == {raw, changelog}
+    assert consumer.seeks == [{raw: 78}]
+    assert consumer._acked[raw] == []  # read again from 78: the ack from before proves nothing
+    assert consumer._read_offset[raw] == 78
+
+
+def test_a_seek_faust_makes_before_the_resume_does_not_open_the_fence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = TP("docs.raw.v1", 1)
+
+    async def go() -> tuple[bool, bool]:
+        consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 5})
+        delivery.fence_of(consumer).assigned({raw})
+        consumer.pause_partitions({raw})
+        await Consumer.perform_seek(consumer)  # its fetcher found the flow stopped
+        consumer.resume_partitions({raw})
+        held = raw not in consumer._get_active_partitions()
+        await Consumer.perform_seek(consumer)
+        return held, raw in consumer._get_active_partitions()
+    assert asyncio.run(go()) == (True, True)
