@@ -25,7 +25,7 @@ from shared.cli.settings import MeshSettings
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
 from shared.status_files import EVENT_TIME_FILE, read_all
-from shared.topics import CHUNKS_EMBEDDED, SERVICE_INPUTS, SERVICES
+from shared.topics import CHUNKS_EMBEDDED, ONEBOX_APP, SERVICE_INPUTS, SERVICES
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class GroupStatus:
     members: int | None
     lag: dict[str, int]
     state: str
+    group: str = ""  # the consumer group holding the service's offsets
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,20 +46,30 @@ async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **kafka.client_options())
     await admin.start()
     try:
+        # One-process mode: every service's agents consume in the one worker's group.
+        onebox = await _describe(admin, ONEBOX_APP)
         out = []
         for service, group in SERVICES.items():
-            members, state = None, "unknown"
-            try:
-                desc = (await admin.describe_consumer_groups([group]))[0]
-                groups = getattr(desc, "groups", None) or []
-                if groups:
-                    state, members = groups[0][2], len(groups[0][5])
-            except Exception:  # noqa: BLE001 - some brokers lack DescribeGroups: show unknown
-                pass
-            out.append(GroupStatus(service, members, await _lag(kafka, service, group), state))
+            members, state = await _describe(admin, group)
+            if not members and onebox[0]:
+                group, (members, state) = ONEBOX_APP, onebox
+            out.append(GroupStatus(service, members, await _lag(kafka, service, group), state,
+                                   group))
         return out
     finally:
         await admin.close()
+
+
+async def _describe(admin: AIOKafkaAdminClient, group: str) -> tuple[int | None, str]:
+    """(members, state) of a consumer group; (None, "unknown") when the broker cannot say."""
+    try:
+        desc = (await admin.describe_consumer_groups([group]))[0]
+        groups = getattr(desc, "groups", None) or []
+        if groups:
+            return len(groups[0][5]), groups[0][2]
+    except Exception:  # noqa: BLE001 - some brokers lack DescribeGroups: show unknown
+        pass
+    return None, "unknown"
 
 
 # Inputs a service never commits: retrieval's position on chunks.embedded.v1 is each
@@ -89,11 +100,11 @@ async def _lag(kafka: KafkaSettings, service: str, group: str) -> dict[str, int]
 
 
 def render(rows: list[GroupStatus]) -> str:
-    lines = [f"{'service':<11} {'state':<12} {'members':>7}  lag by topic"]
+    lines = [f"{'service':<11} {'group':<20} {'state':<12} {'members':>7}  lag by topic"]
     for r in rows:
         members = "?" if r.members is None else str(r.members)
         lag = ", ".join(f"{t}={n}" for t, n in sorted(r.lag.items())) or "-"
-        lines.append(f"{r.service:<11} {r.state:<12} {members:>7}  {lag}")
+        lines.append(f"{r.service:<11} {r.group:<20} {r.state:<12} {members:>7}  {lag}")
     return "\n".join(lines)
 
 

@@ -6,11 +6,16 @@ one-process default (tests/integration/conftest.py)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from shared.cli.mesh import Endpoints as RunningMesh
+from shared.cli.status import UNCOMMITTED
+from shared.topics import ONEBOX_APP, SERVICE_INPUTS, SERVICES
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
 
@@ -154,3 +159,21 @@ def test_audit_batches_are_anchored_on_chain(each_mode: RunningMesh) -> None:
         assert anchor["root"] == audits[anchor["batch_id"]]["root"]
         receipt = w3.eth.get_transaction_receipt(anchor["tx_hash"])
         assert receipt["status"] == 1 and receipt["blockNumber"] == anchor["block_number"]
+
+
+def test_status_finds_every_service_in_its_group(each_mode: RunningMesh) -> None:
+    """`streamrag status` reads each service's members and lag from the group that holds its
+    offsets: its own in the distributed layout, the one worker's in one-process mode."""
+    env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": each_mode.bootstrap,
+           "STREAMRAG_MESH_RUN_DIR": str(each_mode.run_dir),
+           "STREAMRAG_MESH_INFERENCE_TARGET": each_mode.grpc_target}
+    out = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--json"],
+                         capture_output=True, text=True, env=env, timeout=120, check=True)
+    rows = {r["service"]: r for r in json.loads(out.stdout)["services"]}
+    assert set(rows) == set(SERVICES)
+    onebox = each_mode.run_dir.joinpath("logs", "onebox.log").exists()
+    for service, row in rows.items():
+        assert row["group"] == (ONEBOX_APP if onebox else SERVICES[service]), row
+        assert row["members"] and row["members"] >= 1, row
+        assert set(row["lag"]) == {t.name for t in SERVICE_INPUTS[service]
+                                   if (service, t.name) not in UNCOMMITTED}, row
