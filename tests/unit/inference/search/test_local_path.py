@@ -57,7 +57,7 @@ def search(local: FakeShards | None, *, enabled: bool = True,
     async def go() -> tuple[GatherResult, SearchClient, FakeProducer]:
         client = SearchClient(KafkaSettings(), local=enabled)
         producer = FakeProducer()
-        client._producer = producer  # type: ignore[assignment]
+        client._producer = producer
         reader = asyncio.get_running_loop().create_future()  # a reader still running
         client._reader = reader  # type: ignore[assignment]
         try:
