@@ -43,8 +43,10 @@ index_boundary = Boundary("retrieval", dlq)
 search_boundary = Boundary("retrieval.search", dlq)
 export_counts(app, settings.data_dir)
 # One-process mode: inference on this worker searches the shards directly (local.py).
-local_search.register(LocalShards(shards, lambda req, p: answer(req, p),
-                                  lambda: app.rebalancing))
+local_search.register(LocalShards(
+    shards, lambda req, p: answer(req, p), lambda: app.rebalancing,
+    lambda: {tp.partition for tp in app.consumer.assignment()
+             if tp.topic == CHUNKS_EMBEDDED.name}))
 
 
 # mode types a signal handler as taking any positionals; Faust sends these ones.

@@ -40,6 +40,10 @@ class Recorder:
         return SearchReply(request_id=req.request_id, partition=partition, shard_size=partition)
 
 
+def all_assigned() -> set[int]:
+    return set(PARTITIONS)
+
+
 def run(local: LocalShards) -> list[SearchReply] | None:
     return asyncio.run(local.answer(requests()))
 
@@ -47,7 +51,7 @@ def run(local: LocalShards) -> list[SearchReply] | None:
 def test_every_shard_here_and_caught_up_answers_locally() -> None:
     answer = Recorder()
     local = LocalShards(shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9)),
-                        answer, lambda: False)
+                        answer, lambda: False, all_assigned)
     replies = run(local)
     assert replies is not None
     assert [(r.partition, r.shard_size) for r in replies] == [(0, 0), (1, 1), (2, 2), (3, 3)]
@@ -58,15 +62,24 @@ def test_every_shard_here_and_caught_up_answers_locally() -> None:
 def test_a_partial_assignment_goes_to_the_broker() -> None:
     answer = Recorder()
     local = LocalShards(shards_at({0: 9, 1: 9, 2: 9}, {0: 9, 1: 9, 2: 9}), answer,
-                        lambda: False)
+                        lambda: False, lambda: {0, 1, 2})
     assert run(local) is None
     assert answer.asked == []
     assert local.answered == 0
 
 
+def test_a_shard_still_held_but_no_longer_assigned_goes_to_the_broker() -> None:
+    answer = Recorder()
+    # Partition 3 moved away in a rebalance; its shard is released only once it completes.
+    local = LocalShards(shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9)),
+                        answer, lambda: False, lambda: {0, 1, 2})
+    assert run(local) is None
+    assert answer.asked == []
+
+
 def test_no_assignment_goes_to_the_broker() -> None:
     answer = Recorder()
-    assert run(LocalShards(shards_at({}, {}), answer, lambda: False)) is None
+    assert run(LocalShards(shards_at({}, {}), answer, lambda: False, all_assigned)) is None
     assert answer.asked == []
 
 
@@ -74,7 +87,7 @@ def test_a_recovering_shard_sends_the_whole_search_to_the_broker() -> None:
     answer = Recorder()
     # Partition 2 has applied up to offset 5 of the 9 it must reach before it answers.
     local = LocalShards(shards_at({0: 9, 1: 9, 2: 5, 3: 9}, dict.fromkeys(PARTITIONS, 9)),
-                        answer, lambda: False)
+                        answer, lambda: False, all_assigned)
     assert run(local) is None
     assert answer.asked == []
 
@@ -82,7 +95,7 @@ def test_a_recovering_shard_sends_the_whole_search_to_the_broker() -> None:
 def test_a_rebalance_under_way_goes_to_the_broker() -> None:
     answer = Recorder()
     local = LocalShards(shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9)),
-                        answer, lambda: True)
+                        answer, lambda: True, all_assigned)
     assert run(local) is None
     assert answer.asked == []
 
@@ -90,7 +103,7 @@ def test_a_rebalance_under_way_goes_to_the_broker() -> None:
 def test_a_rebalance_starting_between_shards_abandons_the_local_answer() -> None:
     answer = Recorder()
     local = LocalShards(shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9)),
-                        answer, lambda: len(answer.asked) >= 2)
+                        answer, lambda: len(answer.asked) >= 2, all_assigned)
     assert run(local) is None
     assert answer.asked == [0, 1]
     assert local.answered == 0
