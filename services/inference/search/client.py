@@ -56,6 +56,11 @@ class _Waiter:
     failure: BaseException | None = None
 
 
+def _result(gather: Gather, query: SearchQuery) -> GatherResult:
+    """The merged top k, fused when the query carried its text (hybrid), on either path."""
+    return gather.result(query.top_k, query.fusion if query.text else None)
+
+
 class SearchClient:
     def __init__(self, kafka: KafkaSettings, *, requests: TopicSpec = SEARCH_REQUESTS,
                  replies: TopicSpec = SEARCH_REPLIES, client_id: str = INFERENCE_APP,
@@ -146,7 +151,7 @@ class SearchClient:
             self._forget(waiter)
         if waiter.failure is not None:
             raise InfrastructureError(f"could not send search requests: {waiter.failure}")
-        return waiter.gather.result(query.top_k, query.fusion if query.text else None)
+        return _result(waiter.gather, query)
 
     async def _search_local(self, local: local_search.LocalSearch,
                             query: SearchQuery, timeout_s: float) -> GatherResult | None:
@@ -161,7 +166,7 @@ class SearchClient:
         for reply in replies:
             gather.add(split_reply(reply, [query_id])[query_id])
         self._count("local")
-        return gather.result(query.top_k)
+        return _result(gather, query)
 
     def _count(self, path: str) -> None:
         self.paths[path] += 1
