@@ -74,9 +74,10 @@ class InferenceRuntime(mode.Service):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
-        self.search: ManagedSearch = search or SearchClient(
-            kafka, max_batch=settings.search_max_batch)
         self.metrics = InferenceMetrics()
+        self.search: ManagedSearch = search or SearchClient(
+            kafka, max_batch=settings.search_max_batch, local=settings.local_search,
+            on_search=lambda path: self.metrics.searches.labels(path=path).inc())
         self.engine = QueryEngine(settings, self.search, metrics=self.metrics,
                                   feedback=feedback_view)
         self.health = health_aio.HealthServicer()

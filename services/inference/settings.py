@@ -53,6 +53,9 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Questions released together by the encoder batcher share one search request per
     # shard, up to this many; 1 sends every question on its own.
     search_max_batch: int = Field(default=16, ge=1, le=256)
+    # One-process mode: search the retrieval shards of this worker directly when it owns
+    # them all (services/retrieval/local.py); False always goes through the broker.
+    local_search: bool = True
     # Extractive answers: vectors of recently seen chunk sentences, so a popular chunk's
     # sentences are encoded once, not on every query that cites it (~1.6 KiB each; 0: off).
     sentence_cache_size: int = Field(default=50_000, ge=0)

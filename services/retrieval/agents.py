@@ -19,8 +19,10 @@ from services.retrieval.app import (
     settings,
 )
 from services.retrieval.index import Filters, Shard
+from services.retrieval.local import LocalShards
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.shards import Shards, digest
+from shared import local_search
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.errors import InvalidInput, ModelMismatchError
@@ -40,6 +42,11 @@ digest_at = digest_reader(kafka, CHUNKS_EMBEDDED.name, digest)
 index_boundary = Boundary("retrieval", dlq)
 search_boundary = Boundary("retrieval.search", dlq)
 export_counts(app, settings.data_dir)
+# One-process mode: inference on this worker searches the shards directly (local.py).
+local_search.register(LocalShards(
+    shards, lambda req, p: answer(req, p), lambda: app.rebalancing,
+    lambda: {tp.partition for tp in app.consumer.assignment()
+             if tp.topic == CHUNKS_EMBEDDED.name}))
 
 
 # mode types a signal handler as taking any positionals; Faust sends these ones.

@@ -35,11 +35,20 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endp
 
 
 @pytest.fixture(scope="session")
-def onebox_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+def onebox_metrics_url() -> str:
+    """The one-process worker's Prometheus endpoint (its inference metrics)."""
+    return f"http://127.0.0.1:{free_port()}/metrics"
+
+
+@pytest.fixture(scope="session")
+def onebox_mesh(tmp_path_factory: pytest.TempPathFactory,
+                onebox_metrics_url: str) -> Iterator[Endpoints]:
     """The embedded default: every service in one worker process (services/onebox), with a
     broker of its own (on `mesh`'s broker both meshes would read and audit each document)."""
+    metrics_port = onebox_metrics_url.rsplit(":", 1)[1].split("/")[0]
+    env = {**MESH_ENV, "STREAMRAG_INFERENCE_METRICS_PORT": metrics_port}
     with isolated(tmp_path_factory.mktemp("onebox"), ROOT / ".tools/node_modules/.bin/anvil",
-                  env=MESH_ENV, processes=False) as endpoints:
+                  env=env, processes=False) as endpoints:
         yield endpoints
 
 

@@ -9,6 +9,12 @@ Requests go to search.requests.v1 at an explicit partition, one per shard. Repli
 read with a group-less consumer assigned every partition of search.replies.v1, so every
 inference instance sees every reply and keeps only its own request ids; no rebalance
 ever stalls a query, and instances scale without coordination.
+
+One-process mode: when this process's retrieval shards can answer every partition
+(shared/local_search.py), a query asks them directly and skips the broker round trip; the
+same requests, replies and merge as above, so the answer is the same. Otherwise (another
+process holds the shards, a partial assignment, a rebalance, a shard still recovering), or
+with `local=False`, it goes through the broker.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -25,6 +33,7 @@ from aiokafka.errors import KafkaError
 
 from services.inference.search.gather import Gather, GatherResult, split_reply
 from services.inference.search.scatter import SearchQuery, build_requests
+from shared import local_search
 from shared.codec import decode, encode
 from shared.errors import InfrastructureError, InvalidInput
 from shared.records import SearchReply, SearchRequest
@@ -47,12 +56,20 @@ class _Waiter:
     failure: BaseException | None = None
 
 
+def _result(gather: Gather, query: SearchQuery) -> GatherResult:
+    """The merged top k, fused when the query carried its text (hybrid), on either path."""
+    return gather.result(query.top_k, query.fusion if query.text else None)
+
+
 class SearchClient:
     def __init__(self, kafka: KafkaSettings, *, requests: TopicSpec = SEARCH_REQUESTS,
                  replies: TopicSpec = SEARCH_REPLIES, client_id: str = INFERENCE_APP,
-                 max_batch: int = 16) -> None:
+                 max_batch: int = 16, local: bool = True,
+                 on_search: Callable[[str], None] | None = None) -> None:
         self._kafka, self._requests, self._replies = kafka, requests, replies
-        self._client_id, self._max_batch = client_id, max_batch
+        self._client_id, self._max_batch, self._local = client_id, max_batch, local
+        self.paths: Counter[str] = Counter()  # searches by path: "local", "broker"
+        self._on_search = on_search  # told each search's path (the metrics)
         self._queued: list[_Waiter] = []
         self._batches: dict[str, dict[str, _Waiter]] = {}  # request id -> waiters by query id
         self._flush_soon: asyncio.Handle | None = None
@@ -112,6 +129,12 @@ class SearchClient:
         """The merged top k from the shards that answered within `timeout_s`."""
         if not self.ready:
             raise InfrastructureError("the search client is not running")
+        local = local_search.lookup() if self._local else None
+        if local is not None:
+            result = await self._search_local(local, query, timeout_s)
+            if result is not None:
+                return result
+        self._count("broker")
         waiter = _Waiter(uuid.uuid4().hex, query, Gather(self.partitions),
                          time.time() + timeout_s)
         self._queued.append(waiter)
@@ -128,7 +151,27 @@ class SearchClient:
             self._forget(waiter)
         if waiter.failure is not None:
             raise InfrastructureError(f"could not send search requests: {waiter.failure}")
-        return waiter.gather.result(query.top_k, query.fusion if query.text else None)
+        return _result(waiter.gather, query)
+
+    async def _search_local(self, local: local_search.LocalSearch,
+                            query: SearchQuery, timeout_s: float) -> GatherResult | None:
+        """The merged top k from this process's shards; None when they cannot answer all."""
+        query_id = uuid.uuid4().hex
+        requests = build_requests([(query_id, query)], uuid.uuid4().hex, self.partitions,
+                                  time.time() + timeout_s)
+        replies = await local.answer(requests)
+        if replies is None:
+            return None
+        gather = Gather(self.partitions)
+        for reply in replies:
+            gather.add(split_reply(reply, [query_id])[query_id])
+        self._count("local")
+        return _result(gather, query)
+
+    def _count(self, path: str) -> None:
+        self.paths[path] += 1
+        if self._on_search is not None:
+            self._on_search(path)
 
     def _flush(self) -> None:
         """Send everything queued, `max_batch` queries (of one model) per request."""

@@ -44,6 +44,9 @@ class InferenceMetrics:
         self.latency = Histogram("streamrag_inference_request_seconds",
                                  "End-to-end call latency", ["method"], buckets=_LATENCY_S,
                                  registry=r)
+        self.searches = Counter("streamrag_inference_searches_total",
+                                "Shard searches by path: local (this process's shards) or "
+                                "broker", ["path"], registry=r)
         self.decode_rows = Histogram("streamrag_inference_decode_rows",
                                      "Requests decoded together per generation step "
                                      "(continuous batching included)", buckets=_SIZE,

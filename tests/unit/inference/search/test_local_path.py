@@ -1,0 +1,108 @@
+"""SearchClient's path choice: this process's shards when they answer, the broker otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from services.inference.search.client import SearchClient
+from services.inference.search.gather import GatherResult
+from services.inference.search.scatter import SearchQuery
+from shared import local_search
+from shared.records import QueryHits, SearchHit, SearchReply, SearchRequest
+from shared.settings import KafkaSettings
+
+QUERY = SearchQuery(vector=np.ones(4, dtype="float32") / 2, model_id="m", dim=4, top_k=2)
+
+
+def hit(chunk: str, score: float) -> SearchHit:
+    return SearchHit(chunk_id=chunk, doc_id=chunk.split("#")[0], version=1, score=score,
+                     event_time=1.0, text="t", title="", domain="d", source="s")
+
+
+class FakeShards:
+    """Each partition p holds chunk p#0 scoring p/10 (and p#1 scoring p/100)."""
+
+    def __init__(self, can_answer: bool) -> None:
+        self.can_answer = can_answer
+        self.asked: list[SearchRequest] = []
+
+    async def answer(self, requests: Sequence[SearchRequest]) -> list[SearchReply] | None:
+        self.asked.extend(requests)
+        if not self.can_answer:
+            return None
+        return [SearchReply(request_id=r.request_id, partition=r.partition, results=tuple(
+            QueryHits(query_id=q.query_id, hits=(hit(f"{r.partition}#0", r.partition / 10),
+                                                 hit(f"{r.partition}#1", r.partition / 100)))
+            for q in r.queries)) for r in requests]
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+
+    async def send(self, topic: str, value: bytes, *, key: bytes, partition: int) -> Any:
+        self.sent.append(partition)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+def search(local: FakeShards | None, *, enabled: bool = True,
+           ) -> tuple[GatherResult, SearchClient, FakeProducer]:
+    async def go() -> tuple[GatherResult, SearchClient, FakeProducer]:
+        client = SearchClient(KafkaSettings(), local=enabled)
+        producer = FakeProducer()
+        client._producer = producer
+        reader = asyncio.get_running_loop().create_future()  # a reader still running
+        client._reader = reader  # type: ignore[assignment]
+        try:
+            return await client.search(QUERY, timeout_s=0.05), client, producer
+        finally:
+            reader.cancel()
+    return asyncio.run(go())
+
+
+@pytest.fixture(autouse=True)
+def no_registered_shards(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_search, "_registered", None)
+
+
+def test_shards_in_this_process_answer_without_the_broker() -> None:
+    shards = FakeShards(can_answer=True)
+    local_search.register(shards)
+    result, client, producer = search(shards)
+    assert [(h.chunk_id, h.score) for h in result.hits] == [("3#0", 0.3), ("2#0", 0.2)]
+    assert result.answered == (0, 1, 2, 3) and not result.partial
+    assert sorted(r.partition for r in shards.asked) == list(range(client.partitions))
+    assert client.paths == {"local": 1}
+    assert producer.sent == [] and client.sent_batches == []
+
+
+def test_shards_that_cannot_answer_all_send_the_search_through_the_broker() -> None:
+    shards = FakeShards(can_answer=False)
+    local_search.register(shards)
+    result, client, producer = search(shards)
+    assert len(shards.asked) == client.partitions  # asked first, declined
+    assert producer.sent == list(range(client.partitions))
+    assert client.paths == {"broker": 1}
+    assert result.missing == (0, 1, 2, 3)  # no shard replied over the (absent) broker
+
+
+def test_no_shards_in_this_process_means_the_broker() -> None:
+    result, client, producer = search(None)
+    assert producer.sent == list(range(client.partitions))
+    assert client.paths == {"broker": 1}
+
+
+def test_the_setting_off_forces_the_broker() -> None:
+    shards = FakeShards(can_answer=True)
+    local_search.register(shards)
+    _, client, producer = search(shards, enabled=False)
+    assert shards.asked == []
+    assert producer.sent == list(range(client.partitions))
+    assert client.paths == {"broker": 1}
