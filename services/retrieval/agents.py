@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import numpy as np
+from faust.exceptions import ConsumerNotStarted
 
 from services.retrieval.app import (
     app,
@@ -43,10 +44,18 @@ index_boundary = Boundary("retrieval", dlq)
 search_boundary = Boundary("retrieval.search", dlq)
 export_counts(app, settings.data_dir)
 # One-process mode: inference on this worker searches the shards directly (local.py).
+def _assigned_shards() -> set[int]:
+    """This worker's chunks.embedded.v1 partitions; none before its consumer has started
+    (a process that imported this module without running the worker searches by broker)."""
+    try:
+        return {tp.partition for tp in app.consumer.assignment()
+                if tp.topic == CHUNKS_EMBEDDED.name}
+    except ConsumerNotStarted:
+        return set()
+
+
 local_search.register(LocalShards(
-    shards, lambda req, p: answer(req, p), lambda: app.rebalancing,
-    lambda: {tp.partition for tp in app.consumer.assignment()
-             if tp.topic == CHUNKS_EMBEDDED.name}))
+    shards, lambda req, p: answer(req, p), lambda: app.rebalancing, _assigned_shards))
 
 
 # mode types a signal handler as taking any positionals; Faust sends these ones.
