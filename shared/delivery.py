@@ -33,8 +33,8 @@ set is empty (recovery pauses the changelogs while the fence still holds the str
 partitions) it returns the records of every partition, and Faust's `getmany` then drops
 those of partitions not active, silently, with aiokafka's position already past them. Seen
 after kill -9 of the ledger: sought to 2 on audit.batches.v1/3, nothing delivered, the next
-record 11 arrived 54 s later (every document produced while a worker restarts is lost that
-way). So here:
+record 11 arrived 54 s later; the 48 documents a supervision run lost, all produced while
+ingest restarted, fit the same window. So here:
 - `_getmany` passes a copy of the active set, asks for nothing while it is empty, and moves
   a partition that stopped being active meanwhile back to its first returned offset.
 - `getmany` checks each record against the next offset expected for its partition (the
