@@ -171,8 +171,10 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
     Reaches into private parts of faust-streaming 0.15.3 (pinned in pyproject.toml):
     `Channel.as_future_message` (where every produced record's future is made) and, on
     `Consumer`, `_commit_offsets` (every commit goes through it), `_new_offset` (what a
-    commit may cover), `_add_gap`, `on_partitions_assigned`, `resume_partitions` and
-    `perform_seek` (the seek to the committed offsets after an assignment).
+    commit may cover), `_add_gap`, `on_partitions_assigned`, `on_partitions_revoked`,
+    `resume_partitions`, `perform_seek` (the seek to the committed offsets after an
+    assignment), `getmany` (every fetched record passes it) and
+    `ThreadDelegateConsumer._getmany` (the call into the consumer thread).
     """
     global _installed, _on_refused
     _on_refused = on_refused
