@@ -26,6 +26,20 @@ dropped, never parsed by that worker; "gap 81..119" marked committable. So here:
 - `committable()`: the next commit is one past the run of processed offsets that starts
   exactly at the committed offset, never over a hole, and Faust's gap bookkeeping is off
   (our input topics are neither compacted nor transactional, so offsets are contiguous).
+
+Fetches that skip offsets. Faust hands its live set of active partitions to the consumer
+thread, and aiokafka's `fetched_records` reads that set again each time it wakes: once the
+set is empty (recovery pauses the changelogs while the fence still holds the stream
+partitions) it returns the records of every partition, and Faust's `getmany` then drops
+those of partitions not active, silently, with aiokafka's position already past them. Seen
+after kill -9 of the ledger: sought to 2 on audit.batches.v1/3, nothing delivered, the next
+record 11 arrived 54 s later; the 48 documents a supervision run lost, all produced while
+ingest restarted, fit the same window. So here:
+- `_getmany` passes a copy of the active set, asks for nothing while it is empty, and moves
+  a partition that stopped being active meanwhile back to its first returned offset.
+- `getmany` checks each record against the next offset expected for its partition (the
+  committed offset after a seek, then one past the last record delivered): a record beyond
+  it moves the partition back to the first missing offset (`beyond`), whatever dropped them.
 """
 
 from __future__ import annotations
@@ -117,6 +131,28 @@ class SeekFence:
         return held
 
 
+def beyond(expected: int | None, offset: int, last_rewind: tuple[int, int] | None) -> bool:
+    """Whether a fetched `offset` skips records before it, so its partition must go back to
+    `expected`: not when nothing is expected yet, nor when going back to the same place
+    already brought this same offset (those offsets are not on the broker)."""
+    return expected is not None and offset > expected and last_rewind != (expected, offset)
+
+
+class Expected:
+    """Per input partition: the next offset to deliver and the last rewind made."""
+
+    def __init__(self) -> None:
+        self.next: dict[Any, int] = {}
+        self.rewound: dict[Any, tuple[int, int]] = {}
+
+
+def expected_of(consumer: Any) -> Expected:
+    expected = consumer.__dict__.get("_streamrag_expected")
+    if expected is None:
+        expected = consumer.__dict__["_streamrag_expected"] = Expected()
+    return expected
+
+
 gate = DeliveryGate()  # one worker per process: one gate
 _installed = False
 _on_refused: Callable[[BaseException], None] | None = None
@@ -135,8 +171,10 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
     Reaches into private parts of faust-streaming 0.15.3 (pinned in pyproject.toml):
     `Channel.as_future_message` (where every produced record's future is made) and, on
     `Consumer`, `_commit_offsets` (every commit goes through it), `_new_offset` (what a
-    commit may cover), `_add_gap`, `on_partitions_assigned`, `resume_partitions` and
-    `perform_seek` (the seek to the committed offsets after an assignment).
+    commit may cover), `_add_gap`, `on_partitions_assigned`, `on_partitions_revoked`,
+    `resume_partitions`, `perform_seek` (the seek to the committed offsets after an
+    assignment), `getmany` (every fetched record passes it) and
+    `ThreadDelegateConsumer._getmany` (the call into the consumer thread).
     """
     global _installed, _on_refused
     _on_refused = on_refused
@@ -144,7 +182,7 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         return
     _installed = True
     from faust.channels import Channel
-    from faust.transport.consumer import Consumer
+    from faust.transport.consumer import Consumer, ThreadDelegateConsumer
 
     make_future = Channel.as_future_message
 
@@ -206,7 +244,76 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
             self._acked_index.pop(tp, None)
         log.info("sought to committed offsets %s", {
             f"{tp.topic}/{tp.partition}": o for tp, o in sorted(self._committed_offset.items())})
+        expected = expected_of(self)
+        for tp in self.assignment():
+            committed = self._committed_offset.get(tp)
+            if committed is None or self._is_changelog_tp(tp):
+                expected.next.pop(tp, None)
+            else:
+                expected.next[tp] = committed
         resume(self, fence_of(self).sought())
+
+    async def rewind(self: Any, tp: Any, offset: int) -> None:
+        """Fetch `tp` again from `offset`; Faust must not drop the records as read already."""
+        # In the consumer thread, which owns aiokafka's state (Faust's own `_seek` is not).
+        await self._thread.seek_wait({tp: offset})
+        self._read_offset[tp] = offset if offset else None
+        expected_of(self).next[tp] = offset
+
+    async def rewind_if_assigned(self: Any, tp: Any, offset: int) -> None:
+        if tp in self.assignment():  # else revoked meanwhile: the next owner seeks it
+            await rewind(self, tp, offset)
+
+    fetch = ThreadDelegateConsumer._getmany
+
+    async def getmany_records(self: Any, active_partitions: Any, timeout: float) -> Any:
+        if active_partitions is None:
+            return await fetch(self, None, timeout)
+        asked = set(active_partitions)  # the live set changes while the thread fetches
+        if not asked:
+            await asyncio.sleep(min(timeout, 0.1))
+            return {}
+        records = await fetch(self, asked, timeout)
+        for tp, batch in records.items():
+            if batch and tp not in active_partitions and tp not in self._buffered_partitions:
+                # Faust's getmany drops these; aiokafka's position is already past them.
+                log.warning("%s/%s: fetched %s..%s after it was paused; fetching again from %s",
+                            tp.topic, tp.partition, batch[0].offset, batch[-1].offset,
+                            batch[0].offset)
+                await rewind_if_assigned(self, tp, batch[0].offset)
+        return records
+
+    get_many = Consumer.getmany
+
+    async def getmany(self: Any, timeout: float) -> Any:
+        expected, rewound = expected_of(self), set()
+        async for tp, message in get_many(self, timeout):
+            if tp in rewound:
+                continue
+            want = expected.next.get(tp)
+            if beyond(want, message.offset, expected.rewound.get(tp)):
+                assert want is not None
+                log.warning("%s/%s: the fetch skipped offsets %s..%s; fetching again from %s",
+                            tp.topic, tp.partition, want, message.offset - 1, want)
+                expected.rewound[tp] = (want, message.offset)
+                rewound.add(tp)
+                await rewind(self, tp, want)
+                continue
+            if want is not None:
+                if message.offset > want:  # the same rewind brought the same offset again
+                    log.error("%s/%s: offsets %s..%s are not on the broker", tp.topic,
+                              tp.partition, want, message.offset - 1)
+                expected.next[tp] = max(want, message.offset + 1)
+            yield tp, message
+
+    revoked = Consumer.on_partitions_revoked
+
+    async def on_partitions_revoked(self: Any, revoked_tps: Any) -> None:
+        expected = expected_of(self)
+        for tp in revoked_tps:
+            expected.next.pop(tp, None)
+            expected.rewound.pop(tp, None)
+        await revoked(self, revoked_tps)
 
     Channel.as_future_message = as_future_message  # type: ignore[method-assign]
     Consumer._commit_offsets = commit_offsets  # type: ignore[method-assign]
@@ -215,3 +322,6 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
     Consumer.on_partitions_assigned = on_partitions_assigned  # type: ignore[method-assign]
     Consumer.resume_partitions = resume_partitions  # type: ignore[method-assign]
     Consumer.perform_seek = perform_seek  # type: ignore[method-assign]
+    Consumer.getmany = getmany  # type: ignore[method-assign]
+    Consumer.on_partitions_revoked = on_partitions_revoked  # type: ignore[method-assign]
+    ThreadDelegateConsumer._getmany = getmany_records  # type: ignore[method-assign]

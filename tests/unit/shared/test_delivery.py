@@ -194,3 +194,126 @@ def test_a_seek_faust_makes_before_the_resume_does_not_open_the_fence(
         await Consumer.perform_seek(consumer)
         return held, raw in consumer._get_active_partitions()
     assert asyncio.run(go()) == (True, True)
+
+
+# --- fetches that skip offsets: the partition goes back to the first missing offset ---
+
+def record(tp: TP, offset: int) -> Any:
+    from aiokafka.structs import ConsumerRecord
+    return ConsumerRecord(topic=tp.topic, partition=tp.partition, offset=offset, timestamp=0,
+                          timestamp_type=0, key=b"k", value=b"v", checksum=None,
+                          serialized_key_size=1, serialized_value_size=1, headers=())
+
+
+def fetching_consumer(monkeypatch: pytest.MonkeyPatch, tp: TP, committed: int,
+                      batches: list[dict[TP, list[Any]]]) -> Any:
+    """Faust's real consumer over a fake consumer thread that answers `batches` in turn and
+    records each seek, as aiokafka's would (a seek moves the position back)."""
+    consumer = unstarted_consumer(monkeypatch, {tp}, {tp: committed})
+    consumer.sought_to = []
+
+    async def thread_getmany(active: Any, timeout: float) -> Any:
+        return batches.pop(0) if batches else {}
+
+    async def seek_wait(partitions: dict[TP, int]) -> None:
+        consumer.sought_to.extend(partitions.items())
+    monkeypatch.setattr(consumer._thread, "getmany", thread_getmany)
+    monkeypatch.setattr(consumer._thread, "seek_wait", seek_wait)
+    monkeypatch.setattr(consumer, "highwater", lambda tp: 0)
+    consumer._set_active_tps({tp})
+    consumer.resume_flow()
+    return consumer
+
+
+async def delivered(consumer: Any, rounds: int) -> list[int]:
+    offsets = []
+    for _ in range(rounds):
+        async for _tp, message in consumer.getmany(timeout=0.01):
+            offsets.append(message.offset)
+    return offsets
+
+
+def test_a_fetch_that_skips_offsets_goes_back_to_the_first_missing_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger after kill -9: sought to 2, the first record fetched was 11. Faust passed
+    11 on (its read offset was 2, so 2..10 were never read) and 2..10 were lost."""
+    tp = TP("audit.batches.v1", 3)
+
+    async def go() -> tuple[list[int], list[tuple[TP, int]], Any]:
+        consumer = fetching_consumer(monkeypatch, tp, 2, [
+            {tp: [record(tp, 11), record(tp, 12)]},  # the skip
+            {tp: [record(tp, o) for o in range(2, 13)]}])  # fetched again from 2
+        delivery.fence_of(consumer).assigned({tp})
+        await Consumer.perform_seek(consumer)
+        return await delivered(consumer, 2), consumer.sought_to, consumer._read_offset[tp]
+    offsets, sought_to, read_offset = asyncio.run(go())
+    assert offsets == list(range(2, 13))
+    assert sought_to == [(tp, 2)]
+    assert read_offset == 2  # Faust's read offset went back too: 2.. are not dropped as read
+
+
+def test_records_of_a_partition_paused_while_the_thread_fetched_are_fetched_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiokafka reads Faust's live set of active partitions when its fetch returns; recovery
+    pausing the changelogs emptied that set, aiokafka then returned every partition's
+    records (moving its position past them), and Faust's getmany dropped those of
+    partitions not active."""
+    tp, changelog = TP("docs.raw.v1", 0), TP("app-doc_versions-changelog", 0)
+
+    async def go() -> tuple[list[int], int]:
+        consumer = fetching_consumer(monkeypatch, tp, 5, [])
+        monkeypatch.setattr(consumer, "assignment", lambda: {tp, changelog})
+        await Consumer.perform_seek(consumer)
+        consumer.pause_partitions({tp})
+        consumer.resume_partitions({changelog})
+        position = {tp: 5}
+
+        async def thread_getmany(active: Any, timeout: float) -> Any:
+            consumer.pause_partitions({changelog})  # recovery is done meanwhile
+            if active and tp not in active:  # aiokafka: an empty set means every partition
+                return {}
+            position[tp] = 7
+            return {tp: [record(tp, 5), record(tp, 6)]}
+
+        async def seek_wait(partitions: dict[TP, int]) -> None:
+            position.update(partitions)
+        monkeypatch.setattr(consumer._thread, "getmany", thread_getmany)
+        monkeypatch.setattr(consumer._thread, "seek_wait", seek_wait)
+        return await delivered(consumer, 1), position[tp]
+    offsets, position = asyncio.run(go())
+    assert offsets == []
+    assert position == 5  # 5 and 6 are still to be fetched
+
+
+def test_a_paused_partitions_records_that_still_came_back_are_fetched_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    tp = TP("docs.raw.v1", 1)
+
+    async def go() -> tuple[list[int], list[tuple[TP, int]], Any]:
+        consumer = fetching_consumer(monkeypatch, tp, 5, [])
+        await Consumer.perform_seek(consumer)
+
+        async def thread_getmany(active: Any, timeout: float) -> Any:
+            consumer.pause_partitions({tp})  # paused after the thread took its copy
+            return {tp: [record(tp, 5), record(tp, 6)]}
+        monkeypatch.setattr(consumer._thread, "getmany", thread_getmany)
+        offsets = await delivered(consumer, 1)
+        return offsets, consumer.sought_to, consumer._read_offset[tp]
+    offsets, sought_to, read_offset = asyncio.run(go())
+    assert offsets == []  # Faust's getmany drops them ...
+    assert sought_to == [(tp, 5)]  # ... and the position goes back to them
+    assert read_offset == 5
+
+
+def test_offsets_missing_from_the_broker_are_passed_over_after_one_try(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    tp = TP("docs.raw.v1", 2)
+
+    async def go() -> tuple[list[int], list[tuple[TP, int]]]:
+        consumer = fetching_consumer(monkeypatch, tp, 2, [
+            {tp: [record(tp, 7)]}, {tp: [record(tp, 7), record(tp, 8)]}])
+        await Consumer.perform_seek(consumer)
+        return await delivered(consumer, 2), consumer.sought_to
+    offsets, sought_to = asyncio.run(go())
+    assert offsets == [7, 8]
+    assert sought_to == [(tp, 2)]
