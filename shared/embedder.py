@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.batching.padding import budget_groups
+from shared.batching.padding import encode_in_groups
 from shared.encoder_model import MODEL_ID, default_model_path, offline_hub
 
 offline_hub()
@@ -74,14 +74,8 @@ class Encoder:
 
     def encode(self, texts: Sequence[str], max_batch_tokens: int = 8192) -> np.ndarray:
         """L2-normalised float32 vectors, one row per text, in input order."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        lengths = self.token_lengths(texts)
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for group in budget_groups(order, lengths, max_batch_tokens):
-            out[group] = self._forward([texts[i] for i in group])
-        return out
+        lengths = self.token_lengths(texts) if texts else []
+        return encode_in_groups(texts, lengths, max_batch_tokens, self.dim, self._forward)
 
     @torch.inference_mode()
     def _forward(self, texts: list[str]) -> np.ndarray:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.batching.padding import budget_groups
+from shared.batching.padding import encode_in_groups
 from shared.encoder_model import MODEL_ID, default_model_path, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -115,14 +115,8 @@ class OnnxEncoder:
 
     def encode(self, texts: Sequence[str], max_batch_tokens: int = 8192) -> np.ndarray:
         """L2-normalised float32 vectors, one row per text, in input order."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        lengths = self.token_lengths(texts)
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for group in budget_groups(order, lengths, max_batch_tokens):
-            out[group] = self._forward([texts[i] for i in group])
-        return out
+        lengths = self.token_lengths(texts) if texts else []
+        return encode_in_groups(texts, lengths, max_batch_tokens, self.dim, self._forward)
 
     def _forward(self, texts: list[str]) -> np.ndarray:
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,

@@ -7,7 +7,9 @@ batch into forward passes are counted this way, here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 
 def padded_tokens(sequences: int, longest: int) -> int:
@@ -31,3 +33,16 @@ def budget_groups(order: Sequence[int], lengths: Sequence[int], budget: int) -> 
     if current:
         groups.append(current)
     return groups
+
+
+def encode_in_groups(texts: Sequence[str], lengths: Sequence[int], budget: int, dim: int,
+                     forward: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """`forward` over length-sorted groups that fit `budget` padded tokens; one float32 row
+    per text, in input order (the encoders' batching, whatever runs the model)."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    if not texts:
+        return out
+    order = sorted(range(len(texts)), key=lambda i: lengths[i])
+    for group in budget_groups(order, lengths, budget):
+        out[group] = forward([texts[i] for i in group])
+    return out

@@ -16,7 +16,6 @@ import signal
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import grpc
 import pytest
@@ -28,6 +27,7 @@ from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.topics import PARTITIONS
 from tests.support.mesh import uid
 from tests.support.polling import eventually
+from tests.support.workers import alive, pid_of
 
 pytestmark = pytest.mark.integration
 # Upstream first, so records are in flight behind every restarted stage; inference last.
@@ -40,22 +40,6 @@ LIMIT_S = 240.0  # for every document to become searchable after the last kill
 STABLE_S = 90.0  # the searchable set unchanged this long (all shards answering): it is final
 PIPELINE = ("docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
             "chunks.v1", "chunks.embedded.v1")
-
-
-def pid_of(mesh: RunningMesh, name: str) -> int:
-    """The pid the supervisor last wrote (0 while it is rewriting the file)."""
-    try:
-        return int((mesh.run_dir / "pids" / f"{name}.pid").read_text())
-    except ValueError:
-        return 0
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead too
 
 
 class Stream:
