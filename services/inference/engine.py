@@ -3,6 +3,7 @@
 The coordinator only: each step lives in its own module. Encoder calls go through one
 shared.batching Batcher (queries ahead of bulk Embed calls); the answer is extractive
 (answer/extractor.py) unless a generator is attached (answer/generative/answerer.py).
+The optional cross-encoder (rerank/) re-scores the top candidates through its own Batcher.
 Failures: errors.py.
 """
 
@@ -28,6 +29,7 @@ from services.inference.api import render
 from services.inference.api.params import QueryParams
 from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
 from services.inference.errors import NoShardsError, NotReadyError
+from services.inference.rerank.stage import RerankStage
 from services.inference.search.feedback import FeedbackView, rerank
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
@@ -56,6 +58,9 @@ class Retrieval:
     started: float  # time.perf_counter() when the query began
     embed_ms: float
     retrieval_ms: float
+    rerank_ms: float = 0.0
+    # Per hit, its cross-encoder score; empty with the reranker off (rerank/order.py).
+    rerank_scores: tuple[float | None, ...] = ()
 
 
 class QueryEngine:
@@ -73,10 +78,16 @@ class QueryEngine:
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
                                    self.metrics, s.answer_shortlist)
         self.generative: Generator | None = None
+        self.reranker: RerankStage | None = None
+        if s.reranker_path is not None:
+            self.reranker = RerankStage(
+                s.rerank_candidates, BatchLimits(s.rerank_token_budget, s.rerank_max_batch),
+                s.queue_capacity, s.rerank_max_length, self.metrics)
 
     @property
     def ready(self) -> bool:
-        return self.encoder is not None and self.search.ready
+        return (self.encoder is not None and self.search.ready
+                and (self.reranker is None or self.reranker.ready))
 
     @property
     def lm(self) -> CausalLM | None:
@@ -92,9 +103,13 @@ class QueryEngine:
 
     def start(self) -> None:
         self.embedder.start()
+        if self.reranker is not None:
+            self.reranker.start()
 
     async def stop(self) -> None:
         await self.embedder.stop()
+        if self.reranker is not None:
+            await self.reranker.stop()
         if self.generative is not None:
             await self.generative.stop()
 
@@ -118,6 +133,8 @@ class QueryEngine:
         """The merged top k for `params`, waiting at most `budget_s` for the shards."""
         if self.encoder is None or not self.search.ready:
             raise NotReadyError("warming up: the encoder or the reply consumer is not ready")
+        if self.reranker is not None and not self.reranker.ready:
+            raise NotReadyError("warming up: the reranker is not loaded yet")
         started = time.perf_counter()
         vector = await self._question_vector(params.question)
         embedded = time.perf_counter()
@@ -125,6 +142,8 @@ class QueryEngine:
         fetch = params.top_k
         if self.feedback is not None and self.settings.feedback_weight > 0:
             fetch = min(self.settings.max_top_k, params.top_k * 2)
+        if self.reranker is not None:
+            fetch = max(fetch, self.settings.rerank_candidates)
         query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, fetch,
                             params.since, params.until, params.domain, params.source,
                             params.question if self.settings.hybrid else "",
@@ -137,9 +156,18 @@ class QueryEngine:
         if self.feedback is not None:
             hits = rerank(result.hits, self.feedback, self.settings.feedback_weight,
                           self.settings.feedback_max_boost)
-            result = replace(result, hits=hits[: params.top_k])
-        return Retrieval(params, vector, result, started, (embedded - started) * 1000,
-                         (time.perf_counter() - embedded) * 1000)
+            keep = params.top_k if self.reranker is None else fetch
+            result = replace(result, hits=hits[:keep])
+        searched = time.perf_counter()
+        if self.reranker is None:
+            return Retrieval(params, vector, result, started, (embedded - started) * 1000,
+                             (searched - embedded) * 1000)
+        # The cross-encoder picks from the (feedback-ordered) candidates and has the last
+        # word on their order.
+        reranked = await self.reranker.rerank(params.question, result.hits, params.top_k)
+        return Retrieval(params, vector, replace(result, hits=reranked.hits), started,
+                         (embedded - started) * 1000, (searched - embedded) * 1000,
+                         (time.perf_counter() - searched) * 1000, reranked.scores)
 
     async def _question_vector(self, question: str) -> np.ndarray:
         """The question's vector; a question asked before (up to case and spacing, which the

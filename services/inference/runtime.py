@@ -27,6 +27,7 @@ from services.inference.api.server import (
 )
 from services.inference.encoding import TextEncoder
 from services.inference.engine import QueryEngine, SearchBackend
+from services.inference.rerank.stage import PairScorer
 from services.inference.search.client import SearchClient
 from services.inference.search.feedback import FeedbackView
 from services.inference.settings import InferenceSettings
@@ -61,11 +62,23 @@ def load_generator(settings: InferenceSettings) -> CausalLM | None:
     return lm
 
 
+def load_reranker(settings: InferenceSettings) -> PairScorer | None:
+    if settings.reranker_path is None:
+        return None
+    from services.inference.rerank.model import CrossEncoder  # torch loads here
+
+    scorer = CrossEncoder(settings.reranker_path, settings.device,
+                          settings.rerank_max_length, settings.rerank_token_budget)
+    scorer.score([("warm-up", "warm-up")])  # pay the first forward pass before SERVING
+    return scorer
+
+
 class InferenceRuntime(mode.Service):
     def __init__(self, settings: InferenceSettings, kafka: KafkaSettings, *,
                  search: ManagedSearch | None = None,
                  encoder_factory: Callable[[], TextEncoder] | None = None,
                  generator_factory: Callable[[], CausalLM | None] | None = None,
+                 reranker_factory: Callable[[], PairScorer | None] | None = None,
                  feedback_sink: FeedbackSink | None = None,
                  feedback_view: FeedbackView | None = None,
                  latency_sink: LatencySink | None = None,
@@ -91,6 +104,7 @@ class InferenceRuntime(mode.Service):
             self.metrics.registry.register(WindowCollector(stats_view))
         self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
         self._generator_factory = generator_factory or (lambda: load_generator(settings))
+        self._reranker_factory = reranker_factory or (lambda: load_reranker(settings))
 
     async def on_start(self) -> None:
         await set_serving(self.health, False)
@@ -116,6 +130,13 @@ class InferenceRuntime(mode.Service):
         if lm is not None:
             self.engine.attach_generator(lm)
             log.info("generator %s on %s (%s)", lm.model_id, lm.device, lm.dtype)
+        if self.engine.reranker is not None:
+            scorer = await asyncio.to_thread(self._reranker_factory)
+            if scorer is None:
+                raise InfrastructureError("a reranker is configured but none was loaded")
+            self.engine.reranker.attach(scorer)
+            log.info("reranker %s on %s, %d candidates", scorer.model_id, scorer.device,
+                     self.settings.rerank_candidates)
         await set_serving(self.health, True)
         self._warm = True
         log.info("inference SERVING (encoder on %s, %s)", self.engine.encoder.device,

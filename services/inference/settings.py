@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.inference.rerank.folder import check_model_dir
 from services.inference.search.fusion import Fusion
 from shared.encoder_runtime import EncoderSettings, Runtime
 from shared.settings import ServiceSettings
@@ -108,4 +109,24 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     def _tls_pair(self) -> InferenceSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("set both STREAMRAG_INFERENCE_TLS_CERT and _TLS_KEY, or neither")
+        return self
+
+    # Reranking (services/inference/rerank/): a cross-encoder re-scores the first
+    # rerank_candidates hits of every Query, StreamQuery and Retrieve and orders them by
+    # its score before the cut to top_k (the search fetches at least that many). A Hugging
+    # Face sequence-classification folder with one output, loaded offline on `device`;
+    # None (the default) keeps the first stage's order. Its batches are cut like the
+    # encoder's: one query is one request, bounded by rerank_max_batch queries and
+    # rerank_token_budget padded tokens (pairs x the longest, each pair cut to
+    # rerank_max_length tokens).
+    reranker_path: Path | None = None
+    rerank_candidates: int = Field(default=20, ge=1, le=1000)
+    rerank_max_batch: int = Field(default=8, ge=1)
+    rerank_token_budget: int = Field(default=16_384, ge=1)
+    rerank_max_length: int = Field(default=256, ge=8, le=8192)
+
+    @model_validator(mode="after")
+    def _reranker_folder(self) -> InferenceSettings:
+        if self.reranker_path is not None:
+            check_model_dir(self.reranker_path)
         return self

@@ -38,18 +38,25 @@ def retrieve_params(request: pb.RetrieveRequest, settings: InferenceSettings,
     )
 
 
-def citation(hit: SearchHit) -> pb.Citation:
+def citation(hit: SearchHit, rerank_score: float | None = None) -> pb.Citation:
     return pb.Citation(
         chunk_id=hit.chunk_id, doc_id=hit.doc_id, version=hit.version, score=hit.score,
         event_time=hit.event_time, event_time_iso=iso(hit.event_time), text=hit.text,
-        title=hit.title, domain=hit.domain, source=hit.source,
+        title=hit.title, domain=hit.domain, source=hit.source, rerank_score=rerank_score,
     )
+
+
+def citations(retrieval: Retrieval) -> list[pb.Citation]:
+    """The retrieved hits in order, each with its rerank score when it has one."""
+    hits, scores = retrieval.result.hits, retrieval.rerank_scores
+    return [citation(h, scores[i] if i < len(scores) else None) for i, h in enumerate(hits)]
 
 
 def _timings(retrieval: Retrieval, answer: Answer) -> pb.Timings:
     return pb.Timings(
         embed_ms=retrieval.embed_ms, retrieval_ms=retrieval.retrieval_ms,
         answer_ms=answer.answer_ms, total_ms=(time.perf_counter() - retrieval.started) * 1000,
+        rerank_ms=retrieval.rerank_ms,
     )
 
 
@@ -65,7 +72,7 @@ def _cited(retrieval: Retrieval, answer: Answer) -> list[str]:
 def query_response(retrieval: Retrieval, answer: Answer) -> pb.QueryResponse:
     result = retrieval.result
     return pb.QueryResponse(
-        answer=answer.text, citations=[citation(h) for h in result.hits],
+        answer=answer.text, citations=citations(retrieval),
         answer_mode=answer.mode, partial=result.partial, missing_shards=result.unanswered,
         shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
         finish_reason=answer.finish_reason, usage=_usage(answer),
@@ -77,17 +84,17 @@ def retrieve_response(retrieval: Retrieval) -> pb.RetrieveResponse:
     result = retrieval.result
     total_ms = (time.perf_counter() - retrieval.started) * 1000
     return pb.RetrieveResponse(
-        chunks=[citation(h) for h in result.hits], partial=result.partial,
+        chunks=citations(retrieval), partial=result.partial,
         missing_shards=result.unanswered, shard_errors=dict(result.errors),
         timings=pb.Timings(embed_ms=retrieval.embed_ms, retrieval_ms=retrieval.retrieval_ms,
-                           total_ms=total_ms),
+                           total_ms=total_ms, rerank_ms=retrieval.rerank_ms),
     )
 
 
 def stream_start(retrieval: Retrieval, mode: str) -> pb.StreamQueryResponse:
     result = retrieval.result
     return pb.StreamQueryResponse(start=pb.StreamStart(
-        citations=[citation(h) for h in result.hits], answer_mode=mode,
+        citations=citations(retrieval), answer_mode=mode,
         partial=result.partial, missing_shards=result.unanswered,
         shard_errors=dict(result.errors),
     ))
@@ -109,6 +116,7 @@ def embed_response(engine: QueryEngine, vectors: np.ndarray) -> pb.EmbedResponse
 def info(engine: QueryEngine, shards: int,
          latency: Sequence[tuple[str, LatencyStats]] = ()) -> pb.InfoResponse:
     s, encoder, lm = engine.settings, engine.encoder, engine.lm
+    scorer = engine.reranker.scorer if engine.reranker is not None else None
     return pb.InfoResponse(
         model_id=encoder.model_id if encoder else "", dim=encoder.dim if encoder else 0,
         device=str(encoder.device) if encoder else s.device, answer_mode=engine.answer_mode,
@@ -121,6 +129,9 @@ def info(engine: QueryEngine, shards: int,
                          queue_capacity=s.queue_capacity,
                          max_new_tokens=s.max_new_tokens_cap),
         generator_model=lm.model_id if lm else "", generator_device=str(lm.device) if lm else "",
+        reranker_model=scorer.model_id if scorer else "",
+        reranker_device=str(scorer.device) if scorer else "",
+        rerank_candidates=s.rerank_candidates if engine.reranker is not None else 0,
         latency=[pb.MethodLatency(method=m, count=s.count, p50_ms=s.p50_ms, p95_ms=s.p95_ms,
                                   p99_ms=s.p99_ms) for m, s in latency],
     )

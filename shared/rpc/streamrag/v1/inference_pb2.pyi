@@ -52,7 +52,7 @@ class QueryRequest(_message.Message):
     def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
 
 class Citation(_message.Message):
-    __slots__ = ("chunk_id", "doc_id", "version", "score", "event_time", "event_time_iso", "text", "title", "domain", "source")
+    __slots__ = ("chunk_id", "doc_id", "version", "score", "event_time", "event_time_iso", "text", "title", "domain", "source", "rerank_score")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class Citation(_message.Message):
     TITLE_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     doc_id: str
     version: int
@@ -73,19 +74,22 @@ class Citation(_message.Message):
     title: str
     domain: str
     source: str
-    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., version: _Optional[int] = ..., score: _Optional[float] = ..., event_time: _Optional[float] = ..., event_time_iso: _Optional[str] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+    rerank_score: float
+    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., version: _Optional[int] = ..., score: _Optional[float] = ..., event_time: _Optional[float] = ..., event_time_iso: _Optional[str] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., rerank_score: _Optional[float] = ...) -> None: ...
 
 class Timings(_message.Message):
-    __slots__ = ("embed_ms", "retrieval_ms", "answer_ms", "total_ms")
+    __slots__ = ("embed_ms", "retrieval_ms", "answer_ms", "total_ms", "rerank_ms")
     EMBED_MS_FIELD_NUMBER: _ClassVar[int]
     RETRIEVAL_MS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_MS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
+    RERANK_MS_FIELD_NUMBER: _ClassVar[int]
     embed_ms: float
     retrieval_ms: float
     answer_ms: float
     total_ms: float
-    def __init__(self, embed_ms: _Optional[float] = ..., retrieval_ms: _Optional[float] = ..., answer_ms: _Optional[float] = ..., total_ms: _Optional[float] = ...) -> None: ...
+    rerank_ms: float
+    def __init__(self, embed_ms: _Optional[float] = ..., retrieval_ms: _Optional[float] = ..., answer_ms: _Optional[float] = ..., total_ms: _Optional[float] = ..., rerank_ms: _Optional[float] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "unit")
@@ -237,7 +241,7 @@ class Limits(_message.Message):
     def __init__(self, default_top_k: _Optional[int] = ..., max_top_k: _Optional[int] = ..., max_question_chars: _Optional[int] = ..., shard_timeout_s: _Optional[float] = ..., answer_sentences: _Optional[int] = ..., max_embed_texts: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., max_new_tokens: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "dim", "device", "answer_mode", "shards", "limits", "ready", "generator_model", "generator_device", "latency")
+    __slots__ = ("model_id", "dim", "device", "answer_mode", "shards", "limits", "ready", "generator_model", "generator_device", "latency", "reranker_model", "reranker_device", "rerank_candidates")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -248,6 +252,9 @@ class InfoResponse(_message.Message):
     GENERATOR_MODEL_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_DEVICE_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_MODEL_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     dim: int
     device: str
@@ -258,7 +265,10 @@ class InfoResponse(_message.Message):
     generator_model: str
     generator_device: str
     latency: _containers.RepeatedCompositeFieldContainer[MethodLatency]
-    def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., device: _Optional[str] = ..., answer_mode: _Optional[str] = ..., shards: _Optional[int] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., ready: _Optional[bool] = ..., generator_model: _Optional[str] = ..., generator_device: _Optional[str] = ..., latency: _Optional[_Iterable[_Union[MethodLatency, _Mapping]]] = ...) -> None: ...
+    reranker_model: str
+    reranker_device: str
+    rerank_candidates: int
+    def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., device: _Optional[str] = ..., answer_mode: _Optional[str] = ..., shards: _Optional[int] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., ready: _Optional[bool] = ..., generator_model: _Optional[str] = ..., generator_device: _Optional[str] = ..., latency: _Optional[_Iterable[_Union[MethodLatency, _Mapping]]] = ..., reranker_model: _Optional[str] = ..., reranker_device: _Optional[str] = ..., rerank_candidates: _Optional[int] = ...) -> None: ...
 
 class MethodLatency(_message.Message):
     __slots__ = ("method", "count", "p50_ms", "p95_ms", "p99_ms")
