@@ -39,7 +39,7 @@ class CrossEncoder:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
             model = AutoModelForSequenceClassification.from_pretrained(
                 str(path), dtype=self.dtype, local_files_only=True)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # whatever the loaders raise (OSError, SafetensorError ...)
             msg = f"{VARIABLE}={path}: cannot load a cross-encoder ({type(exc).__name__}: {exc})"
             raise RerankerLoadError(msg) from exc
         if model.config.num_labels != 1:
