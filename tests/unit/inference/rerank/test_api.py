@@ -8,14 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
+from tests.support.polling import eventually_async
 from tests.unit.inference.fakes import FakeSearch, WordEncoder, hit
 from tests.unit.inference.rerank.fakes import TableScorer, model_folder
-from tests.unit.inference.serving import SERVING, stub, until_status
+from tests.unit.inference.serving import NOT_SERVING, SERVING, health, stub, until_status
 
 QUESTION = "which fix freed the broker disk"
 # By search score c0 > c1 > c2 > c3 > c4; by the cross-encoder c3 > c1 > c4 > c0 > c2.
@@ -118,3 +120,40 @@ def test_without_a_reranker_no_rerank_score_is_set(tmp_path: Path) -> None:
     assert not any(c.HasField("rerank_score") for c in response.chunks)
     assert response.timings.rerank_ms == 0 and {q.top_k for q, _ in search.queries} == {3}
     assert (info.reranker_model, info.rerank_candidates) == ("", 0)
+
+
+def test_not_serving_until_the_reranker_is_loaded(tmp_path: Path) -> None:
+    loaded = asyncio.Event()
+    scorer = TableScorer()
+
+    async def go() -> tuple[int, int, tuple[Any, str], Any]:
+        loop = asyncio.get_running_loop()
+
+        def factory() -> TableScorer:  # runs in a worker thread, as a real load does
+            asyncio.run_coroutine_threadsafe(loaded.wait(), loop).result(5)
+            return scorer
+        settings = InferenceSettings(grpc_port=0, grace_s=0.2,
+                                     reranker_path=model_folder(tmp_path))
+        runtime = InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(SHARDS),
+                                   encoder_factory=WordEncoder, reranker_factory=factory)
+        await runtime.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
+                await eventually_async(lambda: runtime.engine.encoder is not None,
+                                       "the encoder loaded")
+                before = await health(channel)
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await stub(channel).Retrieve(pb.RetrieveRequest(question=QUESTION))
+                refused = (err.value.code(), err.value.details())
+                loaded.set()
+                await until_status(channel, SERVING)
+                after = await health(channel)
+                response = await stub(channel).Retrieve(pb.RetrieveRequest(question=QUESTION,
+                                                                           top_k=1))
+        finally:
+            await runtime.stop()
+        return before, after, refused, response
+    before, after, refused, response = asyncio.run(go())
+    assert (before, after) == (NOT_SERVING, SERVING)
+    assert refused == (grpc.StatusCode.UNAVAILABLE, "warming up: the reranker is not loaded yet")
+    assert [(c.chunk_id, c.rerank_score) for c in response.chunks] == [("c3", 4.0)]

@@ -11,7 +11,7 @@ import pytest
 from services.inference.errors import NotReadyError
 from services.inference.rerank.stage import RerankStage, score_batch
 from services.inference.telemetry.metrics import InferenceMetrics
-from shared.batching.queue import BatchLimits
+from shared.batching.queue import BatchLimits, QueueFullError
 from shared.records import SearchHit
 from tests.unit.inference.fakes import hit
 from tests.unit.inference.rerank.fakes import GatedScorer, TableScorer
@@ -127,3 +127,27 @@ def test_a_scorer_returning_the_wrong_count_is_an_error() -> None:
             return super().score(pairs)[:-1]
     with pytest.raises(ValueError, match="for 2 pairs"):
         score_batch(Short(), [("a", ("x", "y"))])
+
+
+def test_a_full_queue_refuses_the_next_query() -> None:
+    asyncio.run(_full_queue())
+
+
+async def _full_queue() -> None:
+    scorer = GatedScorer()
+    s = RerankStage(20, BatchLimits(100_000, 1), 1, 256, InferenceMetrics())
+    s.attach(scorer)
+    s.start()
+    try:
+        running = asyncio.ensure_future(s.rerank("q0", hits(1.0), top_k=1))
+        await asyncio.to_thread(scorer.entered.wait, 5)
+        waiting = asyncio.ensure_future(s.rerank("q1", hits(1.0), top_k=1))
+        while len(s.batcher.queue) < 1:
+            await asyncio.sleep(0.005)
+        with pytest.raises(QueueFullError):
+            await s.rerank("q2", hits(1.0), top_k=1)
+        scorer.gate.set()
+        assert [len(o.hits) for o in await asyncio.gather(running, waiting)] == [1, 1]
+    finally:
+        scorer.gate.set()
+        await s.stop()
