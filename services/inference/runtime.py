@@ -2,8 +2,8 @@
 
 The server binds first and reports NOT_SERVING, so health checks answer during the
 warm-up; it turns SERVING once the reply consumer is positioned and the encoder (and the
-generator, when one is configured) has run once, and NOT_SERVING again as soon as
-shutdown begins.
+generator and the reranker, when configured) has run once, and NOT_SERVING again as soon
+as shutdown begins.
 """
 
 from __future__ import annotations
