@@ -35,6 +35,7 @@ from shared.records import (
     SearchSpec,
     decode_vector,
 )
+from shared.status_files import MODELS_FILE, write_json
 from shared.topics import CHUNKS_EMBEDDED
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,13 @@ async def on_shutdown(app: Any, **kwargs: Any) -> None:
 @app.timer(settings.snapshot_interval_s)
 async def snapshot_shards() -> None:
     await shards.save()
+
+
+@app.timer(2.0, name=f"{app.conf.id}.export_models")
+async def export_models() -> None:
+    """Write each model's index state for `streamrag status` (this worker's shards)."""
+    write_json(settings.data_dir / app.conf.id / MODELS_FILE,
+               {"at": time.time(), "models": shards.summary()})
 
 
 @app.agent(embedded_topic)

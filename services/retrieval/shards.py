@@ -71,6 +71,15 @@ class Shards:
         position = self.position.get(partition)
         return position is not None and position[0] >= self.ready_at.get(partition, -1)
 
+    def summary(self) -> dict[str, dict]:
+        """Each model's dimension and, per owned shard, its chunks, documents and whether
+        it has caught up (for `streamrag status`)."""
+        return {m: {"dim": dim, "shards": {
+            str(p): {"chunks": len(shard), "documents": len(shard.doc_slots),
+                     "caught_up": self.caught_up(m, p)}
+            for p, shard in sorted(self.by_model[m].items())}}
+            for m, dim in sorted(self.models.items())}
+
     def caught_up(self, model_id: str, partition: int) -> bool:
         """True once the model's shard has held every document of the partition's other
         shards (at least at their versions). Sticky: a shard that has caught up keeps
