@@ -124,6 +124,7 @@ def from_model(response: pb.RetrieveResponse, want: dict[str, float]) -> bool:
     return set(got) == set(want) and all(abs(got[d] - want[d]) < 1e-3 for d in want)
 
 
+@pytest.mark.timeout(600)  # two model loads and a second worker's start on a loaded machine
 def test_queries_switch_to_the_new_model_once_its_index_has_caught_up(
         switch_mesh: Mesh) -> None:
     mesh = switch_mesh
