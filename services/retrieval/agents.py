@@ -123,7 +123,8 @@ async def search(stream: Any) -> None:
 def answer(req: SearchRequest, partition: int) -> SearchReply:
     """This shard's top k for every query of the batch, from the index of the request's model.
 
-    A model this worker does not index (or another dimension) answers model_mismatch; a
+    A model this worker does not index (or another dimension) answers model_mismatch,
+    unless no model has a document on the partition (then nothing, as for any model); a
     model whose index has not caught up with the others here answers catching_up, since
     its partial results would look complete to the asker (inference keeps asking the old
     model until every shard of the new one has caught up: services/inference/switch.py).
@@ -132,6 +133,11 @@ def answer(req: SearchRequest, partition: int) -> SearchReply:
         # Still replaying its partition: a partial answer would look complete to the asker.
         return SearchReply(request_id=req.request_id, partition=partition, error="recovering")
     shard = shards.get(req.model_id, partition)
+    if shard is None and shards.empty(partition):
+        # No model has a document here (a fresh mesh, or a partition no document hashed
+        # to): every model's answer is the empty one, known here or not yet.
+        return SearchReply(request_id=req.request_id, partition=partition,
+                           results=tuple(QueryHits(query_id=q.query_id) for q in req.queries))
     if shard is None or req.dim != shard.dim:
         return SearchReply(request_id=req.request_id, partition=partition,
                            error="model_mismatch")

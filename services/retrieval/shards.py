@@ -71,6 +71,10 @@ class Shards:
         position = self.position.get(partition)
         return position is not None and position[0] >= self.ready_at.get(partition, -1)
 
+    def empty(self, partition: int) -> bool:
+        """True when no model's shard of the partition has seen a document (or its delete)."""
+        return not any(shard.doc_version for shard in self.at(partition).values())
+
     def summary(self) -> dict[str, dict]:
         """Each model's dimension and, per owned shard, its chunks, documents and whether
         it has caught up (for `streamrag status`)."""

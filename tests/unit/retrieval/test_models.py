@@ -190,3 +190,15 @@ def test_a_search_names_its_model_and_gets_only_that_index(tmp_path: Path) -> No
         scores = {h.doc_id: h.score for h in reply.results[0].hits}
         assert scores == pytest.approx(
             {d: float(unit(hash(d) % 1000, NEW_DIM) @ q) for d in ("d1", "d2")}, abs=1e-5)
+
+
+def test_a_partition_without_documents_answers_every_model_with_nothing(tmp_path: Path) -> None:
+    shards, log = started(tmp_path, partitions=(0, 1)), Log()
+    with patch.object(agents, "shards", shards):
+        fresh = agents.answer(request(OLD, DIM), 0)  # a fresh mesh: no model known yet
+        assert not fresh.error and [r.hits for r in fresh.results] == [()]
+        log.put(shards, 0, old("d1"))
+        assert agents.answer(request(NEW, NEW_DIM), 0).error == "model_mismatch"
+        # Partition 1 holds no document of any model: the new one is not waited for there.
+        reply = agents.answer(request(NEW, NEW_DIM), 1)
+        assert not reply.error and [r.query_id for r in reply.results] == ["q"]
