@@ -6,8 +6,9 @@ keep being encoded with (and searched in) the old model. With STREAMRAG_INFERENC
 set, inference loads the next encoder and probes the shards with it every `switch_check_s`:
 a shard answers the probe only once the next model's index there holds every document the
 other models' indexes hold (services/retrieval/models.py), and says "catching_up" (or
-"model_mismatch" before its first record) until then. When every shard answers, the engine
-switches to the next encoder at once, for good. Nothing is ever searched across two models.
+"model_mismatch" before its first record) until then. When every shard answers and the
+index is not empty, the engine switches to the next encoder at once, for good. Nothing is
+ever searched across two models.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ PROBE = "probe"  # any text: the probe asks whether shards answer, not what
 
 
 def caught_up(result: GatherResult, partitions: int) -> bool:
-    """True when every shard answered the probe: none is still catching up, recovering,
-    without the model, or silent."""
-    return partitions > 0 and len(result.answered) == partitions and not result.partial
+    """True when every shard answered the probe (none is still catching up, recovering,
+    without the model, or silent) and the next model's index holds something: a shard with
+    no document of any model answers every model with nothing, so on a fresh or empty mesh
+    the switch waits for the next model's first chunks."""
+    return (partitions > 0 and len(result.answered) == partitions and not result.partial
+            and bool(result.hits))
 
 
 class Switchable(Protocol):

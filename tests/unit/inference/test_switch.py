@@ -57,17 +57,19 @@ class ModelShards:
         return gather.result(query.top_k)
 
 
-def result(errors: dict[int, str], missing: tuple[int, ...] = ()) -> GatherResult:
+def result(errors: dict[int, str], missing: tuple[int, ...] = (),
+           found: bool = True) -> GatherResult:
     answered = tuple(p for p in range(4) if p not in errors and p not in missing)
-    return GatherResult((), answered, missing, errors)
+    return GatherResult((hit("c", 0.5),) if found else (), answered, missing, errors)
 
 
-def test_caught_up_only_when_every_shard_answers() -> None:
+def test_caught_up_only_when_every_shard_answers_from_an_index_with_something() -> None:
     assert caught_up(result({}), 4)
     assert not caught_up(result({2: "catching_up"}), 4)
     assert not caught_up(result({0: "model_mismatch"}), 4)
     assert not caught_up(result({}, missing=(3,)), 4)
     assert not caught_up(result({}), 0)
+    assert not caught_up(result({}, found=False), 4)  # a fresh mesh answers empty
 
 
 def test_the_next_model_needs_its_own_id() -> None:
