@@ -10,6 +10,7 @@ partition knows where replay must resume for it, and the partition resumes at th
 from __future__ import annotations
 
 import asyncio
+import binascii
 import hashlib
 import logging
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 from services.retrieval import models, snapshot
 from services.retrieval.index import Shard
 from services.retrieval.settings import RetrievalSettings
+from shared.errors import InvalidInput
 from shared.records import EmbeddedChunkSet
 
 log = logging.getLogger(__name__)
@@ -173,7 +175,10 @@ class Shards:
         return shard.apply(update)
 
     def _start_model(self, update: EmbeddedChunkSet) -> None:
-        vector_dim = len(update.chunks[0].array()) if update.chunks else None
+        try:
+            vector_dim = len(update.chunks[0].array()) if update.chunks else None
+        except (ValueError, binascii.Error) as exc:
+            raise InvalidInput("invalid_vector", "chunks.vector", "not base64 float32") from exc
         models.check_new_model(update.model_id, update.dim, vector_dim, len(self.models),
                                self.settings.max_models)
         models.write_marker(self.folder(update.model_id), update.model_id, update.dim)

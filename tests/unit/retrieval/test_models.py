@@ -93,6 +93,16 @@ def test_a_new_model_must_carry_vectors_of_its_declared_dimension(tmp_path: Path
     assert refused.value.reason == "model_mismatch" and NEW not in shards.models
 
 
+def test_a_new_model_with_a_broken_vector_is_invalid_input(tmp_path: Path) -> None:
+    shards = started(tmp_path)
+    good = new("d1")
+    broken = good.model_copy(update={"chunks": (good.chunks[0].model_copy(
+        update={"vector": "not base64!"}),)})
+    with pytest.raises(InvalidInput) as refused:
+        shards.apply(0, 0, broken)
+    assert refused.value.reason == "invalid_vector" and NEW not in shards.models
+
+
 def test_one_model_too_many_is_refused(tmp_path: Path) -> None:
     shards, log = started(tmp_path, max_models=1), Log()
     log.put(shards, 0, old("d1"))
