@@ -28,9 +28,9 @@ user() {
   admin kafka-configs.sh --alter --entity-type users --entity-name "$1" \
     --add-config "SCRAM-SHA-512=[password=$2]" > /dev/null
 }
-allow() { principal=$1; operation=$2; shift 2
+allow() { principal=$1; operation=$2; pattern=$3; shift 3
   admin kafka-acls.sh --add --allow-principal "User:$principal" --operation "$operation" \
-    --resource-pattern-type literal "$@" > /dev/null
+    --resource-pattern-type "$pattern" "$@" > /dev/null
 }
 user ingest "${STREAMRAG_KAFKA_PASSWORD_INGEST:?}"
 user redaction "${STREAMRAG_KAFKA_PASSWORD_REDACTION:?}"
@@ -41,13 +41,13 @@ user inference "${STREAMRAG_KAFKA_PASSWORD_INFERENCE:?}"
 user ledger "${STREAMRAG_KAFKA_PASSWORD_LEDGER:?}"
 user producer "${STREAMRAG_KAFKA_PASSWORD_PRODUCER:?}"
 user auditor "${STREAMRAG_KAFKA_PASSWORD_AUDITOR:?}"
-allow ingest Read \
+allow ingest Read literal \
   --topic docs.raw.v1 \
   --topic docs.parsed.v1 \
   --topic streamrag-ingest-doc_versions-changelog \
   --topic streamrag-ingest-source_clocks-changelog \
   --group streamrag-ingest
-allow ingest Write \
+allow ingest Write literal \
   --topic docs.parsed.v1 \
   --topic docs.normalized.v1 \
   --topic deadletter.raw.v1 \
@@ -55,35 +55,36 @@ allow ingest Write \
   --topic stats.counts.v1 \
   --topic streamrag-ingest-doc_versions-changelog \
   --topic streamrag-ingest-source_clocks-changelog
-allow redaction Read \
+allow redaction Read literal \
   --topic docs.normalized.v1 \
   --topic audit.batches.v1 \
   --group streamrag-redaction
-allow redaction Write \
+allow redaction Write literal \
   --topic docs.redacted.v1 \
   --topic audit.batches.v1 \
   --topic deadletter.v1 \
   --topic stats.counts.v1
-allow chunking Read \
+allow chunking Read literal \
   --topic docs.redacted.v1 \
   --group streamrag-chunking
-allow chunking Write \
+allow chunking Write literal \
   --topic chunks.v1 \
   --topic deadletter.v1
-allow embedding Read \
-  --topic chunks.v1 \
-  --group streamrag-embedding
-allow embedding Write \
+allow embedding Read literal \
+  --topic chunks.v1
+allow embedding Write literal \
   --topic chunks.embedded.v1 \
   --topic deadletter.v1
-allow retrieval Read \
+allow embedding Read prefixed \
+  --group streamrag-embedding
+allow retrieval Read literal \
   --topic chunks.embedded.v1 \
   --topic search.requests.v1 \
   --group streamrag-retrieval
-allow retrieval Write \
+allow retrieval Write literal \
   --topic search.replies.v1 \
   --topic deadletter.v1
-allow inference Read \
+allow inference Read literal \
   --topic search.replies.v1 \
   --topic feedback.v1 \
   --topic query.latency.v1 \
@@ -96,7 +97,7 @@ allow inference Read \
   --topic streamrag-inference-stream_stats_minute-key_index-changelog \
   --topic streamrag-inference-stream_stats_hour-key_index-changelog \
   --group streamrag-inference
-allow inference Write \
+allow inference Write literal \
   --topic search.requests.v1 \
   --topic feedback.v1 \
   --topic query.latency.v1 \
@@ -108,17 +109,17 @@ allow inference Write \
   --topic streamrag-inference-stream_stats_hour-changelog \
   --topic streamrag-inference-stream_stats_minute-key_index-changelog \
   --topic streamrag-inference-stream_stats_hour-key_index-changelog
-allow ledger Read \
+allow ledger Read literal \
   --topic audit.batches.v1 \
   --topic streamrag-ledger-anchored_batches-changelog \
   --group streamrag-ledger
-allow ledger Write \
+allow ledger Write literal \
   --topic ledger.anchors.v1 \
   --topic deadletter.v1 \
   --topic streamrag-ledger-anchored_batches-changelog
-allow producer Write \
+allow producer Write literal \
   --topic docs.raw.v1
-allow auditor Read \
+allow auditor Read literal \
   --topic docs.redacted.v1 \
   --topic audit.batches.v1 \
   --topic ledger.anchors.v1

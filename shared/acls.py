@@ -3,9 +3,11 @@ topic contract, and the kafka-acls script that applies them (deploy/kafka-acls.s
 
 A service may read what it consumes (SERVICE_INPUTS, SERVICE_LOOKUPS) and write what it
 produces (SERVICE_OUTPUTS), both on its own tables' changelogs, and use its own consumer
-group; nothing else. Read and Write imply Describe. No service may create, delete or alter
-a topic: the topics job creates every topic of the contract as the `admin` principal (the
-only super user), and Faust's own topic creation is off under SASL. Two people-facing
+group; nothing else. Embedding has one group per model id (shared.topics.embedding_app),
+so its grant is on the groups whose names start with its own. Read and Write imply
+Describe. No service may create, delete or alter a topic: the topics job creates every
+topic of the contract as the `admin` principal (the only super user), and Faust's own
+topic creation is off under SASL. Two people-facing
 principals: `producer` (writes docs.raw.v1: `streamrag produce`) and `auditor` (reads what
 `streamrag audit` reads). The embedded broker has no SASL and no ACLs.
 """
@@ -40,12 +42,14 @@ CLIENTS: dict[str, dict[str, tuple[TopicSpec, ...]]] = {
 
 @dataclass(frozen=True, order=True)
 class Grant:
-    """Allow `principal` to do `operation` on one topic or consumer group (literal name)."""
+    """Allow `principal` to do `operation` on one topic or consumer group (the name itself,
+    or with pattern "prefixed" every name that starts with it)."""
 
     principal: str
     operation: str  # Read | Write
     resource: str  # topic | group
     name: str
+    pattern: str = "literal"  # literal | prefixed
 
 
 def principals() -> tuple[str, ...]:
@@ -72,7 +76,9 @@ def grants() -> tuple[Grant, ...]:
     for service, group in SERVICES.items():
         for operation, names in service_topics(service).items():
             out += [Grant(service, operation, "topic", name) for name in names]
-        out.append(Grant(service, "Read", "group", group))
+        # A new embedding model's deployment joins a group of its own (embedding_app).
+        pattern = "prefixed" if service == "embedding" else "literal"
+        out.append(Grant(service, "Read", "group", group, pattern))
     for client, allowed in CLIENTS.items():
         for operation, specs in allowed.items():
             out += [Grant(client, operation, "topic", spec.name) for spec in specs]
@@ -116,9 +122,9 @@ user() {{
   admin kafka-configs.sh --alter --entity-type users --entity-name "$1" \\
     --add-config "{SERVICE_MECHANISM}=[password=$2]" > /dev/null
 }}
-allow() {{ principal=$1; operation=$2; shift 2
+allow() {{ principal=$1; operation=$2; pattern=$3; shift 3
   admin kafka-acls.sh --add --allow-principal "User:$principal" --operation "$operation" \\
-    --resource-pattern-type literal "$@" > /dev/null
+    --resource-pattern-type "$pattern" "$@" > /dev/null
 }}
 """
 
@@ -128,11 +134,12 @@ def script() -> str:
     lines = [SCRIPT_HEAD]
     for principal in principals():
         lines.append(f'user {principal} "${{{password_env(principal)}:?}}"\n')
-    by_call: dict[tuple[str, str], list[str]] = {}
+    by_call: dict[tuple[str, str, str], list[str]] = {}
     for g in grants():
-        by_call.setdefault((g.principal, g.operation), []).append(f"--{g.resource} {g.name}")
-    for (principal, operation), resources in by_call.items():
+        by_call.setdefault((g.principal, g.operation, g.pattern), []).append(
+            f"--{g.resource} {g.name}")
+    for (principal, operation, pattern), resources in by_call.items():
         args = " \\\n  ".join(resources)
-        lines.append(f"allow {principal} {operation} \\\n  {args}\n")
+        lines.append(f"allow {principal} {operation} {pattern} \\\n  {args}\n")
     lines.append('echo "kafka-acls: credentials and grants applied"\n')
     return "".join(lines)

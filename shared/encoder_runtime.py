@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings
+
+from shared.encoder_model import MODEL_ID
 
 log = logging.getLogger(__name__)
 Runtime = Literal["torch", "onnx"]
@@ -46,6 +48,21 @@ class EncoderSettings(BaseSettings):
     # The exported ONNX graph (~90 MB) is cached here, shared by every service and mesh
     # that runs from the same directory; exported once per model.
     model_cache_dir: Path = Path(".run/models")
+    # The sentence-transformers model: a local folder (None: all-MiniLM-L6-v2 from its
+    # wheel) and the id its vectors travel under. The id names the model's index in
+    # retrieval, so another folder must come with its own id (vectors never mix).
+    model_path: Path | None = None
+    model_id: str | None = None
+
+    @model_validator(mode="after")
+    def _model_named(self) -> EncoderSettings:
+        if self.model_path is not None and not self.model_id:
+            raise ValueError("a model_path needs its own model_id (..._MODEL_ID): the id keeps "
+                             "its vectors apart from every other model's")
+        return self
+
+    def encoder_model_id(self) -> str:
+        return self.model_id or MODEL_ID
 
 
 def onnx_available(need_export: bool) -> bool:
@@ -70,7 +87,8 @@ def _wants_cuda(device: str) -> bool:
 
 def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int = 0,
                  cache_dir: Path = Path(".run/models"),
-                 model_path: Path | None = None) -> SentenceEncoder:
+                 model_path: Path | None = None, model_id: str | None = None,
+                 ) -> SentenceEncoder:
     """The encoder on the runtime `choose` allows; a fallback to torch is logged."""
     cuda = runtime == "onnx" and _wants_cuda(device)
     ready = True
@@ -89,7 +107,7 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
     if chosen == "onnx":
         from shared.onnx_encoder import OnnxEncoder
 
-        return OnnxEncoder(cache_dir, model_path, threads)
+        return OnnxEncoder(cache_dir, model_path, threads, model_id=model_id or MODEL_ID)
     from shared.embedder import Encoder
 
-    return Encoder(model_path, device, threads=threads)
+    return Encoder(model_path, device, threads=threads, model_id=model_id or MODEL_ID)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 EVENT_TIME_FILE = "event-time.json"  # ingest: each source's watermark, lag and lateness
+MODELS_FILE = "index-models.json"  # retrieval: each model's index per shard, caught up or not
 
 
 def write_json(path: Path, value: Any) -> None:

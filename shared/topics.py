@@ -9,7 +9,11 @@ a document stay on one partition, in order.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
+
+from shared.encoder_model import MODEL_ID
 
 PARTITIONS = 4  # docs and chunks; search requests must match chunks.embedded.v1
 HOUR_MS = 3_600_000
@@ -59,11 +63,15 @@ DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document",
                             doc="New document versions and deletes, deduplicated.")
 DOCS_REDACTED = TopicSpec("docs.redacted.v1", "doc id", "records.RedactedDocument",
                           doc="Documents with every PII entity replaced by a placeholder.")
-CHUNKS = TopicSpec("chunks.v1", "doc id", "records.ChunkSet",
-                   doc="All chunks of one document version (or a delete).")
+CHUNKS = TopicSpec(
+    "chunks.v1", "doc id", "records.ChunkSet", compacted=True,
+    doc="All chunks of one document version (or a delete); compacted to the newest version "
+        "of each document, so a new embedding model re-reads the whole corpus from it.",
+)
 CHUNKS_EMBEDDED = TopicSpec(
-    "chunks.embedded.v1", "doc id", "records.EmbeddedChunkSet", compacted=True,
-    doc="Chunks with vectors; compacted to the newest version of each document.",
+    "chunks.embedded.v1", "doc id (another model's: model id NUL doc id)",
+    "records.EmbeddedChunkSet", compacted=True,
+    doc="Chunks with vectors; compacted to the newest version of each document and model.",
 )
 SEARCH_REQUESTS = TopicSpec(
     "search.requests.v1", "request id", "records.SearchRequest", retention_ms=HOUR_MS,
@@ -159,6 +167,24 @@ SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
 # Read by a plain consumer outside the service's group (no lag to report): redaction reads
 # the tail of its own audit records back to rebuild its chain ends after a restart.
 SERVICE_LOOKUPS: dict[str, tuple[TopicSpec, ...]] = {"redaction": (AUDIT_BATCHES,)}
+
+
+def embedding_app(model_id: str) -> str:
+    """The embedding app (its consumer group) of a model. Each model id keeps its own
+    offsets on chunks.v1, so a deployment of a new model starts at the beginning of the
+    compacted topic and embeds the whole corpus; all-MiniLM-L6-v2, the model the mesh
+    started with, keeps the group it always had."""
+    if model_id == MODEL_ID:
+        return EMBEDDING_APP
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id).strip("._")[:48]
+    tag = hashlib.blake2b(model_id.encode(), digest_size=4).hexdigest()
+    return f"{EMBEDDING_APP}.{readable}-{tag}"
+
+
+def embedded_key(model_id: str, doc_id: str) -> bytes:
+    """A chunks.embedded.v1 key: one per document and model, so compaction keeps every
+    model's newest version (all-MiniLM-L6-v2's records keep the plain doc id they had)."""
+    return (doc_id if model_id == MODEL_ID else f"{model_id}\0{doc_id}").encode()
 
 
 def service_tables(service: str) -> tuple[TableSpec, ...]:

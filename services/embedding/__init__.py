@@ -1,1 +1,1 @@
-"""Embedding: micro-batched all-MiniLM-L6-v2 vectors for every chunk."""
+"""Embedding: micro-batched vectors for every chunk from the configured sentence encoder."""

@@ -26,6 +26,7 @@ from shared.boundary import Boundary, export_counts, is_fatal
 from shared.codec import decode, encode
 from shared.encoder_runtime import SentenceEncoder, load_encoder
 from shared.records import ChunkSet, EmbeddedChunkSet
+from shared.topics import embedded_key
 
 log = logging.getLogger(__name__)
 encoder: SentenceEncoder | None = None
@@ -40,7 +41,8 @@ export_counts(app, settings.data_dir)
 async def warm_up() -> None:
     global encoder
     loaded = await asyncio.to_thread(load_encoder, settings.encoder_runtime, settings.device,
-                                     settings.encoder_threads, settings.model_cache_dir)
+                                     settings.encoder_threads, settings.model_cache_dir,
+                                     settings.model_path, settings.encoder_model_id())
     await asyncio.to_thread(loaded.encode, ["warm-up"])
     encoder = loaded
     ready.set()
@@ -95,7 +97,11 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
     started = time.perf_counter()
     embedded = await _embedded(encoder, live)
     encoded_ms = (time.perf_counter() - started) * 1000
-    sent = [await embedded_topic.send(key=out.doc_id.encode(), value=encode(out))
+    # Each output on its input's partition (chunks.v1 is keyed by doc id too): every
+    # model's records of a document land on the same retrieval shard whatever the key.
+    partition = {cs.doc_id: ev.message.partition for ev, cs in live}
+    sent = [await embedded_topic.send(key=embedded_key(out.model_id, out.doc_id),
+                                      value=encode(out), partition=partition[out.doc_id])
             for out in embedded]
     await asyncio.gather(*sent)  # on the broker before the inputs are acked
     for event, _ in batch:

@@ -3,11 +3,12 @@
 from services.embedding.settings import EmbeddingSettings
 from shared.faust_app import make_app, topic
 from shared.settings import KafkaSettings
-from shared.topics import CHUNKS, CHUNKS_EMBEDDED, DEADLETTER, EMBEDDING_APP
+from shared.topics import CHUNKS, CHUNKS_EMBEDDED, DEADLETTER, embedding_app
 
 settings = EmbeddingSettings()
 kafka = KafkaSettings()
-app = make_app(EMBEDDING_APP, kafka, settings.data_dir)
+# One consumer group per model id: a new model re-embeds chunks.v1 from its beginning.
+app = make_app(embedding_app(settings.encoder_model_id()), kafka, settings.data_dir)
 
 chunks_topic = topic(app, CHUNKS)
 embedded_topic = topic(app, CHUNKS_EMBEDDED)

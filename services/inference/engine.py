@@ -58,6 +58,7 @@ class Retrieval:
     started: float  # time.perf_counter() when the query began
     embed_ms: float
     retrieval_ms: float
+    generation: int = 0  # the engine's encoder generation `vector` came from
     rerank_ms: float = 0.0
     # Per hit, its cross-encoder score; empty with the reranker off (rerank/order.py).
     rerank_scores: tuple[float | None, ...] = ()
@@ -83,6 +84,9 @@ class QueryEngine:
             self.reranker = RerankStage(
                 s.rerank_candidates, BatchLimits(s.rerank_token_budget, s.rerank_max_batch),
                 s.queue_capacity, s.rerank_max_length, self.metrics)
+        # Bumped when the encoder is replaced by the next model's (switch.py): vectors of
+        # two generations never meet in one search, answer or cache.
+        self.model_generation = 0
 
     @property
     def ready(self) -> bool:
@@ -113,6 +117,14 @@ class QueryEngine:
         if self.generative is not None:
             await self.generative.stop()
 
+    def switch_encoder(self, encoder: TextEncoder) -> None:
+        """From now on encode with `encoder` (the next embedding model's); the vectors
+        cached for the old one go with it."""
+        self.encoder = encoder
+        self.model_generation += 1
+        self.questions = VectorCache(self.settings.question_cache_size)
+        self.extractor.cache = VectorCache(self.settings.sentence_cache_size)
+
     def attach_generator(self, lm: CausalLM, runner: GenerationRunner | None = None) -> None:
         self.generative = Generator(lm, self.settings, self.metrics, runner)
         self.generative.start()
@@ -123,7 +135,11 @@ class QueryEngine:
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
         longest = max(estimate_tokens(t) for t in texts)
-        return await self.embedder.submit(list(texts), len(texts), longest, priority)
+        while True:
+            generation = self.model_generation
+            vectors = await self.embedder.submit(list(texts), len(texts), longest, priority)
+            if generation == self.model_generation:  # no switch while it was encoded
+                return vectors
 
     async def _run_encoder(self, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
         assert self.encoder is not None
@@ -137,6 +153,7 @@ class QueryEngine:
             raise NotReadyError("warming up: the reranker is not loaded yet")
         started = time.perf_counter()
         vector = await self._question_vector(params.question)
+        generation = self.model_generation  # the vector's: no await since it was made
         embedded = time.perf_counter()
         # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
         fetch = params.top_k
@@ -161,13 +178,13 @@ class QueryEngine:
         searched = time.perf_counter()
         if self.reranker is None:
             return Retrieval(params, vector, result, started, (embedded - started) * 1000,
-                             (searched - embedded) * 1000)
+                             (searched - embedded) * 1000, generation)
         # The cross-encoder picks from the (feedback-ordered) candidates and has the last
         # word on their order.
         reranked = await self.reranker.rerank(params.question, result.hits, params.top_k)
         return Retrieval(params, vector, replace(result, hits=reranked.hits), started,
                          (embedded - started) * 1000, (searched - embedded) * 1000,
-                         (time.perf_counter() - searched) * 1000, reranked.scores)
+                         generation, (time.perf_counter() - searched) * 1000, reranked.scores)
 
     async def _question_vector(self, question: str) -> np.ndarray:
         """The question's vector; a question asked before (up to case and spacing, which the
@@ -200,10 +217,30 @@ class QueryEngine:
             async for event in self.generative.stream(retrieval.params, [h.text for h in hits]):
                 yield event
             return
-        answer = await self.extractor.answer(retrieval.params, retrieval.vector, hits)
+        answer = await self._extract(retrieval)
         for piece in answer.pieces:
             yield piece
         yield answer
+
+    async def _extract(self, retrieval: Retrieval) -> Answer:
+        """The extractive answer, its question and sentence vectors from one encoder: done
+        again if the encoder was switched meanwhile (see switch_encoder)."""
+        vector = retrieval.vector
+        while True:
+            generation = self.model_generation
+            if generation != retrieval.generation:
+                vector = await self._question_vector(retrieval.params.question)
+                generation = self.model_generation
+            try:
+                answer = await self.extractor.answer(retrieval.params, vector,
+                                                     retrieval.result.hits)
+            except ValueError:  # two models' vectors of different sizes met mid-switch
+                if generation == self.model_generation:
+                    raise
+                continue
+            if generation == self.model_generation:
+                return answer
+            retrieval = replace(retrieval, generation=-1)  # encode the question again
 
     async def answer(self, retrieval: Retrieval) -> Answer:
         async for event in self.answer_stream(retrieval):

@@ -31,6 +31,7 @@ from services.inference.rerank.stage import PairScorer
 from services.inference.search.client import SearchClient
 from services.inference.search.feedback import FeedbackView
 from services.inference.settings import InferenceSettings
+from services.inference.switch import ModelSwitch
 from services.inference.telemetry.metrics import InferenceMetrics
 from services.inference.telemetry.streamstats import StatsView, WindowCollector
 from shared.errors import InfrastructureError
@@ -44,11 +45,14 @@ class ManagedSearch(SearchBackend, Protocol):
     async def stop(self) -> None: ...
 
 
-def load_encoder(settings: InferenceSettings) -> TextEncoder:
+def load_encoder(settings: InferenceSettings, next_model: bool = False) -> TextEncoder:
+    """The query encoder of the current model (or, `next_model`, of the next one)."""
     from shared.encoder_runtime import load_encoder as load  # torch/onnxruntime load here
 
+    path, model_id = ((settings.next_model_path, settings.next_model_id) if next_model
+                      else (settings.model_path, settings.encoder_model_id()))
     encoder = load(settings.encoder_runtime, settings.device, settings.encoder_threads,
-                   settings.model_cache_dir)
+                   settings.model_cache_dir, path, model_id)
     encoder.encode(["warm-up"])  # the first forward pass is the slow one; pay it before SERVING
     return encoder
 
@@ -105,6 +109,11 @@ class InferenceRuntime(mode.Service):
         self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
         self._generator_factory = generator_factory or (lambda: load_generator(settings))
         self._reranker_factory = reranker_factory or (lambda: load_reranker(settings))
+        self.switch: ModelSwitch | None = None
+        if settings.next_model_id:
+            self.switch = ModelSwitch(self.engine, self.search,
+                                      lambda: load_encoder(settings, next_model=True),
+                                      settings.switch_check_s, settings.shard_timeout_s)
 
     async def on_start(self) -> None:
         await set_serving(self.health, False)
@@ -141,6 +150,8 @@ class InferenceRuntime(mode.Service):
         self._warm = True
         log.info("inference SERVING (encoder on %s, %s)", self.engine.encoder.device,
                  getattr(self.engine.encoder, "runtime", "torch"))
+        if self.switch is not None:
+            self.add_future(self.switch.run())  # a failure crashes the service, loudly
 
     @mode.Service.timer(1.0)
     async def _check_reader(self) -> None:

@@ -42,6 +42,14 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # encode the questions of 8 clients against 29 ms with two (bench_query --retrieve
     # --onnx-threads 2); unlike torch, ONNX Runtime's second thread did not collapse under
     # load (scripts/bench_encoder).
+    # The query encoder's model (model_path / model_id, shared/encoder_runtime.py) must be
+    # the embedding model whose index the shards search. A model change: set next_model_path
+    # and next_model_id to the new embedding deployment's; queries keep using the current
+    # model until every shard's index of the next one has caught up (probed every
+    # switch_check_s), then switch to it (services/inference/switch.py).
+    next_model_path: Path | None = None
+    next_model_id: str | None = None
+    switch_check_s: float = Field(default=1.0, gt=0)
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
 
@@ -104,6 +112,14 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
 
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
+
+    @model_validator(mode="after")
+    def _next_model(self) -> InferenceSettings:
+        if self.next_model_path is not None and not self.next_model_id:
+            raise ValueError("STREAMRAG_INFERENCE_NEXT_MODEL_PATH needs its _NEXT_MODEL_ID")
+        if self.next_model_id and self.next_model_id == self.encoder_model_id():
+            raise ValueError("the next model id is the current one: nothing to switch to")
+        return self
 
     @model_validator(mode="after")
     def _tls_pair(self) -> InferenceSettings:

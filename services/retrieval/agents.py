@@ -35,6 +35,7 @@ from shared.records import (
     SearchSpec,
     decode_vector,
 )
+from shared.status_files import MODELS_FILE, write_json
 from shared.topics import CHUNKS_EMBEDDED
 
 log = logging.getLogger(__name__)
@@ -82,16 +83,24 @@ async def snapshot_shards() -> None:
     await shards.save()
 
 
+@app.timer(2.0, name=f"{app.conf.id}.export_models")
+async def export_models() -> None:
+    """Write each model's index state for `streamrag status` (this worker's shards)."""
+    write_json(settings.data_dir / app.conf.id / MODELS_FILE,
+               {"at": time.time(), "models": shards.summary()})
+
+
 @app.agent(embedded_topic)
 async def index(stream: Any) -> None:
     async for event in stream.events():
         msg = event.message
-        shard = shards.get(msg.partition)
-        if shard is None or msg.offset <= shard.offset:
-            continue  # a partition that moved away, or replay overlapping the snapshot
+        position = shards.position.get(msg.partition)
+        if position is None or msg.offset <= position[0]:
+            continue  # a partition that moved away, or replay overlapping every snapshot
         async with index_boundary.record(event):
+            update = decode(EmbeddedChunkSet, event.value)
             try:
-                shard.apply(decode(EmbeddedChunkSet, event.value))
+                shards.apply(msg.partition, msg.offset, update)
             except ModelMismatchError as exc:  # an infrastructure error, but this record's
                 raise InvalidInput("model_mismatch", "model_id", str(exc)) from exc
         shards.applied(msg.partition, msg.offset, msg.value)
@@ -112,14 +121,29 @@ async def search(stream: Any) -> None:
 
 
 def answer(req: SearchRequest, partition: int) -> SearchReply:
-    """This shard's top k for every query of the batch."""
-    shard = shards.get(partition)
-    if shard is None or not shards.ready(partition):
+    """This shard's top k for every query of the batch, from the index of the request's model.
+
+    A model this worker does not index (or another dimension) answers model_mismatch,
+    unless no model has a document on the partition (then nothing, as for any model); a
+    model whose index has not caught up with the others here answers catching_up, since
+    its partial results would look complete to the asker (inference keeps asking the old
+    model until every shard of the new one has caught up: services/inference/switch.py).
+    """
+    if not shards.ready(partition):
         # Still replaying its partition: a partial answer would look complete to the asker.
         return SearchReply(request_id=req.request_id, partition=partition, error="recovering")
-    if req.model_id != shard.model_id or req.dim != shard.dim:
+    shard = shards.get(req.model_id, partition)
+    if shard is None and shards.empty(partition):
+        # No model has a document here (a fresh mesh, or a partition no document hashed
+        # to): every model's answer is the empty one, known here or not yet.
         return SearchReply(request_id=req.request_id, partition=partition,
-                           shard_size=len(shard), error="model_mismatch")
+                           results=tuple(QueryHits(query_id=q.query_id) for q in req.queries))
+    if shard is None or req.dim != shard.dim:
+        return SearchReply(request_id=req.request_id, partition=partition,
+                           error="model_mismatch")
+    if not shards.caught_up(req.model_id, partition):
+        return SearchReply(request_id=req.request_id, partition=partition,
+                           shard_size=len(shard), error="catching_up")
     return SearchReply(request_id=req.request_id, partition=partition,
                        results=tuple(search_one(shard, q) for q in req.queries),
                        shard_size=len(shard))

@@ -45,6 +45,8 @@ class Shard:
         self.offset = -1
         self.digest = ""
         self.dropped = 0  # hits left out of replies because they cannot be serialised
+        # Has held every document of the partition's other models' shards (shards.py).
+        self.caught_up = False
 
     def __len__(self) -> int:
         return len(self.columns)

@@ -9,15 +9,19 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from services.retrieval.index_config import IndexConfig
-from shared.encoder_model import MODEL_DIM, MODEL_ID
 from shared.settings import ServiceSettings
 
 
 class RetrievalSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_RETRIEVAL_", frozen=True)
 
-    model_id: str = MODEL_ID
-    dim: int = MODEL_DIM
+    # Every embedding model id on chunks.embedded.v1 gets its own index (one shard per
+    # partition each; services/retrieval/models.py), up to max_models; a record that would
+    # start one more is dead-lettered (too_many_models). A model in drop_models (JSON list)
+    # is not indexed and its snapshots are deleted at start: the old model's index, once
+    # inference has switched to the new one.
+    max_models: int = Field(default=3, ge=1)
+    drop_models: frozenset[str] = frozenset()
     use_gpu: bool = True  # IVF k-means on a GPU when faiss-gpu and a GPU are present
     ivf_threshold: int = Field(default=20_000, ge=1)  # chunks per shard before IVF
     ivf_nlist_factor: float = Field(default=1.0, gt=0)  # nlist = factor * sqrt(chunks)

@@ -26,6 +26,7 @@ FORMAT = 1
 
 
 def path_for(directory: Path, partition: int) -> Path:
+    """The partition's snapshot in `directory` (one folder per model: shards.py)."""
     return directory / f"shard-{partition}.npz"
 
 
@@ -42,7 +43,8 @@ def capture(shard: Shard) -> Captured:
     """Copy what a snapshot needs (fast: the index bytes and shallow copies of the rest)."""
     state = {"format": FORMAT, "model_id": shard.model_id, "dim": shard.dim,
              "offset": shard.offset, "digest": shard.digest, "doc_version": dict(shard.doc_version),
-             "doc_slots": dict(shard.doc_slots)}  # slot lists are replaced, never mutated
+             "doc_slots": dict(shard.doc_slots),  # slot lists are replaced, never mutated
+             "caught_up": shard.caught_up}
     return Captured(shard.vectors.serialize(), state, list(shard.columns.hits))
 
 
@@ -83,6 +85,7 @@ def load(path: Path, model_id: str, dim: int, config: IndexConfig,
     shard.doc_version = state["doc_version"]
     shard.doc_slots = state["doc_slots"]
     shard.offset, shard.digest = state["offset"], state.get("digest", "")
+    shard.caught_up = bool(state.get("caught_up", False))
     shard.rebuild_lexical()
     vectors.maybe_train()  # a snapshot saved while an IVF was training resumes it
     return shard

@@ -24,7 +24,7 @@ from shared.boundary import COUNTS_FILE
 from shared.cli.settings import MeshSettings
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
-from shared.status_files import EVENT_TIME_FILE, read_all
+from shared.status_files import EVENT_TIME_FILE, MODELS_FILE, read_all
 from shared.topics import CHUNKS_EMBEDDED, ONEBOX_APP, SERVICE_INPUTS, SERVICES
 
 
@@ -169,6 +169,46 @@ def render_event_time(sources: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def index_models(data_dir: Path) -> dict[str, dict]:
+    """Each embedding model's index in retrieval, its shards of every worker combined:
+    {model: {"dim", "chunks", "documents", "shards", "caught_up": [partitions]}}."""
+    out: dict[str, dict] = {}
+    for written in read_all(data_dir, MODELS_FILE):
+        for model, state in written.get("models", {}).items():
+            have = out.setdefault(model, {"dim": state["dim"], "chunks": 0, "documents": 0,
+                                          "shards": [], "caught_up": []})
+            for p, shard in state["shards"].items():
+                have["chunks"] += shard["chunks"]
+                have["documents"] += shard["documents"]
+                have["shards"].append(int(p))
+                if shard["caught_up"]:
+                    have["caught_up"].append(int(p))
+    for have in out.values():
+        have["shards"].sort()
+        have["caught_up"].sort()
+    return out
+
+
+def render_models(models: dict[str, dict], serving: str) -> str:
+    lines = [f"{'embedding model (retrieval index)':<44} {'dim':>5} {'chunks':>8} {'docs':>7}"
+             "  caught up"]
+    for model, m in sorted(models.items()):
+        mark = " <- queries" if model == serving else ""
+        lines.append(f"{model[:44]:<44} {m['dim']:>5} {m['chunks']:>8} {m['documents']:>7}"
+                     f"  {len(m['caught_up'])}/{len(m['shards'])} shards{mark}")
+    return "\n".join(lines)
+
+
+def inference_model(target: str) -> str:
+    """The embedding model inference encodes queries with ("" when it does not answer)."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            return str(inference_pb2_grpc.InferenceStub(channel).Info(
+                inference_pb2.InfoRequest(), timeout=2).model_id)
+        except grpc.RpcError:
+            return ""
+
+
 def inference_health(target: str) -> str:
     """Inference answers over gRPC; its reply reader has no consumer group to count."""
     with grpc.insecure_channel(target) as channel:
@@ -232,12 +272,16 @@ def run(args: argparse.Namespace) -> int:
     counts = stage_counts(data_dir)
     sources = event_time(data_dir, time.time())
     stats = stream_stats(target) if health == "SERVING" else health
+    models = index_models(data_dir)
+    serving = inference_model(target) if health == "SERVING" else ""
     workers_up = all(r.members for r in rows if r.service != "inference")
     code = 0 if workers_up and health == "SERVING" else 1
     if args.json:
         print(json.dumps({"services": [asdict(r) for r in rows], "stage_counts": counts,
                           "event_time": sources, "stream_stats": stats,
-                          "inference": {"target": target, "health": health}},
+                          "index_models": models,
+                          "inference": {"target": target, "health": health,
+                                        "model_id": serving}},
                          sort_keys=True))
         return code
     print(render(rows))
@@ -245,6 +289,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + render_counts(counts))
     if sources:
         print("\n" + render_event_time(sources))
+    if models:
+        print("\n" + render_models(models, serving))
     print("\n" + render_stats(stats))
     print(f"\ninference gRPC {target}: {health}")
     return code

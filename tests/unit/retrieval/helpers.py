@@ -23,7 +23,7 @@ def chunk_set(doc: str, version: int, seeds: list[int], *, op: str = "upsert",
                                  text=f"{doc} v{version} c{i}", token_count=3,
                                  vector=encode_vector(unit(s, dim))) for i, s in enumerate(seeds))
     return EmbeddedChunkSet(doc_id=doc, version=version, op=op, source=source, domain=domain,  # type: ignore[arg-type]
-                            event_time=event_time, ingest_time=0, model_id=model, dim=DIM,
+                            event_time=event_time, ingest_time=0, model_id=model, dim=dim,
                             chunks=chunks if op == "upsert" else ())
 
 

@@ -18,7 +18,7 @@ class FlakyShard:
     model_id, dim = "m", 8
 
     def __init__(self) -> None:
-        self.offset = -1
+        self.offset, self.digest = -1, ""
         self.applied: list[str] = []
 
     def apply(self, cs: EmbeddedChunkSet) -> None:
@@ -34,7 +34,9 @@ def test_an_index_bug_dead_letters_the_set_and_the_partition_moves_on() -> None:
     async def drive() -> None:
         agents.app.finalize()
         agents.app.flow_control.resume()
-        with patch.dict(agents.shards.by_partition, {0: shard}), \
+        with patch.object(agents.shards, "models", {"m": 8}), \
+                patch.object(agents.shards, "by_model", {"m": {0: shard}}), \
+                patch.object(agents.shards, "position", {0: (-1, "")}), \
                 patch.object(agents.shards, "dirty", set()), \
                 patch.object(agents.dlq, "send", dead):
             async with agents.index.test_context() as agent:

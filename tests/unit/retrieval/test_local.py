@@ -17,10 +17,12 @@ PARTITIONS = [0, 1, 2, 3]
 
 def shards_at(offsets: dict[int, int], ready_at: dict[int, int]) -> Shards:
     shards = Shards(RetrievalSettings())
+    shards.models["m"], shards.by_model["m"] = DIM, {}
     for p, offset in offsets.items():
         shard = Shard("m", DIM)
         shard.offset = offset
-        shards.by_partition[p] = shard
+        shards.by_model["m"][p] = shard
+        shards.position[p] = (offset, "")
     shards.ready_at.update(ready_at)
     return shards
 

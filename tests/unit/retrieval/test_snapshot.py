@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.retrieval import snapshot
+from services.retrieval import models, snapshot
 from services.retrieval.index import Filters, IndexConfig, Shard
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
@@ -73,7 +73,7 @@ class Log:
 
 
 def test_shards_resume_from_snapshots_and_rebuild_without(tmp_path: Path) -> None:
-    settings = RetrievalSettings(data_dir=tmp_path, model_id="m", dim=DIM)
+    settings = RetrievalSettings(data_dir=tmp_path)
     log = Log()
     first = Shards(settings)
     assert asyncio.run(first.assign({0: 0, 1: 0}, log.digest_at)) == {0: 0, 1: 0}
@@ -81,30 +81,32 @@ def test_shards_resume_from_snapshots_and_rebuild_without(tmp_path: Path) -> Non
     for offset in range(5):
         update = chunk_set(f"d{offset}", 1, [offset])
         log.values[(1, offset)] = encode(update)
-        first.get(1).apply(update)  # type: ignore[union-attr]
+        assert first.apply(1, offset, update)
         first.applied(1, offset, encode(update))
-    assert asyncio.run(first.save()) == [1]
+    assert asyncio.run(first.save()) == [("m", 0), ("m", 1)]  # the model's shard on each
     assert asyncio.run(first.save()) == []  # only dirty shards are written
 
-    second = Shards(settings)  # a restarted worker
+    second = Shards(settings)  # a restarted worker: it remembers the model
     assert asyncio.run(second.assign({1: 9, 2: 3}, log.digest_at)) == {1: 5, 2: 0}
-    assert len(second.get(1)) == 5 and not second.ready(1)  # type: ignore[arg-type]
+    assert len(second.get("m", 1)) == 5 and not second.ready(1)  # type: ignore[arg-type]
     second.applied(1, 8, b"later")
     assert second.ready(1) and not second.ready(2)
     assert asyncio.run(second.assign({2: 3}, log.digest_at)) == {2: 0}
-    assert second.get(1) is None  # partition 1 moved away
+    assert second.get("m", 1) is None  # partition 1 moved away
 
     log.values[(1, 4)] = b"another log"  # the broker lost its log; offset 4 is someone else
     third = Shards(settings)
     assert asyncio.run(third.assign({1: 50}, log.digest_at)) == {1: 0}
-    assert len(third.get(1)) == 0  # type: ignore[arg-type]
+    assert len(third.get("m", 1)) == 0  # type: ignore[arg-type]
 
 
 def test_a_damaged_snapshot_means_a_rebuild_not_a_crash(tmp_path: Path) -> None:
-    settings = RetrievalSettings(data_dir=tmp_path, model_id="m", dim=DIM)
-    path = snapshot.path_for(settings.snapshot_dir, 0)
+    settings = RetrievalSettings(data_dir=tmp_path)
+    shards = Shards(settings)
+    models.write_marker(shards.folder("m"), "m", DIM)
+    path = snapshot.path_for(shards.folder("m"), 0)
     snapshot.save(filled(IndexConfig()), path)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # torn write
     shards = Shards(settings)
     assert asyncio.run(shards.assign({0: 500}, Log().digest_at)) == {0: 0}
-    assert len(shards.get(0)) == 0  # type: ignore[arg-type]
+    assert len(shards.get("m", 0)) == 0  # type: ignore[arg-type]

@@ -98,7 +98,8 @@ def test_every_service_gets_exactly_its_topics_group_and_changelogs() -> None:
         writes = {t.name for t in topics.SERVICE_OUTPUTS[service]} | changelogs
         assert mine == ({Grant(service, "Read", "topic", n) for n in reads}
                         | {Grant(service, "Write", "topic", n) for n in writes}
-                        | {Grant(service, "Read", "group", group)})
+                        | {Grant(service, "Read", "group", group,
+                                 "prefixed" if service == "embedding" else "literal")})
     assert {g.operation for g in acls.grants()} == {"Read", "Write"}  # no Create/Alter/All
     contract = {s.name for s in topics.all_topic_specs()}
     assert {g.name for g in acls.grants() if g.resource == "topic"} <= contract
@@ -133,7 +134,8 @@ def test_the_script_creates_every_credential_and_exactly_the_grants(tmp_path: Pa
         if c[0] == "kafka-acls.sh":
             principal = c[c.index("--allow-principal") + 1].removeprefix("User:")
             operation = c[c.index("--operation") + 1]
-            applied |= {Grant(principal, operation, c[i][2:], c[i + 1])
+            pattern = c[c.index("--resource-pattern-type") + 1]
+            applied |= {Grant(principal, operation, c[i][2:], c[i + 1], pattern)
                         for i in range(len(c)) if c[i] in ("--topic", "--group")}
     assert applied == set(acls.grants())
 
