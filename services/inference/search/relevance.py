@@ -54,3 +54,9 @@ def documents_by_best_chunk(hits: Iterable[tuple[str, float]]) -> list[str]:
         if score > best.get(doc_id, -math.inf):
             best[doc_id] = score
     return sorted(best, key=lambda d: (-best[d], d))
+
+
+def documents_in_order(doc_ids: Iterable[str]) -> list[str]:
+    """Doc ids in the order a server ranked their chunks, each once (its first chunk): for
+    answers a later stage reordered (a reranker), whose `score` is still the search's."""
+    return list(dict.fromkeys(doc_ids))

@@ -8,6 +8,7 @@ import pytest
 
 from services.inference.search.relevance import (
     documents_by_best_chunk,
+    documents_in_order,
     evaluate,
     ndcg_at,
     recall_at,
@@ -53,3 +54,9 @@ def test_documents_rank_by_their_best_chunk_not_their_chunk_count() -> None:
     hits = [("long", 0.5), ("long", 0.55), ("long", 0.52), ("short", 0.6), ("tie", 0.5),
             ("also", 0.5)]
     assert documents_by_best_chunk(hits) == ["short", "long", "also", "tie"]
+
+
+def test_documents_in_order_keep_the_servers_order_not_the_scores() -> None:
+    # A reranker reorders chunks but leaves `score` the search's: the order is the ranking.
+    assert documents_in_order(["b", "a", "b", "c", "a"]) == ["b", "a", "c"]
+    assert documents_in_order([]) == []
