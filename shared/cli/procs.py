@@ -92,7 +92,7 @@ def stop_stale(run_dir: Path, timeout_s: float = 10.0) -> list[str]:
                 os.killpg(pid, signal.SIGTERM)
             stopped.append(pid_file.stem)
             deadline = time.monotonic() + timeout_s
-            while _is_ours(pid) and time.monotonic() < deadline:
+            while _is_ours(pid, settle_s=0) and time.monotonic() < deadline:
                 time.sleep(0.1)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
@@ -100,9 +100,22 @@ def stop_stale(run_dir: Path, timeout_s: float = 10.0) -> list[str]:
     return stopped
 
 
-def _is_ours(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return any(w in cmdline for w in (b"services.", b"tansu", b"anvil"))
+def _is_ours(pid: int, settle_s: float = 2.0) -> bool:
+    return any(w in _cmdline(pid, settle_s) for w in (b"services.", b"tansu", b"anvil"))
+
+
+def _cmdline(pid: int, settle_s: float) -> bytes:
+    """The process's command line; b"" when it is gone or a zombie. A process caught inside
+    its exec (Popen has returned, the kernel has not yet mapped the new arguments) reads
+    as empty for a moment, so an empty one is read again for up to `settle_s`: a Ctrl-C
+    right after a spawn would otherwise leave that process running."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            zombie = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except (OSError, IndexError):
+            return b""
+        if cmdline or zombie or time.monotonic() >= deadline:
+            return cmdline
+        time.sleep(0.01)
