@@ -47,7 +47,7 @@ def load_encoder(settings: InferenceSettings) -> TextEncoder:
     from shared.encoder_runtime import load_encoder as load  # torch/onnxruntime load here
 
     encoder = load(settings.encoder_runtime, settings.device, settings.encoder_threads,
-                   settings.model_cache_dir)
+                   settings.model_cache_dir, int8=settings.encoder_int8)
     encoder.encode(["warm-up"])  # the first forward pass is the slow one; pay it before SERVING
     return encoder
 

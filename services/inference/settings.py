@@ -101,6 +101,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     stats_hour_retention_s: float = Field(default=86_400.0, ge=3600)
     stats_hour_step_s: float = Field(default=300.0, ge=1, le=3600)
 
+    # The query encoder on ONNX runs an int8 copy of its graph (shared/onnx_encoder.py);
+    # chunk vectors stay fp32 (the embedding service); torch ignores it.
+    encoder_int8: bool = False
+
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
 
