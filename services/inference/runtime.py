@@ -118,8 +118,9 @@ class InferenceRuntime(mode.Service):
             log.info("generator %s on %s (%s)", lm.model_id, lm.device, lm.dtype)
         await set_serving(self.health, True)
         self._warm = True
-        log.info("inference SERVING (encoder on %s, %s)", self.engine.encoder.device,
-                 getattr(self.engine.encoder, "runtime", "torch"))
+        encoder = self.engine.encoder
+        log.info("inference SERVING (encoder on %s, %s, %s)", encoder.device,
+                 getattr(encoder, "runtime", "torch"), getattr(encoder, "dtype", "float32"))
 
     @mode.Service.timer(1.0)
     async def _check_reader(self) -> None:
