@@ -88,15 +88,17 @@ def _wants_cuda(device: str) -> bool:
 def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int = 0,
                  cache_dir: Path = Path(".run/models"),
                  model_path: Path | None = None, model_id: str | None = None,
-                 ) -> SentenceEncoder:
-    """The encoder on the runtime `choose` allows; a fallback to torch is logged."""
+                 int8: bool = False) -> SentenceEncoder:
+    """The encoder on the runtime `choose` allows; a fallback to torch is logged. `int8`:
+    ONNX runs its int8 copy of the graph (shared/onnx_encoder.py); torch ignores it."""
     cuda = runtime == "onnx" and _wants_cuda(device)
     ready = True
     if runtime == "onnx" and not cuda:
         from shared.encoder_model import default_model_path
-        from shared.onnx_encoder import graph_path
+        from shared.onnx_encoder import graph_path, int8_path
 
-        cached = graph_path(model_path or default_model_path(), cache_dir).exists()
+        graph = graph_path(model_path or default_model_path(), cache_dir)
+        cached = (int8_path(graph) if int8 else graph).exists()
         ready = onnx_available(need_export=not cached)
     chosen = choose(runtime, cuda, ready)
     if chosen != runtime and cuda:  # the GPU is the faster choice: not worth a warning
@@ -107,7 +109,8 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
     if chosen == "onnx":
         from shared.onnx_encoder import OnnxEncoder
 
-        return OnnxEncoder(cache_dir, model_path, threads, model_id=model_id or MODEL_ID)
+        return OnnxEncoder(cache_dir, model_path, threads, model_id=model_id or MODEL_ID,
+                           int8=int8)
     from shared.embedder import Encoder
 
     return Encoder(model_path, device, threads=threads, model_id=model_id or MODEL_ID)

@@ -4,7 +4,14 @@ The graph is exported from the torch model at first use (torch + onnx needed the
 after) with mean pooling and L2 normalisation inside it, and cached under a data dir,
 keyed by a hash of the weights and the export code's version, so a changed model never
 reuses a stale graph. Concurrent first starts each write a private temp file and rename it
-into place. Inputs are length-sorted and grouped by a padded-token budget, as on torch.
+into place. Inputs are tokenized once, length-sorted and grouped by a padded-token budget,
+as on torch; each group is padded to its own longest input (a batch of short questions runs
+at their length, never at max_length).
+
+`int8=True` runs a dynamically quantized copy of that graph (int8 weights of every MatMul,
+per output channel; activations quantized per call; onnxruntime.quantization), made once
+beside it and cached the same way. Its vectors move slightly (cosine to fp32 >= 0.95), so
+it is meant for questions only, never for the stored chunk vectors.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +32,7 @@ from shared.encoder_model import MODEL_ID, default_model_path, load_tokenizer
 
 log = logging.getLogger(__name__)
 EXPORT_VERSION = 1  # bump when the exported graph changes (inputs, pooling, opset)
+QUANTIZE_VERSION = 1  # bump when the quantization recipe below changes
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -82,13 +91,54 @@ def export(model_path: Path, target: Path) -> None:
             os.unlink(tmp)
 
 
+def int8_path(graph: Path) -> Path:
+    """Where the int8 copy of `graph` is cached (named after it and the recipe's version)."""
+    return graph.with_name(f"{graph.stem}-int8v{QUANTIZE_VERSION}.onnx")
+
+
+def quantize(graph: Path, target: Path) -> None:
+    """Write an int8 copy of `graph` to `target` (atomically: temp file, then rename):
+    dynamic quantization of the MatMul weights (per output channel); embeddings, layer
+    norms and pooling stay fp32."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=target.parent)
+    os.close(fd)
+    # The quantizer logs a line per tensor (and advice) through the root logger: hundreds
+    # of lines in the worker's log for a step that succeeds.
+    previous = logging.root.manager.disable
+    logging.disable(max(previous, logging.WARNING))
+    try:
+        quantize_dynamic(str(graph), tmp, weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+        os.replace(tmp, target)
+    finally:
+        logging.disable(previous)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def session_options(threads: int) -> Any:
+    """The session's options: `threads` intra-op threads (0: one per physical core), one
+    inter-op thread, and no spinning."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Spinning threads keep a core busy after each call: on a machine shared by several
+    # stages that is stolen time, and on an idle mesh it is idle CPU.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 class OnnxEncoder:
     runtime = "onnx"
     device = "cpu"
     dtype = "float32"
 
     def __init__(self, cache_dir: Path, model_path: Path | None = None, threads: int = 0,
-                 max_length: int = 256, model_id: str = MODEL_ID) -> None:
+                 max_length: int = 256, model_id: str = MODEL_ID, int8: bool = False) -> None:
         import onnxruntime as ort
 
         path = model_path or default_model_path()
@@ -96,16 +146,17 @@ class OnnxEncoder:
         if not graph.exists():
             log.info("exporting the encoder to ONNX at %s (once per model)", graph)
             export(path, graph)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads  # 0: one per physical core
-        options.inter_op_num_threads = 1
-        # Spinning threads keep a core busy after each call: on a machine shared by several
-        # stages that is stolen time, and on an idle mesh it is idle CPU.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(graph), options,
+        if int8:
+            quantized = int8_path(graph)
+            if not quantized.exists():
+                log.info("quantizing the encoder to int8 at %s (once per model)", quantized)
+                quantize(graph, quantized)
+            graph = quantized
+        self.session = ort.InferenceSession(str(graph), session_options(threads),
                                             providers=["CPUExecutionProvider"])
-        self.graph = graph
+        self.graph, self.dtype = graph, "int8" if int8 else "float32"
         self.tokenizer = load_tokenizer(path)
+        self.pad_id = int(self.tokenizer.pad_token_id or 0)
         self.model_id, self.max_length = model_id, max_length
         self.dim = int(self.session.get_outputs()[0].shape[1])
 
@@ -115,11 +166,26 @@ class OnnxEncoder:
 
     def encode(self, texts: Sequence[str], max_batch_tokens: int = 8192) -> np.ndarray:
         """L2-normalised float32 vectors, one row per text, in input order."""
-        lengths = self.token_lengths(texts) if texts else []
-        return encode_in_groups(texts, lengths, max_batch_tokens, self.dim, self._forward)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # Tokenized once: the lengths group the texts, the same ids are padded per group.
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)
+        tokens = {t: (ids, types) for t, ids, types in zip(
+            texts, enc["input_ids"], enc["token_type_ids"], strict=True)}
+        lengths = [len(ids) for ids in enc["input_ids"]]
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                             return_tensors="np")
-        feeds = {name: enc[name].astype(np.int64) for name in INPUTS}
+        def forward(group: list[str]) -> np.ndarray:
+            return self._run([tokens[t] for t in group])
+        return encode_in_groups(texts, lengths, max_batch_tokens, self.dim, forward)
+
+    def _run(self, rows: list[tuple[list[int], list[int]]]) -> np.ndarray:
+        """One forward pass over token rows, right-padded to the longest of them."""
+        longest = max(len(ids) for ids, _ in rows)
+        ids = np.full((len(rows), longest), self.pad_id, dtype=np.int64)
+        types = np.zeros((len(rows), longest), dtype=np.int64)
+        mask = np.zeros((len(rows), longest), dtype=np.int64)
+        for i, (row_ids, row_types) in enumerate(rows):
+            ids[i, :len(row_ids)], types[i, :len(row_types)] = row_ids, row_types
+            mask[i, :len(row_ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         return np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)

@@ -52,7 +52,7 @@ def load_encoder(settings: InferenceSettings, next_model: bool = False) -> TextE
     path, model_id = ((settings.next_model_path, settings.next_model_id) if next_model
                       else (settings.model_path, settings.encoder_model_id()))
     encoder = load(settings.encoder_runtime, settings.device, settings.encoder_threads,
-                   settings.model_cache_dir, path, model_id)
+                   settings.model_cache_dir, path, model_id, int8=settings.encoder_int8)
     encoder.encode(["warm-up"])  # the first forward pass is the slow one; pay it before SERVING
     return encoder
 
@@ -148,8 +148,9 @@ class InferenceRuntime(mode.Service):
                      self.settings.rerank_candidates)
         await set_serving(self.health, True)
         self._warm = True
-        log.info("inference SERVING (encoder on %s, %s)", self.engine.encoder.device,
-                 getattr(self.engine.encoder, "runtime", "torch"))
+        encoder = self.engine.encoder
+        log.info("inference SERVING (encoder on %s, %s, %s)", encoder.device,
+                 getattr(encoder, "runtime", "torch"), getattr(encoder, "dtype", "float32"))
         if self.switch is not None:
             self.add_future(self.switch.run())  # a failure crashes the service, loudly
 

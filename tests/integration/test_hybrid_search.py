@@ -43,12 +43,16 @@ def test_the_mesh_fuses_dense_and_bm25_ranks_as_the_default_settings_say(
 
         eventually(lambda: len(retrieve()) == 4, "all four documents searchable")
         got = retrieve()
-        # What the fusion must give: inner products by the same model (a chunk's input is
+        # What the fusion must give: inner products of the question's vector as inference
+        # encodes it (Embed: the question encoder, int8 by default) with the chunks' as the
+        # embedding stage stores them (the fp32 chunk encoder; a chunk's input is
         # "title\ntext"), and a BM25 score for the needle only (the only shared word).
         texts = [f"{t}\n{x}" for t, x in [NEEDLE, *OTHERS]]
-        vectors = stub.Embed(pb.EmbedRequest(texts=[QUESTION, *texts]), timeout=30).vectors
-    v = np.array([list(x.values) for x in vectors], dtype=np.float32)
-    dense = [float(s) for s in v[1:] @ v[0]]
+        vectors = stub.Embed(pb.EmbedRequest(texts=[QUESTION]), timeout=30).vectors
+    from shared.embedder import Encoder
+
+    question = np.array(list(vectors[0].values), dtype=np.float32)
+    dense = [float(s) for s in Encoder(device="cpu").encode(texts) @ question]
     hits = [SearchHit(chunk_id=i, doc_id=i, version=1, score=d, event_time=0, text="",
                       domain=domain, source="s", lexical=1.0 if i == ids[0] else 0.0)
             for i, d in zip(ids, dense, strict=True)]

@@ -191,16 +191,20 @@ def produce_embedded(mesh: Endpoints, values: list[bytes]) -> None:
 
 def test_the_query_encoder_runs_onnx_and_matches_the_chunk_encoder(
         mesh: Endpoints, corpus: tuple[str, grpc.Channel]) -> None:
-    """Inference encodes questions on ONNX Runtime (its default), embedding encodes chunks
-    on torch: the two must give the same vectors, or questions would miss their chunks."""
+    """Inference encodes questions on ONNX Runtime's int8 graph (its default), embedding
+    encodes chunks on torch (fp32): the vectors must stay close and each text nearest its
+    own chunk-encoder vector, or questions would miss their chunks. (fp32 ONNX matches torch
+    to a cosine of 0.9999: tests/unit/shared/test_encoder_runtime.py.)"""
     pytest.importorskip("onnxruntime")
     from shared.embedder import Encoder
 
     _, channel = corpus
     log = (mesh.run_dir / "logs" / "inference.log").read_text(errors="replace")
-    assert "inference SERVING (encoder on cpu, onnx)" in log
+    assert "inference SERVING (encoder on cpu, onnx, int8)" in log
     texts = [QUESTION, *DOCS]
     response = _stub(channel).Embed(pb.EmbedRequest(texts=texts), timeout=30)
     served = np.array([list(v.values) for v in response.vectors], dtype=np.float32)
     local = Encoder(device="cpu").encode(texts)
-    assert float(np.min(np.sum(served * local, axis=1))) >= 0.9999
+    # A wrong graph (mask, pooling, another model) lands far below; int8 moves a little.
+    assert float(np.min(np.sum(served * local, axis=1))) >= 0.95
+    assert list(np.argmax(served @ local.T, axis=1)) == list(range(len(texts)))

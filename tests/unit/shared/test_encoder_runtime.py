@@ -10,7 +10,7 @@ import pytest
 
 from shared import encoder_runtime
 from shared.encoder_runtime import choose, load_encoder
-from shared.onnx_encoder import graph_path
+from shared.onnx_encoder import graph_path, int8_path
 
 pytest.importorskip("onnxruntime")
 
@@ -71,3 +71,35 @@ def test_missing_onnxruntime_falls_back_to_torch(
     assert encoder.runtime == "torch"
     assert "onnxruntime (or onnx) is not installed" in caplog.text
     assert list(tmp_path.iterdir()) == []  # nothing exported
+
+
+def test_groups_are_padded_from_one_tokenization(cache: Path) -> None:
+    onnx = load_encoder("onnx", "cpu", threads=1, cache_dir=cache)
+    whole = onnx.encode(TEXTS)
+    # A budget of 8 padded tokens puts every text in a group of its own: each is padded
+    # to its own length, and must still get the vector it gets in the batch.
+    alone = onnx.encode(TEXTS, max_batch_tokens=8)
+    assert np.allclose(whole, alone, atol=1e-5)
+    twice = onnx.encode([TEXTS[1], TEXTS[0], TEXTS[1]])
+    assert np.allclose(twice[0], twice[2]) and np.allclose(twice[0], whole[1], atol=1e-5)
+    assert onnx.encode([]).shape == (0, 384)
+
+
+def test_int8_graph_is_quantized_once_and_stays_near_fp32(cache: Path) -> None:
+    fp32 = load_encoder("onnx", "cpu", threads=1, cache_dir=cache)
+    int8 = load_encoder("onnx", "cpu", threads=1, cache_dir=cache, int8=True)
+    assert (fp32.dtype, int8.dtype) == ("float32", "int8")
+    assert int8.graph == int8_path(fp32.graph) and int8.graph.exists()
+    # Quantized weights: a quarter of the MatMul bytes (the 47 MB of embeddings stay fp32).
+    assert int8.graph.stat().st_size < 0.75 * fp32.graph.stat().st_size
+    a, b = fp32.encode(TEXTS), int8.encode(TEXTS)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    cosines = np.sum(a * b, axis=1)
+    assert float(cosines.min()) >= 0.95 and float(cosines.max()) < 0.99999  # moved, a little
+    # Each text is still nearest its own fp32 vector.
+    assert list(np.argmax(b @ a.T, axis=1)) == [0, 1, 2, 3]
+    mtime = int8.graph.stat().st_mtime_ns
+    again = load_encoder("onnx", "cpu", cache_dir=cache, int8=True)
+    assert again.graph == int8.graph and int8.graph.stat().st_mtime_ns == mtime
+    # torch ignores the flag.
+    assert load_encoder("torch", "cpu", int8=True).runtime == "torch"
