@@ -19,6 +19,11 @@ class EmbeddingSettings(ServiceSettings, EncoderSettings):
     # 2x (scripts/bench_encoder on the loaded 2-core machine, where torch's second thread
     # collapses); CUDA devices and machines without onnxruntime run torch.
     encoder_runtime: Runtime = "onnx"
+    # One intra-op thread: the other core is redaction's. With one per core (0), ONNX
+    # Runtime's threads stalled whenever redaction held a core, and a one-process bulk
+    # burst ran 2.28-2.78 docs/s (0.26-0.37x the raw rate) against 4.59 (0.53x) on one
+    # thread (scripts/bench_ingest --modes onebox, SciFact, separate runs).
+    encoder_threads: int = Field(default=1, ge=0)
 
     # A batch is cut whenever the encoder is free (shared/batching), within two limits.
     # Padded tokens (chunks x the longest) per batch and per forward pass: measured on 2
