@@ -1,7 +1,8 @@
 """The sentence encoder the mesh uses (all-MiniLM-L6-v2): its id, size, files and tokenizer.
 
-Names only at import time: transformers loads when `load_tokenizer` is called, so settings
-modules and the chunking service can import this without a deep-learning stack.
+Names only at import time, and the tokenizer comes from the `tokenizers` library alone
+(shared/tokenizer.py): settings modules, chunking and the ONNX encoder never load
+transformers or torch for it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from shared.tokenizer import FastTokenizer
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIM = 384
@@ -30,8 +31,7 @@ def offline_hub() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def load_tokenizer(model_path: Path | None = None) -> PreTrainedTokenizerBase:
-    offline_hub()
-    from transformers import AutoTokenizer  # deferred: importing transformers takes seconds
+def load_tokenizer(model_path: Path | None = None) -> FastTokenizer:
+    from shared.tokenizer import FastTokenizer  # deferred: reads the tokenizer file
 
-    return AutoTokenizer.from_pretrained(str(model_path or default_model_path()))
+    return FastTokenizer(model_path or default_model_path())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -77,8 +78,14 @@ def choose(runtime: Runtime, cuda: bool, onnx_ready: bool) -> Runtime:
     return runtime
 
 
+def _gpu_present() -> bool:
+    """An NVIDIA device node: without one torch cannot see CUDA, so it need not be loaded."""
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
 def _wants_cuda(device: str) -> bool:
-    if device == "cpu":
+    # Importing torch only to learn there is no GPU costs an ONNX-only process ~380 MB.
+    if device == "cpu" or ("torch" not in sys.modules and not _gpu_present()):
         return False
     import torch
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from shared.tokenizer import TextTokenizer
 
 TITLE_MAX_TOKENS = 64
 SEPARATOR = "\n"  # whitespace: no token of its own for a WordPiece tokenizer
 
 
-def clip_title(tokenizer: PreTrainedTokenizerBase, title: str,
+def clip_title(tokenizer: TextTokenizer, title: str,
                max_tokens: int = TITLE_MAX_TOKENS) -> str:
     """The title, stripped and cut after its first `max_tokens` tokens."""
     title = title.strip()

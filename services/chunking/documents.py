@@ -16,11 +16,11 @@ from shared.passage import clip_title, passage
 from shared.records import Chunk, ChunkSet, RedactedDocument
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from shared.tokenizer import TextTokenizer
 
 
 class DocumentChunker:
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_tokens: int,
+    def __init__(self, tokenizer: TextTokenizer, max_tokens: int,
                  overlap_tokens: int = 0) -> None:
         if not 0 <= overlap_tokens < max_tokens // 2:
             raise ValueError(f"overlap {overlap_tokens} must be below half of {max_tokens}")

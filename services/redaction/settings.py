@@ -31,7 +31,9 @@ class RedactionSettings(ServiceSettings):
     # How long a micro-batch waits for more documents once one is in. Under a backlog the
     # batch fills to batch_max_docs at once whatever this is (Faust flushes a full buffer),
     # so it only sets the latency a lone document pays: 0.05 s took the normalized ->
-    # redacted hop from 170 to 86 ms p50 (scripts/bench_latency, one process).
+    # redacted hop from 170 to 86 ms p50 (scripts/bench_latency, one process). 0.01 s
+    # measured 65 vs 76 ms there (inside the noise) for 0.014 more idle cores (Faust's
+    # take_events wakes every batch_within_s even with nothing to batch), so 0.05 stays.
     batch_within_s: float = Field(default=0.05, gt=0)
     # spaCy's NER cost grows with length; long documents are analysed in windows.
     window_chars: int = Field(default=20_000, ge=1000)

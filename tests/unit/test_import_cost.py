@@ -34,3 +34,9 @@ def test_chunking_agents_load_no_tokenizer_and_touch_no_disk(tmp_path: Path) -> 
     # The tokenizer (transformers) loads at worker start-up; make_app creates no directories.
     assert heavy_modules_after_import("services.chunking.agents", tmp_path) == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_encoder_tokenizer_loads_no_deep_learning_stack(tmp_path: Path) -> None:
+    # chunking and the ONNX encoder tokenize without transformers, which would load torch.
+    probe = "shared.encoder_model as m; m.load_tokenizer()('a test', truncation=True, max_length=8)"
+    assert heavy_modules_after_import(probe, tmp_path) == []

@@ -1,0 +1,25 @@
+"""Keep a worker process from loading deep-learning libraries it never runs.
+
+spaCy's thinc and Presidio's device check import torch whenever it is installed, and
+Presidio imports transformers for a recognizer the mesh does not use: about 340 MB of
+resident memory in the redaction process, which runs no torch model. A module set to
+None in `sys.modules` makes its import raise ImportError, the branch those libraries
+already take when the package is absent. Only a process's entry point calls `forgo`, for
+what none of its services needs (services/<name>/__main__.py; never the one-process
+worker, whose embedding stage may run torch).
+"""
+
+from __future__ import annotations
+
+import sys
+
+DEEP_LEARNING = ("torch", "transformers")
+
+
+def forgo(*modules: str) -> list[str]:
+    """Make later imports of `modules` fail as if not installed; the ones already loaded
+    are left alone (and not returned)."""
+    blocked = [m for m in modules if m not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    return blocked
