@@ -156,7 +156,7 @@ class OnnxEncoder:
                                             providers=["CPUExecutionProvider"])
         self.graph, self.dtype = graph, "int8" if int8 else "float32"
         self.tokenizer = load_tokenizer(path)
-        self.pad_id = int(self.tokenizer.pad_token_id or 0)
+        self.pad_id = self.tokenizer.pad_id
         self.model_id, self.max_length = model_id, max_length
         self.dim = int(self.session.get_outputs()[0].shape[1])
 

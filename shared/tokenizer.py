@@ -33,10 +33,12 @@ class FastTokenizer:
     def __init__(self, model_path: Path) -> None:
         self.backend = Tokenizer.from_file(str(model_path / "tokenizer.json"))
         # The file's own truncation/padding (128, fixed) are defaults of another library;
-        # each call says what it wants, as transformers does.
+        # each call says what it wants, as transformers does. Its pad id is kept.
+        padding = self.backend.padding
+        self.pad_id = int(padding["pad_id"]) if padding else (
+            self.backend.token_to_id("[PAD]") or self.backend.token_to_id("<pad>") or 0)
         self.backend.no_truncation()
         self.backend.no_padding()
-        self.pad_id = self.backend.token_to_id("[PAD]") or 0
         self.model_max_length = 1 << 30
 
     def __call__(self, text: str | Sequence[str], *, add_special_tokens: bool = True,
