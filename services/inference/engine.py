@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -22,7 +22,6 @@ from services.inference.answer import extractive
 from services.inference.answer.extractor import Extractor
 from services.inference.answer.generative.answerer import Generator
 from services.inference.answer.generative.decode import GenerationRunner, Job
-from services.inference.answer.generative.model import CausalLM
 from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
 from services.inference.api import render
@@ -38,6 +37,9 @@ from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetric
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
 from shared.records import SearchHit
+
+if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
+    from services.inference.answer.generative.model import CausalLM
 
 log = logging.getLogger(__name__)
 

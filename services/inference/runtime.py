@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import mode
 from grpc_health.v1.health import aio as health_aio
 
-from services.inference.answer.generative.model import CausalLM
 from services.inference.api.server import (
     FeedbackSink,
     LatencySink,
@@ -36,6 +35,9 @@ from services.inference.telemetry.metrics import InferenceMetrics
 from services.inference.telemetry.streamstats import StatsView, WindowCollector
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
+
+if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
+    from services.inference.answer.generative.model import CausalLM
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ def load_encoder(settings: InferenceSettings, next_model: bool = False) -> TextE
 def load_generator(settings: InferenceSettings) -> CausalLM | None:
     if settings.generator_path is None:
         return None
+    from services.inference.answer.generative.model import CausalLM  # torch loads here
+
     lm = CausalLM(settings.generator_path, settings.device)
     state = lm.prefill(["warm-up"], 1)  # pay the first forward pass before SERVING
     lm.step(state, state.logits.argmax(dim=-1))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
-from services.inference.answer.generative.model import CausalLM
 from services.inference.answer.generative.prompt import pack_prompt
 from services.inference.answer.result import Answer
 from services.inference.api.params import QueryParams
@@ -19,6 +19,9 @@ from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetric
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
 from shared.errors import InfrastructureError
+
+if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
+    from services.inference.answer.generative.model import CausalLM
 
 ANSWER_MODE = "generative"
 

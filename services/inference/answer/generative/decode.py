@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from services.inference.answer.generative.model import CausalLM, DecodeState, choose
 from services.inference.answer.generative.prompt import StopScanner
+
+if TYPE_CHECKING:  # the model module imports torch: loaded only with a generator
+    from services.inference.answer.generative.model import CausalLM, DecodeState
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class GenerationRunner:
         live, state = await self._join(jobs, [], None)
         while live:
             assert state is not None
+            from services.inference.answer.generative.model import choose
+
             tokens = choose(state.logits, [j.temperature for j in live], self.seed)
             keep = [row for row, (job, token) in enumerate(zip(live, tokens, strict=True))
                     if not self._advance(job, token)]
