@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 import zlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from unittest.mock import AsyncMock, patch
 
 import numpy as np
 
@@ -16,6 +18,23 @@ from services.inference.search.scatter import SearchQuery
 from shared.records import SearchHit
 
 DIM = 64
+T = TypeVar("T")
+
+
+async def drive_agent(agent: Any, values: Sequence[bytes], read: Callable[[], T],
+                      ) -> tuple[T, AsyncMock]:
+    """Put `values` through one of inference's agents under Faust's test context; what
+    `read()` returns while the context is open, and the dead-letter sender's mock."""
+    from services.inference import agents  # a Faust app: only the agent tests need it
+
+    agents.app.finalize()
+    agents.app.flow_control.resume()
+    dead = AsyncMock()
+    with patch.object(agents.deadletters, "send", dead):
+        async with agent.test_context() as running:
+            for value in values:
+                await running.put(value=value, key=b"k", timestamp=time.time())
+            return read(), dead
 
 
 class WordEncoder:

@@ -5,24 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from unittest.mock import AsyncMock, patch
+from unittest.mock import AsyncMock
 
 from services.inference import agents
 from services.inference.search.feedback import boost, rerank
 from shared.records import Feedback
-from tests.unit.inference.fakes import hit
+from tests.unit.inference.fakes import drive_agent, hit
 
 
 async def _drive(values: list[bytes]) -> tuple[tuple[int, int], tuple[int, int], AsyncMock]:
-    agents.app.finalize()
-    agents.app.flow_control.resume()
-    dead = AsyncMock()
-    with patch.object(agents.deadletters, "send", dead):
-        async with agents.count_feedback.test_context() as agent:
-            for value in values:
-                await agent.put(value=value, key=b"k", timestamp=time.time())
-            view = agents.WindowedFeedback()
-            return view.counts("c-1"), view.counts("c-2"), dead
+    def read() -> tuple[tuple[int, int], tuple[int, int]]:
+        view = agents.WindowedFeedback()
+        return view.counts("c-1"), view.counts("c-2")
+
+    (c1, c2), dead = await drive_agent(agents.count_feedback, values, read)
+    return c1, c2, dead
 
 
 def feedback(chunk_id: str, kind: str) -> bytes:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from unittest.mock import AsyncMock, patch
+from unittest.mock import AsyncMock
 
 from services.inference import agents
 from services.inference.telemetry.streamstats import StatRow, WindowCounts
 from shared.records import StreamCounts
+from tests.unit.inference.fakes import drive_agent
 
 
 def counts(source: str, domain: str, **kinds: int) -> bytes:
@@ -20,15 +21,12 @@ def counts(source: str, domain: str, **kinds: int) -> bytes:
 
 async def _drive(values: list[bytes]) -> tuple[WindowCounts, WindowCounts, WindowCounts,
                                                AsyncMock]:
-    agents.app.finalize()
-    agents.app.flow_control.resume()
-    dead = AsyncMock()
-    with patch.object(agents.deadletters, "send", dead):
-        async with agents.count_stream_stats.test_context() as agent:
-            for value in values:
-                await agent.put(value=value, key=b"k", timestamp=time.time())
-            return (agents.stream_stats("minute", 0.0), agents.stream_stats("hour", 0.0),
-                    agents.stream_stats("minute", 0.0, source="crm", domain="sales"), dead)
+    def read() -> tuple[WindowCounts, WindowCounts, WindowCounts]:
+        return (agents.stream_stats("minute", 0.0), agents.stream_stats("hour", 0.0),
+                agents.stream_stats("minute", 0.0, source="crm", domain="sales"))
+
+    (minute, hour, crm_sales), dead = await drive_agent(agents.count_stream_stats, values, read)
+    return minute, hour, crm_sales, dead
 
 
 def test_counts_are_summed_per_source_domain_kind_in_the_minute_and_the_hour() -> None:
