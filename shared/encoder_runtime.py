@@ -46,6 +46,9 @@ class EncoderSettings(BaseSettings):
     encoder_runtime: Runtime = "torch"
     # Intra-op threads of one forward pass; 0: the runtime's default (one per core).
     encoder_threads: int = Field(default=0, ge=0)
+    # ONNX: forward passes of one batch run side by side on this many threads (0: one per
+    # usable core), all on the one session; torch ignores it.
+    encoder_workers: int = Field(default=1, ge=0)
     # The exported ONNX graph (~90 MB) is cached here, shared by every service and mesh
     # that runs from the same directory; exported once per model.
     model_cache_dir: Path = Path(".run/models")
@@ -95,9 +98,10 @@ def _wants_cuda(device: str) -> bool:
 def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int = 0,
                  cache_dir: Path = Path(".run/models"),
                  model_path: Path | None = None, model_id: str | None = None,
-                 int8: bool = False) -> SentenceEncoder:
+                 int8: bool = False, workers: int = 1) -> SentenceEncoder:
     """The encoder on the runtime `choose` allows; a fallback to torch is logged. `int8`:
-    ONNX runs its int8 copy of the graph (shared/onnx_encoder.py); torch ignores it."""
+    ONNX runs its int8 copy of the graph (shared/onnx_encoder.py); torch ignores it, and
+    `workers` (ONNX's forward passes side by side) too."""
     cuda = runtime == "onnx" and _wants_cuda(device)
     ready = True
     if runtime == "onnx" and not cuda:
@@ -117,7 +121,7 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
         from shared.onnx_encoder import OnnxEncoder
 
         return OnnxEncoder(cache_dir, model_path, threads, model_id=model_id or MODEL_ID,
-                           int8=int8)
+                           int8=int8, workers=workers)
     from shared.embedder import Encoder
 
     return Encoder(model_path, device, threads=threads, model_id=model_id or MODEL_ID)

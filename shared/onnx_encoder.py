@@ -22,6 +22,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ EXPORT_VERSION = 1  # bump when the exported graph changes (inputs, pooling, ops
 QUANTIZE_VERSION = 1  # bump when the quantization recipe below changes
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def graph_path(model_path: Path, cache_dir: Path) -> Path:
@@ -138,7 +144,8 @@ class OnnxEncoder:
     dtype = "float32"
 
     def __init__(self, cache_dir: Path, model_path: Path | None = None, threads: int = 0,
-                 max_length: int = 256, model_id: str = MODEL_ID, int8: bool = False) -> None:
+                 max_length: int = 256, model_id: str = MODEL_ID, int8: bool = False,
+                 workers: int = 1) -> None:
         import onnxruntime as ort
 
         path = model_path or default_model_path()
@@ -159,6 +166,13 @@ class OnnxEncoder:
         self.pad_id = self.tokenizer.pad_id
         self.model_id, self.max_length = model_id, max_length
         self.dim = int(self.session.get_outputs()[0].shape[1])
+        # Forward passes of one encode() call run on this many threads side by side, each a
+        # run of the one session (weights loaded once). With one intra-op thread each, a
+        # pass never waits for another thread, so a core taken by another stage slows one
+        # pass instead of stalling them all (shared/batching/padding.encode_in_groups).
+        self.workers = workers if workers > 0 else usable_cores()
+        self.pool = (ThreadPoolExecutor(self.workers, thread_name_prefix="onnx-pass")
+                     if self.workers > 1 else None)
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)
@@ -176,7 +190,8 @@ class OnnxEncoder:
 
         def forward(group: list[str]) -> np.ndarray:
             return self._run([tokens[t] for t in group])
-        return encode_in_groups(texts, lengths, max_batch_tokens, self.dim, forward)
+        return encode_in_groups(texts, lengths, max_batch_tokens, self.dim, forward,
+                                self.pool, self.workers)
 
     def _run(self, rows: list[tuple[list[int], list[int]]]) -> np.ndarray:
         """One forward pass over token rows, right-padded to the longest of them."""

@@ -42,7 +42,8 @@ async def warm_up() -> None:
     global encoder
     loaded = await asyncio.to_thread(load_encoder, settings.encoder_runtime, settings.device,
                                      settings.encoder_threads, settings.model_cache_dir,
-                                     settings.model_path, settings.encoder_model_id())
+                                     settings.model_path, settings.encoder_model_id(),
+                                     workers=settings.encoder_workers)
     await asyncio.to_thread(loaded.encode, ["warm-up"])
     encoder = loaded
     ready.set()
@@ -117,7 +118,7 @@ async def _embedded(ready: SentenceEncoder, live: list[Pending]) -> list[Embedde
     """The batch's outputs; if the batch fails, each set alone, dead-lettering the bad ones."""
     try:
         return await asyncio.to_thread(embed_sets, ready, [cs for _, cs in live],
-                                       settings.max_batch_tokens)
+                                       settings.forward_tokens)
     except Exception as exc:
         if is_fatal(exc):
             raise
@@ -127,5 +128,5 @@ async def _embedded(ready: SentenceEncoder, live: list[Pending]) -> list[Embedde
     for event, chunk_set in live:
         async with boundary.record(event, count=False):
             out.extend(await asyncio.to_thread(embed_sets, ready, [chunk_set],
-                                               settings.max_batch_tokens))
+                                               settings.forward_tokens))
     return out

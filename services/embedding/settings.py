@@ -19,18 +19,23 @@ class EmbeddingSettings(ServiceSettings, EncoderSettings):
     # 2x (scripts/bench_encoder on the loaded 2-core machine, where torch's second thread
     # collapses); CUDA devices and machines without onnxruntime run torch.
     encoder_runtime: Runtime = "onnx"
-    # One intra-op thread: the other core is redaction's. With one per core (0), ONNX
-    # Runtime's threads stalled whenever redaction held a core, and a one-process bulk
-    # burst ran 2.28-2.78 docs/s (0.26-0.37x the raw rate) against 4.59 (0.53x) on one
-    # thread (scripts/bench_ingest --modes onebox, SciFact, separate runs).
+    # One intra-op thread per forward pass, and the passes of a batch side by side on one
+    # worker per core. A pass then never waits on another thread: when redaction takes a
+    # core, one pass slows down instead of every pass of a two-thread session stalling at
+    # its barriers. 100 SciFact abstracts encoded alone (scripts/bench_encoder --passes):
+    # 1 thread 12.2 docs/s, one session of 2 threads 19.4, 2 workers of 1 thread 23.1; with
+    # one core kept busy by another process 11.8, 13.5 and 14.5.
     encoder_threads: int = Field(default=1, ge=0)
+    encoder_workers: int = Field(default=0, ge=0)
 
-    # A batch is cut whenever the encoder is free (shared/batching), within two limits.
-    # Padded tokens (chunks x the longest) per batch and per forward pass: measured on 2
-    # CPU cores (scripts/bench_ingest, NOTES.md) tokens/s stops growing at ~2-4k, so the
-    # default stays there; on a GPU a pass of 16k costs about what one of 256 does (set it
-    # in docker-compose.gpu.yml). batch_max_docs=1 is batch size 1.
+    # A batch is cut whenever the encoder is free (shared/batching), within two limits,
+    # and runs as forward passes of at most forward_tokens padded tokens (chunks x the
+    # longest). One 1-thread pass of 1024 tokens ran 12.2 docs/s against 10.8 for 2048
+    # (the same chunks, length-sorted); a batch of max_batch_tokens gives each of two
+    # workers one such pass. On a GPU a pass of 16k costs about what one of 256 does (set
+    # both in docker-compose.gpu.yml). batch_max_docs=1 is batch size 1.
     max_batch_tokens: int = Field(default=2048, ge=256)
+    forward_tokens: int = Field(default=1024, ge=256)
     batch_max_docs: int = Field(default=64, ge=1)
     inbox_max_docs: int = Field(default=1024, ge=1)  # decoded sets waiting for a batch
 

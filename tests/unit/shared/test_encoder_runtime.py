@@ -85,6 +85,17 @@ def test_groups_are_padded_from_one_tokenization(cache: Path) -> None:
     assert onnx.encode([]).shape == (0, 384)
 
 
+def test_passes_side_by_side_give_the_vectors_of_one_thread(cache: Path) -> None:
+    """Workers run the passes of one call on the one session at the same time."""
+    one = load_encoder("onnx", "cpu", threads=1, cache_dir=cache)
+    two = load_encoder("onnx", "cpu", threads=1, cache_dir=cache, workers=2)
+    assert two.workers == 2 and two.pool is not None and one.pool is None
+    texts = TEXTS * 3
+    assert np.allclose(one.encode(texts), two.encode(texts), atol=1e-5)
+    assert np.allclose(one.encode(texts, max_batch_tokens=16),
+                       two.encode(texts, max_batch_tokens=16), atol=1e-5)
+
+
 def test_int8_graph_is_quantized_once_and_stays_near_fp32(cache: Path) -> None:
     fp32 = load_encoder("onnx", "cpu", threads=1, cache_dir=cache)
     int8 = load_encoder("onnx", "cpu", threads=1, cache_dir=cache, int8=True)

@@ -26,3 +26,35 @@ def test_every_index_lands_once_in_order_and_groups_fit_unless_alone(
     assert [i for g in groups for i in g] == order
     for g in groups:
         assert len(g) == 1 or padded_tokens(len(g), max(lengths[i] for i in g)) <= budget
+
+
+@given(st.lists(st.integers(1, 300), min_size=0, max_size=40), st.integers(1, 1000),
+       st.integers(1, 4))
+def test_parallel_passes_give_every_row_its_own_vector_in_input_order(
+        lengths: list[int], budget: int, workers: int) -> None:
+    """With a pool, at least `workers` passes (when there are that many rows) and the same
+    rows as one pass at a time; each pass sees only rows that belong together."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from shared.batching.padding import encode_in_groups
+
+    texts = [f"t{i}" for i in range(len(lengths))]
+    passes: list[list[str]] = []
+    lock = threading.Lock()
+
+    def forward(group: list[str]) -> np.ndarray:
+        with lock:
+            passes.append(group)
+        return np.array([[float(t[1:]), len(group)] for t in group], dtype=np.float32)
+
+    serial = encode_in_groups(texts, lengths, budget, 2, forward)
+    serial_passes, passes[:] = list(passes), []
+    with ThreadPoolExecutor(workers) as pool:
+        parallel = encode_in_groups(texts, lengths, budget, 2, forward, pool, workers)
+    assert list(parallel[:, 0]) == list(range(len(texts)))  # each row in its own place
+    assert sorted(t for p in passes for t in p) == sorted(texts)
+    assert len(passes) >= min(workers, len(texts)) and len(passes) >= len(serial_passes)
+    assert list(serial[:, 0]) == list(range(len(texts)))
