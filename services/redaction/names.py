@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from presidio_analyzer import LocalRecognizer, RecognizerResult
@@ -164,7 +164,13 @@ def _in_heading(text: str, pos: int) -> bool:
     lower-case words ("Escalation from Anna Weber")."""
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
-    words = [w for w in text[start:end if end >= 0 else len(text)].split() if w[0].isalpha()]
+    return _heading_line(text[start:end if end >= 0 else len(text)])
+
+
+@lru_cache(maxsize=512)
+def _heading_line(line: str) -> bool:
+    # Cached: every capitalised run of a line asks, and an abstract is one long line.
+    words = [w for w in line.split() if w[0].isalpha()]
     return len(words) >= 6 and sum(w[0].isupper() for w in words) >= 0.8 * len(words)
 
 

@@ -13,7 +13,12 @@ taken whatever their shape, as before. Extensions ("x42", "ext. 123") are part o
 
 phonenumbers' matcher is the cost; it runs only on snippets around digit chains (a chain
 is digit blocks joined by at most four punctuation characters, a superset of what the
-matcher can find), with context around each so the results equal a whole-text run.
+matcher can find), with context around each so the results equal a whole-text run, and
+per snippet only for the regions where a number as long as its longest chain is possible
+at all: a match's national number never has more digits than the chain it lies in, so a
+region whose shortest possible number is longer cannot match there (most of a scientific
+abstract's chains are years and counts of 4-5 digits, possible in 3 and 9 of the 22 default
+regions; this took the recognizer from about a third of redaction's time to a tenth).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 
 import phonenumbers
-from phonenumbers import Leniency
+from phonenumbers import Leniency, PhoneMetadata
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
@@ -51,20 +56,46 @@ _TRUNK = re.compile(r"^(?:0[1-9]|00[1-9])(?:[ ./-]?\d){7,}$")
 _DECIMAL = re.compile(r"\d\.\d{1,2}(?!\d)|\d[.,]\d+\s*[-–]|[-–]\s*\d+[.,]\d")
 _YEARS = re.compile(r"^\(?(?:1[89]|20)\d\d\s*[-–/]\s*(?:1[89]|20)?\d\d\)?$")
 _GROUP = re.compile(r"\d+")
+# The start of an extension label phonenumbers reads after a number (its explicit and
+# ambiguous labels with letters, any case).
+_EXTENSION_AFTER = re.compile(r"[\W_]{0,4}(?:e?xt|ｅ?ｘｔ|xｔ|доб|anexo|int|ｉｎｔ)", re.IGNORECASE)
 
 
 def snippets(text: str) -> list[tuple[int, int]]:
     """Merged (start, end) spans of text around every digit chain that could be a number."""
-    out: list[tuple[int, int]] = []
+    return [(start, end) for start, end, _ in digit_snippets(text)]
+
+
+def digit_snippets(text: str) -> list[tuple[int, int, int]]:
+    """`snippets`, each with a bound on the digits a number found in it can have: its
+    longest chain's digits, with every 'x' counted as one (phonenumbers reads a number
+    with three letters as a vanity number, x = 9), and no bound at all when an extension
+    label follows a chain ("... 000 ext"), whose letters can become digits the same way."""
+    out: list[tuple[int, int, int]] = []
     for m in _CHAIN.finditer(text):
         if sum(c.isdigit() for c in m.group()) < MIN_DIGITS:
             continue
+        digits = sum(c.isdigit() or c in "xXｘＸ" for c in m.group())
+        if _EXTENSION_AFTER.match(text, m.end()):
+            digits = len(text)
         start, end = max(0, m.start() - MARGIN), min(len(text), m.end() + MARGIN)
         if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], end)
+            out[-1] = (out[-1][0], end, max(out[-1][2], digits))
         else:
-            out.append((start, end))
+            out.append((start, end, digits))
     return out
+
+
+def shortest_possible(region: str) -> int:
+    """Digits of the region's shortest possible national number (local-only ones too); 1
+    (never skipped) for a region without metadata."""
+    meta = PhoneMetadata.metadata_for_region(region)
+    desc = meta.general_desc if meta is not None else None
+    if desc is None:
+        return 1
+    lengths = [n for n in (*(desc.possible_length or ()),
+                           *(desc.possible_length_local_only or ())) if n > 0]
+    return min(lengths, default=1)
 
 
 def prose_number(raw: str, before: str) -> bool:
@@ -106,22 +137,24 @@ class PossiblePhoneRecognizer(LocalRecognizer):
                          context=self.CONTEXT, name="PossiblePhoneRecognizer")
         self.supported_regions = list(supported_regions)
         self.prefilter = prefilter
+        self.shortest = {r: shortest_possible(r) for r in self.supported_regions}
 
     def load(self) -> None:
         pass
 
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
-        spans = snippets(text) if self.prefilter else [(0, len(text))]
+        spans = digit_snippets(text) if self.prefilter else [(0, len(text), len(text))]
         found: dict[tuple[int, int], str] = {}
-        for start, end in spans:
-            for a, b, why in self._matches(text[start:end]):
+        for start, end, digits in spans:
+            regions = [r for r in self.supported_regions if self.shortest[r] <= digits]
+            for a, b, why in self._matches(text[start:end], regions):
                 found.setdefault((a + start, b + start), why)
         return [self._result(a, b, why) for (a, b), why in sorted(found.items())]
 
-    def _matches(self, text: str) -> list[tuple[int, int, str]]:
+    def _matches(self, text: str, regions: list[str]) -> list[tuple[int, int, str]]:
         out = []
-        for region in self.supported_regions:
+        for region in regions:
             # Presidio's matches first: at VALID leniency the matcher also tries the inner
             # groups of a long candidate ("+1 415-555-0199 12"), which POSSIBLE does not.
             for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=Leniency.VALID):

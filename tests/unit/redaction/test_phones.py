@@ -128,3 +128,34 @@ def test_possible_numbers_of_every_configured_region_in_every_format() -> None:
                     if not covered(rec, text, 16, 16 + len(value)):
                         missed.append((region, value))
     assert missed == []
+
+
+ALL_REGIONS = list(__import__("services.redaction.settings", fromlist=["x"])
+                   .RedactionSettings().phone_regions)
+OURS_ALL = PossiblePhoneRecognizer(ALL_REGIONS)
+UNFILTERED_ALL = PossiblePhoneRecognizer(ALL_REGIONS, prefilter=False)
+_blocks = st.lists(st.text("0123456789", min_size=1, max_size=5), min_size=1, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["", "+", "(", "0", "00", "+1 ", "+49 ", "+44 (0)"]), _blocks,
+       st.sampled_from([" ", "-", ".", "/", ") ", "", "x", " x "]),
+       st.sampled_from(["Call ", "We measured ", "tel: ", "", "n = "]),
+       st.sampled_from(["", " ext. 12", " ext", " today.", "\n", " x 3", " int 4", "#7",
+                        " extension 99", " EXT", " доб. 5", " anexo 3", " patients"]))
+def test_skipping_regions_by_chain_length_changes_nothing(
+        lead: str, blocks: list[str], sep: str, before: str, after: str) -> None:
+    """Every default region, numbers of 1-20 digits in phone and prose shapes: a region is
+    skipped only where no number is possible, so the spans equal a whole-text run's."""
+    text = f"{before}{lead}{sep.join(blocks)}{after}"
+    assert spans(OURS_ALL, text) == spans(UNFILTERED_ALL, text), text
+
+
+def test_a_region_is_skipped_only_below_its_shortest_possible_number() -> None:
+    from services.redaction.phones import shortest_possible
+
+    # German numbers can be two digits long; US ones (seven, local only) cannot be shorter.
+    assert shortest_possible("DE") <= 4 < shortest_possible("US") == 7
+    # A German 5-digit local number is found although only a few regions run on it.
+    assert spans(OURS_ALL, "Tel. 030 12345") == [(5, 14)] == spans(UNFILTERED_ALL,
+                                                                  "Tel. 030 12345")
