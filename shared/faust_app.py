@@ -14,7 +14,7 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from shared import changelog_tail, delivery
+from shared import changelog_tail, delivery, fetch_wait
 from shared.boundary import exit_now
 from shared.settings import KafkaSettings
 from shared.topics import TABLES, TopicSpec
@@ -53,6 +53,9 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     if _one_app is not None:
         return _one_app
     _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
+    if kafka.idle_fetch_max_wait_ms:  # short waits while traffic flows, long ones idle
+        fetch_wait.install(kafka.idle_fetch_max_wait_ms, kafka.idle_after_s,
+                           kafka.activity_file)
     # Offsets are committed only once every record produced from them is on the broker.
     delivery.install(on_refused=exit_now)
     # Table recovery reads changelogs to their true end (the embedded broker's is short).

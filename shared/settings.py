@@ -30,6 +30,17 @@ class KafkaSettings(BaseSettings):
     # reader) uses the shorter query wait.
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=60_000)
     query_fetch_max_wait_ms: int = Field(default=10, ge=1, le=60_000)
+    # Once nothing was fetched or produced for idle_after_s, every consumer waits
+    # idle_fetch_max_wait_ms per fetch instead (shared/fetch_wait.py; 0: never): an idle
+    # mesh then costs a fraction of a core. activity_file (set by `streamrag up` for each
+    # process it starts) shares "traffic seen" between the processes of one machine.
+    # One process per service, idle (scripts/bench_latency --modes processes --before
+    # STREAMRAG_KAFKA_IDLE_FETCH_MAX_WAIT_MS=500, one run): 200 ms cost 0.151 cores (broker
+    # 0.079), 500 ms 0.096 (broker 0.039); light-load freshness p50/p95 213/243 vs 206/246
+    # ms, the first document after a quiet spell p50/max 203/240 vs 329/496 ms.
+    idle_fetch_max_wait_ms: int = Field(default=500, ge=0, le=60_000)
+    idle_after_s: float = Field(default=5.0, gt=0)
+    activity_file: Path | None = None
     session_timeout_s: float = Field(default=10.0, gt=0)
     rebalance_timeout_s: float = Field(default=3.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 
 from services.onebox.settings import OneboxSettings
-from shared import fetch_wait
 from shared.faust_app import make_one_app
 from shared.settings import KafkaSettings
 from shared.topics import ONEBOX_APP
@@ -20,9 +19,6 @@ settings = OneboxSettings()
 kafka = KafkaSettings()
 app = make_one_app(ONEBOX_APP, kafka, settings.data_dir,
                    fetch_wait_ms=settings.fetch_max_wait_ms or kafka.query_fetch_max_wait_ms)
-
-if settings.idle_fetch_max_wait_ms:
-    fetch_wait.install(settings.idle_fetch_max_wait_ms, settings.idle_after_s)
 
 for name in settings.services:
     importlib.import_module(f"services.{name}.agents")

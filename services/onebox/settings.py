@@ -15,10 +15,7 @@ class OneboxSettings(ServiceSettings):
     # The one consumer also carries retrieval's search requests, so it waits the query
     # path's time by default (None: STREAMRAG_KAFKA_QUERY_FETCH_MAX_WAIT_MS).
     fetch_max_wait_ms: int | None = Field(default=None, ge=1, le=60_000)
-    # Once nothing was fetched or produced for idle_after_s, every consumer of the worker
-    # waits idle_fetch_max_wait_ms per fetch instead (shared/fetch_wait.py); 0: never.
-    idle_fetch_max_wait_ms: int = Field(default=200, ge=0, le=60_000)
-    idle_after_s: float = Field(default=5.0, gt=0)
+    # The idle fetch wait is every process's: STREAMRAG_KAFKA_IDLE_FETCH_MAX_WAIT_MS.
     # Which services this worker hosts (JSON list); a bench may run one of them on its own.
     services: tuple[str, ...] = tuple(SERVICES)
 

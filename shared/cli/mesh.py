@@ -57,7 +57,10 @@ class Mesh:
     def __init__(self, mesh: MeshSettings, kafka: KafkaSettings, ledger: LedgerSettings,
                  env: dict[str, str] | None = None) -> None:
         self.settings, self.kafka, self.ledger = mesh, kafka, ledger
-        self.env = env or {}  # extra environment for the services (settings overrides)
+        # extra environment for the services (settings overrides); every process of this
+        # machine's mesh shares one activity file for its idle fetch wait.
+        self.env = {"STREAMRAG_KAFKA_ACTIVITY_FILE": str((mesh.run_dir / "activity").resolve()),
+                    **(env or {})}
         self.supervisor = Supervisor(Backoff(mesh.restart_initial_s, 2.0, mesh.restart_max_s,
                                              mesh.restart_reset_after_s))
 
