@@ -63,3 +63,13 @@ def test_up_flag() -> None:
     assert build_parser().parse_args(["up", "--processes"]).processes is True
     assert build_parser().parse_args(["up"]).processes is False
     assert MeshSettings().processes is False  # one process is the embedded default
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_every_process_shares_one_activity_file_under_the_run_dir(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, processes: bool) -> None:
+    """The idle fetch wait's shared signal (shared/fetch_wait.py): one file per mesh."""
+    files = {s.env["STREAMRAG_KAFKA_ACTIVITY_FILE"]
+             for s in started(monkeypatch, tmp_path, processes)}
+    assert files == {str((tmp_path / "activity").resolve())}
+    assert all(s.env["STREAMRAG_X"] == "1" for s in started(monkeypatch, tmp_path, processes))
