@@ -22,18 +22,20 @@ class EmbeddingSettings(ServiceSettings, EncoderSettings):
     # One intra-op thread per forward pass, and the passes of a batch side by side on one
     # worker per core. A pass then never waits on another thread: when redaction takes a
     # core, one pass slows down instead of every pass of a two-thread session stalling at
-    # its barriers. 100 SciFact abstracts encoded alone (scripts/bench_encoder --passes):
-    # 1 thread 12.2 docs/s, one session of 2 threads 19.4, 2 workers of 1 thread 23.1; with
-    # one core kept busy by another process 11.8, 13.5 and 14.5.
+    # its barriers. 100 SciFact abstracts encoded alone, passes of 1024 tokens
+    # (scripts/bench_encoder --passes --corpus ../shared/data/beir/scifact-train): 1 thread
+    # 11.1 docs/s, one session of 2 threads 15.2, 2 passes of 1 thread side by side 22.7;
+    # with one core kept busy by another process 10.9, 11.6 and 13.8.
     encoder_threads: int = Field(default=1, ge=0)
     encoder_workers: int = Field(default=0, ge=0)
 
     # A batch is cut whenever the encoder is free (shared/batching), within two limits,
     # and runs as forward passes of at most forward_tokens padded tokens (chunks x the
-    # longest). One 1-thread pass of 1024 tokens ran 12.2 docs/s against 10.8 for 2048
-    # (the same chunks, length-sorted); a batch of max_batch_tokens gives each of two
-    # workers one such pass. On a GPU a pass of 16k costs about what one of 256 does (set
-    # both in docker-compose.gpu.yml). batch_max_docs=1 is batch size 1.
+    # longest). Passes of 1024 tokens ran 11.1 docs/s on one thread against 10.5 for 2048,
+    # and 22.7 against 19.3 two side by side (same run); a batch of max_batch_tokens
+    # gives each of two workers one such pass. On a GPU a pass of 16k costs about what
+    # one of 256 does (set both in docker-compose.gpu.yml). batch_max_docs=1 is batch
+    # size 1.
     max_batch_tokens: int = Field(default=2048, ge=256)
     forward_tokens: int = Field(default=1024, ge=256)
     batch_max_docs: int = Field(default=64, ge=1)
