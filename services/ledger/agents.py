@@ -18,7 +18,7 @@ from services.ledger.anchors import AnchorReceipt
 from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq, ledger, settings
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import LedgerError, LedgerUnavailable
-from services.ledger.reconcile import recent, reconcile
+from services.ledger.reconcile import Checkpoint, recent, reconcile
 from shared.audit_signing import AuditSignerSettings, check
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
@@ -28,6 +28,9 @@ from shared.records import AuditBatch
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _client: AnchorClient | None = None
+# The last reconciliation round's checkpoint: anchors it verified are not asked for again
+# while the node keeps its block (services/ledger/reconcile.py).
+_checkpoint: Checkpoint | None = None
 _connecting = asyncio.Lock()  # one connect (and at most one deploy) per worker
 KNOWN_SIGNERS = AuditSignerSettings().known()
 
@@ -173,12 +176,15 @@ async def reconcile_once() -> None:
                  settings.reconcile_max_batches)
     if not due:
         return
+    global _checkpoint
     try:
-        outcome = await asyncio.to_thread(reconcile, _client, due)
+        outcome = await asyncio.to_thread(reconcile, _client, due, _checkpoint)
     except LedgerError as exc:  # node down or a refusal: the next round tries again
         log.warning("reconciling %d recent anchors failed, retrying next round: %s",
                     len(due), exc)
+        _checkpoint = None
         return
+    _checkpoint = outcome.checkpoint
     closed = {a.batch_id: a.batch_closed_at for a in due}
     for receipt in outcome.reanchored:
         record = receipt.record(batch_closed_at=closed[receipt.batch_id])

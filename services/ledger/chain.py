@@ -8,6 +8,7 @@ from collections.abc import Callable
 from eth_account import Account
 from web3 import HTTPProvider, Web3
 from web3.contract import Contract
+from web3.exceptions import BlockNotFound
 
 from services.ledger.anchors import ZERO, AnchorReceipt, Stored, batch_key, hex32
 from services.ledger.deployment import resolve_contract
@@ -59,9 +60,28 @@ class AnchorClient:
 
     def is_anchored(self, batch_id: str) -> bool:
         """Whether the contract holds an anchor for `batch_id` (confirmed or not)."""
+        return self.anchored_block(batch_id) != 0
+
+    def anchored_block(self, batch_id: str) -> int:
+        """The block the contract says anchored `batch_id`; 0: not anchored."""
         _, block = call_with_retry(lambda: self._stored(batch_key(batch_id)), self.backoff,
                                    "is_anchored", self._sleep)
-        return block != 0
+        return block
+
+    def head(self) -> tuple[int, str]:
+        """The node's newest block: number and hash."""
+        block = call_with_retry(lambda: self.w3.eth.get_block("latest"), self.backoff,
+                                "head", self._sleep)
+        return int(block["number"]), bytes(block["hash"]).hex()
+
+    def block_hash(self, number: int) -> str | None:
+        """The hash of the node's block at `number`; None when it has no such block."""
+        def get() -> str | None:
+            try:
+                return bytes(self.w3.eth.get_block(number)["hash"]).hex()
+            except BlockNotFound:
+                return None
+        return call_with_retry(get, self.backoff, "block_hash", self._sleep)
 
     def anchor(self, batch_id: str, root_hex: str, prev_root_hex: str,
                leaf_count: int, *, signer: str) -> AnchorReceipt:

@@ -98,6 +98,7 @@ def test_the_agents_timer_reanchors_from_the_table_and_announces_it(
     monkeypatch.setenv("STREAMRAG_LEDGERSVC_DATA_DIR", str(tmp_path / "svc"))
     agents = importlib.import_module("services.ledger.agents")
     monkeypatch.setattr(agents, "_client", client)
+    monkeypatch.setattr(agents, "_checkpoint", None)
     tester = w3.provider.ethereum_tester  # type: ignore[attr-defined]
     snapshot = tester.take_snapshot()
     records = anchor_all(client, 3)
@@ -120,3 +121,68 @@ def test_the_agents_timer_reanchors_from_the_table_and_announces_it(
     assert [(a.root, a.leaf_count) for a in announced] == [(ROOTS[i], i + 1) for i in range(3)]
     assert [a.batch_closed_at for a in announced] == [r.batch_closed_at for r in records]
     assert events_per_batch(client) == {batch_key(i): 1 for i in IDS[:3]}
+
+
+class Counting:
+    """The client, counting the per-anchor reads a round makes."""
+
+    def __init__(self, client: AnchorClient) -> None:
+        self.client, self.reads = client, 0
+
+    def anchored_block(self, batch_id: str) -> int:
+        self.reads += 1
+        return self.client.anchored_block(batch_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_anchors_verified_below_a_block_the_chain_still_has_are_not_read_again(
+        client: AnchorClient) -> None:
+    counting = Counting(client)
+    first = anchor_all(client, 3)
+    one = reconcile(counting, first)
+    assert (one.checked, one.skipped, counting.reads) == (3, 0, 3)
+    assert one.checkpoint is not None and one.checkpoint.verified == frozenset(IDS[:3])
+    later = anchor_all(client, 5, start=3)
+    two = reconcile(counting, first + later, one.checkpoint)
+    assert (two.checked, two.skipped, counting.reads) == (2, 3, 5)
+    assert two.reanchored == [] and two.checkpoint is not None
+    assert two.checkpoint.verified == frozenset(IDS)
+    assert two.checkpoint.number > one.checkpoint.number
+    three = reconcile(counting, first + later, two.checkpoint)
+    assert (three.checked, three.skipped, counting.reads) == (0, 5, 5)
+
+
+@pytest.mark.parametrize("mine_past", [False, True])
+def test_a_lost_checkpoint_block_makes_the_round_check_and_reanchor_everything(
+        w3: Web3, client: AnchorClient, mine_past: bool) -> None:
+    """The node restarted from an older state (or reorged): the checkpoint's block is gone
+    (the chain is shorter) or another block now has its height (mined past it)."""
+    tester = w3.provider.ethereum_tester  # type: ignore[attr-defined]
+    kept = anchor_all(client, 2)
+    snapshot = tester.take_snapshot()
+    lost = anchor_all(client, 5, start=2)
+    one = reconcile(client, kept + lost)
+    assert one.checkpoint is not None and one.checkpoint.verified == frozenset(IDS)
+    tester.revert_to_snapshot(snapshot)
+    if mine_past:
+        tester.mine_blocks(one.checkpoint.number + 2 - client.head()[0])
+        assert client.block_hash(one.checkpoint.number) not in (None, one.checkpoint.hash)
+    else:
+        assert client.block_hash(one.checkpoint.number) is None
+    two = reconcile(client, kept + lost, one.checkpoint)
+    assert (two.checked, two.skipped) == (5, 0)
+    assert [r.batch_id for r in two.reanchored] == IDS[2:]
+    assert events_per_batch(client) == {batch_key(i): 1 for i in IDS}
+
+
+def test_a_checkpoint_with_another_hash_trusts_nothing(client: AnchorClient) -> None:
+    from services.ledger.reconcile import Checkpoint
+
+    records = anchor_all(client, 2)
+    number, _ = client.head()
+    forged = Checkpoint(number, "00" * 32, frozenset(IDS[:2]))
+    counting = Counting(client)
+    out = reconcile(counting, records, forged)
+    assert (out.checked, out.skipped, counting.reads) == (2, 0, 2)
