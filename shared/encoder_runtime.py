@@ -47,7 +47,8 @@ class EncoderSettings(BaseSettings):
     # Intra-op threads of one forward pass; 0: the runtime's default (one per core).
     encoder_threads: int = Field(default=0, ge=0)
     # ONNX: forward passes of one batch run side by side on this many threads (0: one per
-    # usable core), all on the one session; torch ignores it.
+    # usable core), all on the one session; torch ignores it. A question is one pass, so
+    # only embedding (long batches) defaults to more than one.
     encoder_workers: int = Field(default=1, ge=0)
     # The exported ONNX graph (~90 MB) is cached here, shared by every service and mesh
     # that runs from the same directory; exported once per model.

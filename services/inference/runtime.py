@@ -54,7 +54,8 @@ def load_encoder(settings: InferenceSettings, next_model: bool = False) -> TextE
     path, model_id = ((settings.next_model_path, settings.next_model_id) if next_model
                       else (settings.model_path, settings.encoder_model_id()))
     encoder = load(settings.encoder_runtime, settings.device, settings.encoder_threads,
-                   settings.model_cache_dir, path, model_id, int8=settings.encoder_int8)
+                   settings.model_cache_dir, path, model_id, int8=settings.encoder_int8,
+                   workers=settings.encoder_workers)
     encoder.encode(["warm-up"])  # the first forward pass is the slow one; pay it before SERVING
     return encoder
 
