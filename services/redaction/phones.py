@@ -18,7 +18,8 @@ per snippet only for the regions where a number as long as its longest chain is 
 at all: a match's national number never has more digits than the chain it lies in, so a
 region whose shortest possible number is longer cannot match there (most of a scientific
 abstract's chains are years and counts of 4-5 digits, possible in 3 and 9 of the 22 default
-regions; this took the recognizer from about a third of redaction's time to a tenth).
+regions; profiled on 100 SciFact abstracts, the recognizer's share of redaction's time fell
+from about 28% to 14-20%).
 """
 
 from __future__ import annotations
