@@ -69,10 +69,28 @@ class EncoderSettings(BaseSettings):
     def encoder_model_id(self) -> str:
         return self.model_id or MODEL_ID
 
+    def encoder_may_run_torch(self, model_path: Path | None, int8: bool = False) -> bool:
+        """Whether `load_encoder` with these settings runs torch for `model_path`, or may
+        (a GPU is there): a process none of whose stages may run it can forgo torch
+        (shared/lean_imports.py; the ONNX export then runs in a child process)."""
+        if self.encoder_runtime == "torch" or (self.device != "cpu" and _gpu_present()):
+            return True
+        return not onnx_ready(model_path, self.model_cache_dir, int8)
+
 
 def onnx_available(need_export: bool) -> bool:
     names = ["onnxruntime", *(["onnx"] if need_export else [])]
     return all(importlib.util.find_spec(n) is not None for n in names)
+
+
+def onnx_ready(model_path: Path | None, cache_dir: Path, int8: bool) -> bool:
+    """ONNX Runtime is installed, and so is onnx if the graph must first be exported."""
+    from shared.encoder_model import default_model_path
+    from shared.onnx_encoder import graph_path, int8_path
+
+    graph = graph_path(model_path or default_model_path(), cache_dir)
+    cached = (int8_path(graph) if int8 else graph).exists()
+    return onnx_available(need_export=not cached)
 
 
 def choose(runtime: Runtime, cuda: bool, onnx_ready: bool) -> Runtime:
@@ -104,14 +122,7 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
     ONNX runs its int8 copy of the graph (shared/onnx_encoder.py); torch ignores it, and
     `workers` (ONNX's forward passes side by side) too."""
     cuda = runtime == "onnx" and _wants_cuda(device)
-    ready = True
-    if runtime == "onnx" and not cuda:
-        from shared.encoder_model import default_model_path
-        from shared.onnx_encoder import graph_path, int8_path
-
-        graph = graph_path(model_path or default_model_path(), cache_dir)
-        cached = (int8_path(graph) if int8 else graph).exists()
-        ready = onnx_available(need_export=not cached)
+    ready = runtime != "onnx" or cuda or onnx_ready(model_path, cache_dir, int8)
     chosen = choose(runtime, cuda, ready)
     if chosen != runtime and cuda:  # the GPU is the faster choice: not worth a warning
         log.info("encoder on CUDA: torch (ONNX Runtime runs on CPU only here)")

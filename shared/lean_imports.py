@@ -5,8 +5,10 @@ Presidio imports transformers for a recognizer the mesh does not use: about 340 
 resident memory in the redaction process, which runs no torch model. A module set to
 None in `sys.modules` makes its import raise ImportError, the branch those libraries
 already take when the package is absent. Only a process's entry point calls `forgo`, for
-what none of its services needs (services/<name>/__main__.py; never the one-process
-worker, whose embedding stage may run torch).
+what none of its services needs (services/<name>/__main__.py): redaction and chunking
+always, embedding, inference and the one-process worker when their settings run no torch
+model (`may_run_torch`: ONNX on CPU, no generator or reranker; the ONNX export then runs
+in a child process, shared/onnx_encoder.py).
 """
 
 from __future__ import annotations

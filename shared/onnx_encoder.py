@@ -1,8 +1,9 @@
 """The sentence encoder on ONNX Runtime (CPU): the same weights, exported once, pooled in-graph.
 
 The graph is exported from the torch model at first use (torch + onnx needed then, not
-after) with mean pooling and L2 normalisation inside it, and cached under a data dir,
-keyed by a hash of the weights and the export code's version, so a changed model never
+after; in a child process unless torch is loaded already, so a worker that runs no torch
+model never carries it) with mean pooling and L2 normalisation inside it, and cached under
+a data dir, keyed by a hash of the weights and the export code's version, so a changed model never
 reuses a stale graph. Concurrent first starts each write a private temp file and rename it
 into place. Inputs are tokenized once, length-sorted and grouped by a padded-token budget,
 as on torch; each group is padded to its own longest input (a batch of short questions runs
@@ -19,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -97,6 +100,20 @@ def export(model_path: Path, target: Path) -> None:
             os.unlink(tmp)
 
 
+def export_once(model_path: Path, target: Path) -> None:
+    """`export`, in this process if torch is loaded already, else in a child: importing
+    torch costs a worker ~340 MB of resident memory for the rest of its life."""
+    if sys.modules.get("torch") is not None:
+        export(model_path, target)
+        return
+    root = Path(__file__).resolve().parents[1]  # the folder that holds `shared`
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    subprocess.run([sys.executable, "-m", "shared.onnx_encoder",
+                    str(model_path.resolve()), str(target.resolve())],
+                   check=True, env=env, cwd=root)
+
+
 def int8_path(graph: Path) -> Path:
     """Where the int8 copy of `graph` is cached (named after it and the recipe's version)."""
     return graph.with_name(f"{graph.stem}-int8v{QUANTIZE_VERSION}.onnx")
@@ -152,7 +169,7 @@ class OnnxEncoder:
         graph = graph_path(path, cache_dir)
         if not graph.exists():
             log.info("exporting the encoder to ONNX at %s (once per model)", graph)
-            export(path, graph)
+            export_once(path, graph)
         if int8:
             quantized = int8_path(graph)
             if not quantized.exists():
@@ -204,3 +221,7 @@ class OnnxEncoder:
             mask[i, :len(row_ids)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         return np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
+
+
+if __name__ == "__main__":  # export_once's child: python -m shared.onnx_encoder MODEL TARGET
+    export(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -43,3 +43,6 @@ class EmbeddingSettings(ServiceSettings, EncoderSettings):
 
     def limits(self) -> BatchLimits:
         return BatchLimits(max_tokens=self.max_batch_tokens, max_requests=self.batch_max_docs)
+
+    def may_run_torch(self) -> bool:
+        return self.encoder_may_run_torch(self.model_path)

@@ -115,6 +115,13 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # (scripts/bench_query --int8-quality). Chunk vectors stay fp32; torch ignores it.
     encoder_int8: bool = True
 
+    def may_run_torch(self) -> bool:
+        """The generator and the reranker always run torch; the query encoders (current
+        and next model) as shared/encoder_runtime.py decides."""
+        models = [self.model_path, *([self.next_model_path] if self.next_model_path else [])]
+        return (self.generator_path is not None or self.reranker_path is not None
+                or any(self.encoder_may_run_torch(m, self.encoder_int8) for m in models))
+
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
 

@@ -27,3 +27,14 @@ class OneboxSettings(ServiceSettings):
             msg = f"STREAMRAG_ONEBOX_SERVICES: unknown services {unknown}"
             raise ValueError(msg)
         return names
+
+
+def may_run_torch(services: tuple[str, ...]) -> bool:
+    """Whether a hosted stage may run torch with its settings: only embedding and
+    inference run models on it (redaction's spaCy runs on its own, chunking counts
+    tokens), and with ONNX on CPU neither does."""
+    from services.embedding.settings import EmbeddingSettings
+    from services.inference.settings import InferenceSettings
+
+    stages = {"embedding": EmbeddingSettings, "inference": InferenceSettings}
+    return any(stages[name]().may_run_torch() for name in services if name in stages)

@@ -46,3 +46,36 @@ def test_inference_without_a_generator_loads_no_deep_learning_stack(tmp_path: Pa
     # The generator's and reranker's models import torch; with neither configured, the
     # inference process runs ONNX only (about 0.35 GiB less resident memory).
     assert heavy_modules_after_import("services.inference.runtime", tmp_path) == []
+
+
+ENTRY = """
+import runpy, sys
+import shared.runner
+shared.runner.run_worker = lambda *a, **k: None  # build the worker, do not start it
+runpy.run_module({entry!r}, run_name="__main__")
+print(' '.join(m for m in {heavy!r} if sys.modules.get(m) is not None))
+"""
+
+
+def heavy_modules_after_entry(entry: str, tmp_path: Path, **env: str) -> list[str]:
+    """The deep-learning modules loaded once `python -m entry` has built its worker."""
+    code = ENTRY.format(entry=entry, heavy=("torch", "transformers"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, check=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env})
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("entry", ["services.onebox", "services.embedding",
+                                   "services.inference"])
+def test_workers_that_run_no_torch_model_never_load_torch(entry: str, tmp_path: Path) -> None:
+    # spaCy's thinc and Presidio import torch when it is installed (~340 MB resident):
+    # an entry point whose stages all run ONNX on CPU forgoes it before they load.
+    cpu = {f"STREAMRAG_{s}_DEVICE": "cpu" for s in ("EMBEDDING", "INFERENCE")}
+    assert heavy_modules_after_entry(entry, tmp_path, **cpu) == []
+
+
+def test_a_worker_whose_stage_runs_torch_keeps_it(tmp_path: Path) -> None:
+    loaded = heavy_modules_after_entry("services.onebox", tmp_path,
+                                       STREAMRAG_EMBEDDING_ENCODER_RUNTIME="torch")
+    assert "torch" in loaded

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from shared import encoder_runtime
-from shared.encoder_runtime import choose, load_encoder
+from shared import encoder_runtime, onnx_encoder
+from shared.encoder_runtime import EncoderSettings, choose, load_encoder
 from shared.onnx_encoder import graph_path, int8_path
 
 pytest.importorskip("onnxruntime")
@@ -45,7 +46,14 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_onnx_matches_torch_and_is_exported_once(cache: Path) -> None:
-    onnx = load_encoder("onnx", "cpu", threads=1, cache_dir=cache)
+    # A process without torch (a lean worker) exports in a child, never in itself.
+    def in_process(*_: object) -> None:
+        raise AssertionError("exported in a process that forwent torch")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setitem(sys.modules, "torch", None)
+        m.setattr(onnx_encoder, "export", in_process)
+        onnx = load_encoder("onnx", "cpu", threads=1, cache_dir=cache)
     torch = load_encoder("torch", "cpu")
     assert (onnx.runtime, torch.runtime) == ("onnx", "torch")
     exported = sorted(cache.glob("*.onnx"))
@@ -60,6 +68,24 @@ def test_onnx_matches_torch_and_is_exported_once(cache: Path) -> None:
     mtime = exported[0].stat().st_mtime_ns
     assert load_encoder("onnx", "cpu", cache_dir=cache).graph == exported[0]
     assert exported[0].stat().st_mtime_ns == mtime and sorted(cache.glob("*")) == exported
+
+
+def test_a_process_may_forgo_torch_only_when_no_encoder_runs_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def settings(**kw: object) -> EncoderSettings:
+        return EncoderSettings(model_cache_dir=tmp_path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(encoder_runtime, "_gpu_present", lambda: False)
+    assert not settings(encoder_runtime="onnx").encoder_may_run_torch(None)
+    assert not settings(encoder_runtime="onnx").encoder_may_run_torch(None, int8=True)
+    assert settings(encoder_runtime="torch").encoder_may_run_torch(None)
+    # A GPU node: "auto" may pick CUDA, which runs torch; a CPU-pinned encoder does not.
+    monkeypatch.setattr(encoder_runtime, "_gpu_present", lambda: True)
+    assert settings(encoder_runtime="onnx").encoder_may_run_torch(None)
+    assert not settings(encoder_runtime="onnx", device="cpu").encoder_may_run_torch(None)
+    # Without onnxruntime, load_encoder falls back to torch.
+    monkeypatch.setattr(encoder_runtime, "onnx_available", lambda need_export: False)
+    assert settings(encoder_runtime="onnx", device="cpu").encoder_may_run_torch(None)
 
 
 def test_missing_onnxruntime_falls_back_to_torch(
