@@ -107,7 +107,8 @@ def _gpu_present() -> bool:
 
 def _wants_cuda(device: str) -> bool:
     # Importing torch only to learn there is no GPU costs an ONNX-only process ~380 MB.
-    if device == "cpu" or ("torch" not in sys.modules and not _gpu_present()):
+    # A process that forwent torch (shared/lean_imports.py) has None in its place.
+    if device == "cpu" or (sys.modules.get("torch") is None and not _gpu_present()):
         return False
     import torch
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.encoder_runtime import _gpu_present
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "faiss", "transformers")
 SETTINGS = [f"services.{name}.settings" for name in (
@@ -53,6 +55,8 @@ import runpy, sys
 import shared.runner
 shared.runner.run_worker = lambda *a, **k: None  # build the worker, do not start it
 runpy.run_module({entry!r}, run_name="__main__")
+from shared.encoder_runtime import _wants_cuda
+assert not _wants_cuda("auto")  # what load_encoder asks first, at the worker's start
 print(' '.join(m for m in {heavy!r} if sys.modules.get(m) is not None))
 """
 
@@ -70,8 +74,10 @@ def heavy_modules_after_entry(entry: str, tmp_path: Path, **env: str) -> list[st
                                    "services.inference"])
 def test_workers_that_run_no_torch_model_never_load_torch(entry: str, tmp_path: Path) -> None:
     # spaCy's thinc and Presidio import torch when it is installed (~340 MB resident):
-    # an entry point whose stages all run ONNX on CPU forgoes it before they load.
-    cpu = {f"STREAMRAG_{s}_DEVICE": "cpu" for s in ("EMBEDDING", "INFERENCE")}
+    # an entry point whose stages all run ONNX on CPU forgoes it before they load. The
+    # defaults do on a machine without a GPU; on one, the stages are pinned to the CPU.
+    cpu = ({f"STREAMRAG_{s}_DEVICE": "cpu" for s in ("EMBEDDING", "INFERENCE")}
+           if _gpu_present() else {})
     assert heavy_modules_after_entry(entry, tmp_path, **cpu) == []
 
 
