@@ -2,12 +2,13 @@
 
 The graph is exported from the torch model at first use (torch + onnx needed then, not
 after; in a child process unless torch is loaded already, so a worker that runs no torch
-model never carries it) with mean pooling and L2 normalisation inside it, and cached under
-a data dir, keyed by a hash of the weights and the export code's version, so a changed model never
-reuses a stale graph. Concurrent first starts each write a private temp file and rename it
-into place. Inputs are tokenized once, length-sorted and grouped by a padded-token budget,
-as on torch; each group is padded to its own longest input (a batch of short questions runs
-at their length, never at max_length).
+model never carries it) with mean pooling and L2 normalisation inside it, and cached
+under a data dir, keyed by a hash of the weights and the export code's version, so a
+changed model never reuses a stale graph. Exports of one graph on one machine take turns
+(a lock file in the temp dir; the later one finds the graph made), and each writes a
+private temp file and renames it into place. Inputs are tokenized once, length-sorted
+and grouped by a padded-token budget, as on torch; each group is padded to its own longest
+input (a batch of short questions runs at their length, never at max_length).
 
 `int8=True` runs a dynamically quantized copy of that graph (int8 weights of every MatMul,
 per output channel; activations quantized per call; onnxruntime.quantization), made once
@@ -17,6 +18,7 @@ it is meant for questions only, never for the stored chunk vectors.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -101,11 +103,22 @@ def export(model_path: Path, target: Path) -> None:
 
 
 def export_once(model_path: Path, target: Path) -> None:
-    """`export`, in this process if torch is loaded already, else in a child: importing
-    torch costs a worker ~340 MB of resident memory for the rest of its life."""
-    if sys.modules.get("torch") is not None:
-        export(model_path, target)
-        return
+    """`export` unless `target` exists, one exporter at a time per graph on this machine
+    (in one process, embedding and inference load the encoder side by side at start-up).
+    In this process if torch is loaded already, else in a child: importing torch costs a
+    worker ~340 MB of resident memory for the rest of its life."""
+    lock = Path(tempfile.gettempdir()) / f"streamrag-{target.name}.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        if target.exists():
+            return
+        if sys.modules.get("torch") is not None:
+            export(model_path, target)
+        else:
+            _export_in_child(model_path, target)
+
+
+def _export_in_child(model_path: Path, target: Path) -> None:
     root = Path(__file__).resolve().parents[1]  # the folder that holds `shared`
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}

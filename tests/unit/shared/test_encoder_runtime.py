@@ -140,3 +140,28 @@ def test_int8_graph_is_quantized_once_and_stays_near_fp32(cache: Path) -> None:
     assert again.graph == int8.graph and int8.graph.stat().st_mtime_ns == mtime
     # torch ignores the flag.
     assert load_encoder("torch", "cpu", int8=True).runtime == "torch"
+
+
+def test_side_by_side_first_loads_export_the_graph_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # One process loads embedding's and inference's encoders at once on a first start.
+    import threading
+    import time
+
+    exports: list[Path] = []
+
+    def slow_export(_: Path, target: Path) -> None:
+        exports.append(target)
+        time.sleep(0.3)  # the other loader arrives while this export runs
+        target.write_bytes(b"graph")
+
+    monkeypatch.setitem(sys.modules, "torch", object())  # torch loaded: in-process export
+    monkeypatch.setattr(onnx_encoder, "export", slow_export)
+    target = tmp_path / f"encoder-{tmp_path.name}.onnx"
+    loaders = [threading.Thread(target=onnx_encoder.export_once, args=(tmp_path, target))
+               for _ in range(2)]
+    for t in loaders:
+        t.start()
+    for t in loaders:
+        t.join()
+    assert exports == [target] and target.read_bytes() == b"graph"
