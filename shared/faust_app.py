@@ -76,6 +76,11 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
         broker_rebalance_timeout=kafka.rebalance_timeout_s,
         broker_heartbeat_interval=kafka.heartbeat_interval_s,
         producer_linger=kafka.producer_linger_ms / 1000.0,
+        # One record limit for the whole mesh (shared/sizes.py): the producer sends and the
+        # consumer fetches whole records up to it (Faust's defaults, 1,000,000 and 1 MiB,
+        # were below what a valid 1 MiB document derives).
+        producer_max_request_size=kafka.max_record_bytes,
+        consumer_max_fetch_size=kafka.max_record_bytes,
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
         autodiscover=False,

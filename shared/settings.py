@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared import sizes
+
 # anvil's first well-known dev account: only a default for the embedded dev chain.
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 
@@ -46,6 +48,11 @@ class KafkaSettings(BaseSettings):
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     replication_factor: int = Field(default=1, ge=1)
     producer_linger_ms: int = Field(default=0, ge=0)
+    # The largest record any producer of the mesh sends and any consumer fetches (shared/
+    # sizes.py). Only lower than the topics' max.message.bytes (the contract's limit), so a
+    # record a producer sends is never one the broker refuses; tests lower it.
+    max_record_bytes: int = Field(default=sizes.MAX_RECORD_BYTES, ge=sizes.MIN_RECORD_BYTES,
+                                  le=sizes.MAX_RECORD_BYTES)
     # Apache Kafka with SASL (docker-compose): each service signs in as its own principal,
     # whose ACLs (shared/acls.py) allow exactly the topics it reads and writes. The embedded
     # broker has no SASL: leave PLAINTEXT there.

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from shared.encoder_model import MODEL_ID
+from shared.sizes import MAX_RECORD_BYTES
 
 PARTITIONS = 4  # docs and chunks; search requests must match chunks.embedded.v1
 HOUR_MS = 3_600_000
@@ -32,7 +33,10 @@ class TopicSpec:
     config: dict[str, str] = field(default_factory=dict)
 
     def broker_config(self) -> dict[str, str]:
-        cfg = {"cleanup.policy": "compact" if self.compacted else "delete"}
+        # Every topic takes the contract's largest record (shared/sizes.py); real Kafka
+        # enforces it (the embedded broker does not), and producers never send more.
+        cfg = {"cleanup.policy": "compact" if self.compacted else "delete",
+               "max.message.bytes": str(MAX_RECORD_BYTES)}
         if not self.compacted:
             cfg["retention.ms"] = str(self.retention_ms)
         return {**cfg, **self.config}

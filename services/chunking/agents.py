@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from services.chunking.app import app, chunks_topic, dlq, redacted_topic, settings
+from services.chunking.app import app, chunks_topic, dlq, kafka, redacted_topic, settings
 from services.chunking.documents import DocumentChunker
+from shared import sizes
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.encoder_model import load_tokenizer
@@ -37,4 +38,6 @@ async def chunk(stream: Any) -> None:
     async for event in stream.events():
         async with boundary.record(event):
             chunk_set = chunk_record(event.message.value)
-            await chunks_topic.send(key=chunk_set.doc_id.encode(), value=encode(chunk_set))
+            key, value = chunk_set.doc_id.encode(), encode(chunk_set)
+            sizes.check(value, key, "chunk set", kafka.max_record_bytes)  # or dead-lettered
+            await chunks_topic.send(key=key, value=value)

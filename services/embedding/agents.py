@@ -18,11 +18,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from services.embedding.app import app, chunks_topic, dlq, embedded_topic, settings
+from services.embedding.app import app, chunks_topic, dlq, embedded_topic, kafka, settings
 from services.embedding.vectors import embed_sets, longest_chunk
+from shared import sizes
 from shared.batching.batcher import Batcher
 from shared.batching.padding import padded_tokens
-from shared.boundary import Boundary, export_counts, is_fatal
+from shared.boundary import Boundary, exit_now, export_counts, is_fatal
 from shared.codec import decode, encode
 from shared.encoder_runtime import SentenceEncoder, load_encoder
 from shared.records import ChunkSet, EmbeddedChunkSet
@@ -66,8 +67,10 @@ async def embed(stream: Any) -> None:
             group.create_task(intake(manual, batcher))
             group.create_task(serve(batcher))
     except Exception as exc:
-        log.exception("embedding failed; stopping the worker so unacked batches replay")
-        await app.crash(exc)
+        # Not app.crash(): Faust's stop would wait forever for the unacked events queued
+        # here ("Wait for streams..."), the process alive and supervision none the wiser.
+        log.exception("embedding failed; exiting so unacked batches replay")
+        exit_now(exc)
         raise
 
 
@@ -98,12 +101,7 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
     started = time.perf_counter()
     embedded = await _embedded(encoder, live)
     encoded_ms = (time.perf_counter() - started) * 1000
-    # Each output on its input's partition (chunks.v1 is keyed by doc id too): every
-    # model's records of a document land on the same retrieval shard whatever the key.
-    partition = {cs.doc_id: ev.message.partition for ev, cs in live}
-    sent = [await embedded_topic.send(key=embedded_key(out.model_id, out.doc_id),
-                                      value=encode(out), partition=partition[out.doc_id])
-            for out in embedded]
+    sent = await send_all(embedded, {(cs.doc_id, cs.version): ev for ev, cs in live})
     await asyncio.gather(*sent)  # on the broker before the inputs are acked
     for event, _ in batch:
         await stream.ack(event)
@@ -112,6 +110,23 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
                          max(longest_chunk(cs) for cs in sets))
     log.info("embedded %d docs (%d padded tokens) in %.0f ms", len(live), size, encoded_ms)
     return [None] * len(batch)
+
+
+async def send_all(embedded: Sequence[EmbeddedChunkSet], events: dict[tuple[str, int], Any],
+                   ) -> list[Any]:
+    """Hand every output that fits a record to the producer; dead-letter the input of each
+    one over the limit (derived_too_large) instead. The futures of those sent."""
+    sent = []
+    for out in embedded:
+        event = events[(out.doc_id, out.version)]
+        key, value = embedded_key(out.model_id, out.doc_id), encode(out)
+        async with boundary.record(event, count=False):
+            sizes.check(value, key, "embedded chunk set", kafka.max_record_bytes)
+            # On its input's partition (chunks.v1 is keyed by doc id too): every model's
+            # records of a document land on the same retrieval shard whatever the key.
+            sent.append(await embedded_topic.send(key=key, value=value,
+                                                  partition=event.message.partition))
+    return sent
 
 
 async def _embedded(ready: SentenceEncoder, live: list[Pending]) -> list[EmbeddedChunkSet]:

@@ -23,7 +23,7 @@ from services.retrieval.index import Filters, Shard
 from services.retrieval.local import LocalShards
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.shards import Shards, digest
-from shared import local_search
+from shared import local_search, sizes
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.errors import InvalidInput, ModelMismatchError
@@ -116,8 +116,21 @@ async def search(stream: Any) -> None:
                 log.debug("search %s for shard %d arrived past its deadline", req.request_id,
                           event.message.partition)
                 continue
-            await replies_topic.send(key=req.request_id.encode(), value=encode(
-                answer(req, event.message.partition)))
+            key = req.request_id.encode()
+            await replies_topic.send(key=key, value=reply_bytes(
+                answer(req, event.message.partition), key))
+
+
+def reply_bytes(reply: SearchReply, key: bytes) -> bytes:
+    """The reply as a record; one over the record limit (up to 256 queries of 1,000 hits
+    with their text) answers `reply_too_large` instead, which the asker reports per shard."""
+    value = encode(reply)
+    if sizes.fits(value, key, kafka.max_record_bytes):
+        return value
+    log.warning("search %s: reply of %d bytes is over the record limit", reply.request_id,
+                len(value))
+    return encode(SearchReply(request_id=reply.request_id, partition=reply.partition,
+                              shard_size=reply.shard_size, error="reply_too_large"))
 
 
 def answer(req: SearchRequest, partition: int) -> SearchReply:

@@ -44,6 +44,7 @@ def digest_reader(kafka: KafkaSettings, topic: str, digest: DigestOf,
         consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
                                     enable_auto_commit=False,
                                     fetch_max_wait_ms=kafka.query_fetch_max_wait_ms,
+                                    max_partition_fetch_bytes=kafka.max_record_bytes,
                                     **kafka.client_options())
         await consumer.start()
         try:

@@ -37,7 +37,8 @@ def test_output_keys_are_per_document_and_model() -> None:
 
 
 def test_the_chunk_topic_is_compacted_so_a_new_model_reads_the_whole_corpus() -> None:
-    assert CHUNKS.broker_config() == {"cleanup.policy": "compact"}
+    assert CHUNKS.broker_config() == {"cleanup.policy": "compact",
+                                      "max.message.bytes": str(16 * 1024 * 1024)}
 
 
 def test_a_model_folder_needs_its_own_id(tmp_path: Path) -> None:

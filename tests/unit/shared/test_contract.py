@@ -40,7 +40,8 @@ def test_every_table_matches_its_source_topic_partitions() -> None:
 
 
 def test_compacted_topics_have_no_retention_limit() -> None:
-    assert CHUNKS_EMBEDDED.broker_config() == {"cleanup.policy": "compact"}
+    assert CHUNKS_EMBEDDED.broker_config() == {"cleanup.policy": "compact",
+                                             "max.message.bytes": str(16 * 1024 * 1024)}
     assert SEARCH_REQUESTS.broker_config()["retention.ms"] == str(3_600_000)
 
 
