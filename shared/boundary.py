@@ -16,6 +16,9 @@ the agent dies. So nothing may rely on crash-and-restart for a bad record; inste
   stream), so the worker exits without one, as after kill -9, which every stage must
   survive anyway. Cancellation and other BaseExceptions (a rebalance, Ctrl-C) pass
   through untouched.
+- the same fatal failure of the same record the MAX_FAILURES-th time, across restarts
+  (shared/poison.py): dead-lettered `repeated_failure` (detail: stage and error type), so
+  a record that stops the worker every time cannot hold its partition for good.
 
 Counters (prometheus_client, default registry): `streamrag_records_processed_total{stage}`
 counts every record that passed a boundary whatever became of it,
@@ -41,6 +44,7 @@ from aiokafka.errors import KafkaError
 from faust.exceptions import FaustError
 from prometheus_client import REGISTRY, Counter
 
+from shared import poison
 from shared.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
 
@@ -105,6 +109,8 @@ class Boundary:
             await self._dead_letter(exc, event)
         except Exception as exc:  # noqa: BLE001 - sorted below, fatal ones stop the worker
             if is_fatal(exc):
+                if await self._gave_up(exc, event):
+                    return
                 self._fatal(exc, event)
                 raise
             INTERNAL.labels(self.stage, type(exc).__name__).inc()
@@ -114,6 +120,25 @@ class Boundary:
                       _where(exc))
             await self._dead_letter(
                 InvalidInput("internal_error", detail=type(exc).__name__), event)
+        else:
+            if poison.journal.entries:  # it failed before and got through this time
+                poison.journal.forget(self.stage, event.message)
+
+    async def _gave_up(self, exc: Exception, event: Any) -> bool:
+        """Dead-letter the record if this is its MAX_FAILURES-th same fatal failure."""
+        msg = event.message
+        try:
+            count = poison.journal.failed(self.stage, msg, exc)
+        except OSError:  # the journal cannot be written: stop as for any fatal failure
+            return False
+        if not poison.journal.exhausted(count):
+            return False
+        log.error("%s failed on %s/%s@%s with %s %d times: dead-lettering it", self.stage,
+                  msg.topic, msg.partition, msg.offset, type(exc).__name__, count)
+        await self._dead_letter(InvalidInput(
+            poison.REPEATED_FAILURE, detail=f"{self.stage}: {type(exc).__name__}"), event)
+        poison.journal.forget(self.stage, msg)
+        return True
 
     async def _dead_letter(self, exc: InvalidInput, event: Any) -> None:
         try:
@@ -163,6 +188,9 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
     if (app.conf.id, path) in _exporting:  # one process, one app: the counters are all here
         return
     _exporting.add((app.conf.id, path))
+
+    # The records that stopped this worker before, so a poison one is not retried forever.
+    poison.journal.open(path.parent / poison.FAILURES_FILE)
 
     @app.timer(interval_s, name=f"{app.conf.id}.export_counts")
     async def _export() -> None:

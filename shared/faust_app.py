@@ -14,7 +14,7 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from shared import changelog_tail, delivery, fetch_wait
+from shared import changelog_tail, delivery, fetch_wait, watchdog
 from shared.boundary import exit_now
 from shared.settings import KafkaSettings
 from shared.topics import TABLES, TopicSpec
@@ -86,7 +86,10 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
         autodiscover=False,
     )
     conf.update(overrides)
-    return faust.App(app_id, **conf)
+    app = faust.App(app_id, **conf)
+    # A crashed worker exits, though Faust's stop may wait forever for unacked records.
+    watchdog.exit_after_crash(app)
+    return app
 
 
 class ContractTable(faust.Table):

@@ -1,0 +1,118 @@
+"""A record that stops its stage the same way again and again is dead-lettered, across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from unittest.mock import AsyncMock
+
+import pytest
+from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
+from faust.exceptions import ProducerSendError
+
+from shared import poison
+from shared.boundary import Boundary
+from shared.errors import InfrastructureError
+
+
+def event(offset: int = 7) -> SimpleNamespace:
+    message = SimpleNamespace(topic="t.v1", partition=1, offset=offset, key=b"k",
+                              value=b"payload text")
+    return SimpleNamespace(message=message)
+
+
+def restart(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
+    """A fresh process's journal, read from the file the last one left; its exits."""
+    monkeypatch.setattr(poison, "journal", poison.FailureJournal(path))
+    return []
+
+
+def attempt(boundary: Boundary, exc: BaseException, offset: int = 7) -> None:
+    async def main() -> None:
+        async with boundary.record(event(offset)):
+            raise exc
+
+    asyncio.run(main())
+
+
+def letters(dlq: SimpleNamespace) -> list[dict]:
+    return [json.loads(c.kwargs["value"]) for c in dlq.send.await_args_list]
+
+
+def test_the_third_same_failure_across_restarts_is_dead_lettered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, dlq = tmp_path / poison.FAILURES_FILE, SimpleNamespace(send=AsyncMock())
+    for _ in range(poison.MAX_FAILURES - 1):
+        exits = restart(path, monkeypatch)
+        with pytest.raises(OSError):
+            attempt(Boundary("chunking", dlq, on_fatal=exits.append), OSError(36, "too long"))
+        assert [type(e) for e in exits] == [OSError]  # stopped: the record replays
+    exits = restart(path, monkeypatch)
+    attempt(Boundary("chunking", dlq, on_fatal=exits.append), OSError(36, "too long"))
+    assert exits == []  # the partition moves on
+    [letter] = letters(dlq)
+    assert (letter["stage"], letter["reason"], letter["detail"], letter["offset"]) == (
+        "chunking", "repeated_failure", "chunking: OSError", 7)
+    assert json.loads(path.read_text()) == {}  # dealt with: nothing left to count
+
+
+def test_a_different_error_or_another_record_starts_the_count_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, dlq = tmp_path / poison.FAILURES_FILE, SimpleNamespace(send=AsyncMock())
+    exits = restart(path, monkeypatch)
+    boundary = Boundary("embedding", dlq, on_fatal=exits.append)
+    for exc, offset in [(OSError(), 7), (MemoryError(), 7), (OSError(), 7), (OSError(), 8)]:
+        with pytest.raises((OSError, MemoryError)):
+            attempt(boundary, exc, offset)
+    assert len(exits) == 4 and dlq.send.await_count == 0
+    assert poison.journal.entries["embedding|t.v1|1|7"] == {"error": "OSError", "count": 1}
+
+
+@pytest.mark.parametrize("exc", [
+    InfrastructureError("ledger node down"), KafkaConnectionError(), TimeoutError(),
+    ConnectionResetError(),
+])
+def test_the_environment_failing_is_never_the_records_fault(
+        exc: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dlq = SimpleNamespace(send=AsyncMock())
+    exits = restart(tmp_path / poison.FAILURES_FILE, monkeypatch)
+    for _ in range(poison.MAX_FAILURES + 1):
+        with pytest.raises(type(exc)):
+            attempt(Boundary("ledger", dlq, on_fatal=exits.append), exc)
+    assert len(exits) == poison.MAX_FAILURES + 1 and dlq.send.await_count == 0
+
+
+def test_a_transient_cause_anywhere_in_the_chain_counts_as_transient() -> None:
+    def chained(cause: BaseException) -> BaseException:
+        try:
+            raise cause
+        except BaseException as inner:
+            outer = ProducerSendError("send failed")
+            outer.__cause__ = inner
+            return outer
+
+    assert poison.is_transient(chained(KafkaConnectionError()))
+    assert not poison.is_transient(chained(MessageSizeTooLargeError()))
+
+
+def test_a_record_that_gets_through_is_forgotten(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    path, dlq = tmp_path / poison.FAILURES_FILE, SimpleNamespace(send=AsyncMock())
+    exits = restart(path, monkeypatch)
+    with pytest.raises(OSError):
+        attempt(Boundary("chunking", dlq, on_fatal=exits.append), OSError())
+
+    async def ok() -> None:
+        async with Boundary("chunking", dlq, on_fatal=exits.append).record(event()):
+            pass
+
+    asyncio.run(ok())
+    assert json.loads(path.read_text()) == {}
+
+
+def test_a_damaged_journal_starts_afresh(tmp_path: Path) -> None:
+    path = tmp_path / poison.FAILURES_FILE
+    path.write_text("{not json")
+    assert poison.FailureJournal(path).entries == {}
