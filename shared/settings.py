@@ -53,6 +53,9 @@ class KafkaSettings(BaseSettings):
     # record a producer sends is never one the broker refuses; tests lower it.
     max_record_bytes: int = Field(default=sizes.MAX_RECORD_BYTES, ge=sizes.MIN_RECORD_BYTES,
                                   le=sizes.MAX_RECORD_BYTES)
+    # Compression of the mesh's own producers. Consumers read every codec whatever this
+    # says (gzip built in; snappy, lz4 and zstd through cramjam, a dependency).
+    producer_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
     # Apache Kafka with SASL (docker-compose): each service signs in as its own principal,
     # whose ACLs (shared/acls.py) allow exactly the topics it reads and writes. The embedded
     # broker has no SASL: leave PLAINTEXT there.

@@ -63,3 +63,22 @@ def test_faust_apps_sign_in_and_under_acls_create_no_topics(tmp_path: object) ->
     assert app.conf.topic_allow_declare is False
     plain = make_app("test-plain-app", KafkaSettings(), Path(str(tmp_path)))
     assert plain.conf.broker_credentials is None and plain.conf.topic_allow_declare is True
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_the_mesh_producers_compress_by_setting_and_every_codec_decodes(
+        codec: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from aiokafka.codec import has_lz4, has_snappy, has_zstd
+    monkeypatch.setenv("STREAMRAG_KAFKA_PRODUCER_COMPRESSION", codec)
+    app = make_app(f"test-{codec}-app", KafkaSettings(), Path(str(tmp_path)))
+    assert app.conf.producer_compression_type == codec
+    # A consumer without the codec libraries stops at the first such batch.
+    assert (has_snappy(), has_lz4(), has_zstd()) == (True, True, True)
+
+
+def test_uncompressed_by_default(tmp_path: object) -> None:
+    from pathlib import Path
+    app = make_app("test-nocodec-app", KafkaSettings(), Path(str(tmp_path)))
+    assert app.conf.producer_compression_type is None
