@@ -81,6 +81,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
         # were below what a valid 1 MiB document derives).
         producer_max_request_size=kafka.max_record_bytes,
         consumer_max_fetch_size=kafka.max_record_bytes,
+        producer_compression_type=(None if kafka.producer_compression == "none"
+                                   else kafka.producer_compression),
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
         autodiscover=False,
