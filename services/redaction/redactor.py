@@ -35,6 +35,7 @@ from services.redaction.recognizers import secret_recognizer
 from services.redaction.settings import RedactionSettings
 from services.redaction.windows import merge, shifted, windows
 from shared.records import Document, RedactedDocument
+from shared.visible import View, reading_view
 
 # Presidio's e-mail check calls tldextract, whose default fetches the public suffix list
 # over the network; the snapshot bundled with tldextract is enough and never blocks.
@@ -44,6 +45,17 @@ WHOLE_TEXT = "SECRET"  # matched over the whole text, never cut by a window edge
 # whatever level the service runs at.
 for _name in ("presidio-analyzer", "presidio-anonymizer"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+
+
+def _mapped(view: View, results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """Findings on the view as findings on the text it was read from."""
+    out = []
+    for r in results:
+        if r.end > r.start:
+            start, end = view.span(r.start, r.end)
+            out.append(RecognizerResult(r.entity_type, start, end, r.score,
+                                        r.analysis_explanation, r.recognition_metadata))
+    return out
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,18 @@ class Redactor:
         }).encode()).hexdigest()
 
     def analyze(self, texts: list[str]) -> list[list[RecognizerResult]]:
+        """Non-overlapping findings per text, as spans of the original text.
+
+        What is analysed is each text as a reader sees it (shared.visible): a value hidden
+        by invisible characters, look-alike digits or table cells is found there, and its
+        whole original span, hidden characters included, is masked.
+        """
+        views = [reading_view(t) for t in texts]
+        found = self._analyze_views([v.text for v in views])
+        return [r if v.identical else merge(_mapped(v, r))
+                for v, r in zip(views, found, strict=True)]
+
+    def _analyze_views(self, texts: list[str]) -> list[list[RecognizerResult]]:
         """Non-overlapping findings per text, windows analysed together in one batch."""
         cuts = [windows(t, self.settings.window_chars, self.settings.window_overlap_chars)
                 for t in texts]
