@@ -4,9 +4,18 @@ Measured on Faker-generated tickets (scripts/bench_redaction), en_core_web_sm al
 about 80% of person names and a fifth of its PERSON findings were words like Kafka,
 Grafana or "Cheers". Three rules close most of that gap without a bigger model:
 - a given-names gazetteer (gender-guesser's list of about 60,000 first names from many
-  countries): a known first name and the capitalised words after it are a person;
+  countries, and 7,000 more from Faker's South Asian, East Asian, Latin American, Turkish
+  and other locales in given_names.txt): a known first name and the capitalised words
+  after it are a person;
 - where names stand alone: after a greeting ("Hi Anna,"), on the line after a closing
-  ("Best regards,\nAnna Weber"), after an honorific ("Dr. Weber");
+  ("Best regards,\nAnna Weber", "--\nAnna Weber") or after it ("Thanks, Anna"), after an
+  honorific ("Dr. Weber"), as a chat's speaker labels ("[09:15] Anna Weber: ...",
+  "<anna> ...", "Anna: ..." when several lines start so) and @-mentions, as an e-mail's
+  display names ("Anna Weber <anna@example.com>", From/To/Cc lines). A label is a name
+  when no word of it is a technology, function or common field word ("Note:", "Root
+  Cause:", "Agent:") and it starts with a known given name or holds a word no dictionary
+  (WordNet's lemmas, shipped with the spaCy model) holds. Any name so found is then
+  found again wherever it stands alone, in any case when no dictionary holds it;
 - a PERSON finding made only of technology or product words (tech_terms.txt plus
   the allow list in settings), or holding a digit, is dropped.
 
@@ -27,6 +36,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import cache, lru_cache
 from importlib import resources
+from pathlib import Path
 
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
@@ -44,14 +54,45 @@ _GREETING = re.compile(
     rf"(?m)^[ \t]*(?i:hi|hello|hey|dear|good (?:morning|afternoon|evening)|greetings)"
     rf"[ \t,]+({WORD}(?:[ \t]+{WORD}){{0,2}})[ \t]*[,!:]")
 _CLOSING = re.compile(
-    rf"(?m)^[ \t]*(?i:thanks|thank you|many thanks|cheers|best|best regards|kind regards|"
-    rf"warm regards|regards|sincerely|yours|br|greetings)[ \t]*[,!.]?[ \t]*\n[ \t]*"
+    rf"(?m)^[ \t]*(?:(?i:thanks|thank you|many thanks|cheers|best|best regards|kind regards|"
+    rf"warm regards|regards|sincerely|yours|br|greetings)[ \t]*[,!.]?|--|—|–)[ \t]*\n[ \t]*"
     rf"({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+)?{WORD}){{0,2}})[ \t]*$")
+# A closing and the name on one line, the line's last words: "Thanks, Priya".
+_CLOSING_INLINE = re.compile(
+    r"(?m)^[ \t]*(?i:thanks|thank you|many thanks|cheers|best|best regards|kind regards|"
+    rf"warm regards|regards|br)[ \t]*,[ \t]*({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+)?{WORD}){{0,2}})"
+    r"[ \t]*[.!]?[ \t]*$")
+_NAME_RUN = rf"{WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+){{0,2}}{WORD}){{0,2}}"
+# A chat line's time stamp: [09:15], 09:15, [2026-01-02 09:15:03], 02/01/2026, 9:15 AM -
+_STAMP = (r"(?:\[[^\]\n]{0,24}?\d{1,2}:\d{2}[^\]\n]{0,12}\]|"
+          r"(?:\d{4}-\d{2}-\d{2}[ T]|\d{1,2}[/.]\d{1,2}[/.]\d{2,4},?[ \t])?"
+          r"\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]?[AaPp]\.?[Mm]\.?)?)")
+# A line that starts with a speaker: an optional stamp, then <nick> or "Given Surname:".
+_LABEL_LINE = re.compile(
+    rf"(?m)^[ \t]*(?:(?P<stamp>{_STAMP})[ \t]*(?:[-–|][ \t]*)?)?"
+    rf"(?:<(?P<nick>[^\W\d_][\w.'’-]{{0,30}})>|(?P<label>{_NAME_RUN})[ \t]*:)(?=[ \t]|$)")
+# E-mail: a display name before an address, anywhere ("Priya Raman <p@example.in>",
+# '"Raman, Priya" <p@example.in>'), and the names on From/To/Cc lines of a header block.
+_ADDRESSED = re.compile(
+    rf"(?:\"([^\"\n<>@]{{1,80}})\"|(?<![\w@.])({_NAME_RUN}))[ \t]*<[^<>\s@]+@[^<>\s]+>")
+_HEADER = re.compile(
+    r"(?im)^(?:from|to|cc|bcc|reply-to|sender|von|an|de|para|à)[ \t]*:[ \t]*(\S.*)$")
+_HEADER_BLOCK = re.compile(r"(?im)^(?:from|to|cc|subject|date|sent|betreff|objet|asunto)"
+                           r"[ \t]*:")
+_HEADER_NAME = re.compile(rf"(?:^|[,;])[ \t]*({_NAME_RUN})[ \t]*(?=[,;]|$)")
+# A chat mention: "@Priya", "@priya.raman".
+_MENTION = re.compile(r"(?<![\w@.])@([^\W\d_][\w'’-]*(?:\.[^\W\d_][\w'’-]*)?)")
+# What tags look like in a line-initial <...> that is no chat nick.
+_HTML_TAGS = frozenset({"a", "b", "i", "p", "u", "br", "hr", "li", "ul", "ol", "tr", "td", "th",
+                        "div", "span", "img", "em", "html", "pre", "code"})
 _HONORIFIC = re.compile(  # not after a number: "1.0 M. Transformation" is molar
     r"(?<![\d.,] )(?<![\d.,])\b(?:Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Sir|Madam|Herr|Frau|Mme|Mlle|M)"
     rf"\.?[ \t]+"
     rf"({WORD}(?:[ \t]+{WORD}){{0,2}})")
 SCORE = 0.6
+# Where a lone word is a name surely enough to find it again elsewhere in the text.
+STRONG = frozenset({"speaker label", "mention", "e-mail address name", "e-mail header",
+                    "greeting", "signature"})
 # Who someone is, written before the name ("Customer Anna Weber").
 ROLES = ("customer", "client", "user", "engineer", "colleague", "manager", "analyst",
          "developer", "admin", "operator", "technician", "contractor", "employee", "caller",
@@ -102,9 +143,42 @@ def fold(word: str) -> str:
 
 
 @cache
-def given_names() -> frozenset[str]:
+def guesser_names() -> frozenset[str]:
     import gender_guesser.detector as gg  # ~1.7 s to load; once per process, at start
     return frozenset(fold(n) for n in gg.Detector(case_sensitive=False).names)
+
+
+@cache
+def given_names() -> frozenset[str]:
+    """gender-guesser's names and Faker's of the locales users write in (given_names.txt),
+    less the latter's common English words ("Major", "Story", "Royal")."""
+    text = resources.files("services.redaction").joinpath("given_names.txt").read_text()
+    added = {fold(w) for w in text.splitlines() if w and not w.startswith("#")}
+    return guesser_names() | (added - dictionary_words())
+
+
+@cache
+def dictionary_words() -> frozenset[str]:
+    """Common English words: WordNet's lemmas as the installed spaCy model's lemmatizer
+    ships them (about 90,000). Empty when no model is installed: every rule that asks
+    then takes fewer words for names."""
+    from spacy.lookups import Lookups
+
+    from services.redaction.nlp import spacy_model_path
+    for model in ("en_core_web_md", "en_core_web_sm"):
+        try:
+            path = Path(spacy_model_path(model)) / "lemmatizer" / "lookups"
+        except RuntimeError:
+            continue
+        table = Lookups().from_disk(path).get_table("lemma_index")
+        return frozenset(fold(w) for words in table.values() for w in words)
+    return frozenset()
+
+
+def common_word(word: str) -> bool:
+    """An English word of the dictionary, plural or not ("Notes", "Steps")."""
+    w, words = fold(word), dictionary_words()
+    return w in words or (w.endswith("s") and w[:-1] in words) or w in stop_words()
 
 
 @cache
@@ -262,12 +336,76 @@ class NameRecognizer(LocalRecognizer):
                    and fold(w) not in thing_words() for w in mention):
                 spans.setdefault((start, m.end(1)), "full name, then an act")
         for rule, why in ((_GREETING, "greeting"), (_CLOSING, "signature"),
-                          (_HONORIFIC, "honorific")):
+                          (_CLOSING_INLINE, "signature"), (_HONORIFIC, "honorific")):
             for m in rule.finditer(text):
                 if not self.only_allowed(m.group(1)):
                     spans.setdefault((m.start(1), m.end(1)), why)
+        for a, b, why in (*self.speakers(text, lower), *self.addressed(text, lower)):
+            spans.setdefault((a, b), why)
         return [finding(self, "PERSON", a, b, SCORE, why)
                 for (a, b), why in sorted(spans.items())]
+
+    def speakers(self, text: str, lower: frozenset[str]) -> list[tuple[int, int, str]]:
+        """Speaker labels of a text shaped like a chat: two or more lines that start with
+        a time stamp or a <nick> and a speaker, or three or more "Name:" lines with one
+        name at least twice (a form's "Note:", "Status:" lines do not repeat)."""
+        lines = list(_LABEL_LINE.finditer(text))
+        stamped = sum(bool(m["stamp"] or m["nick"]) for m in lines)
+        plain = [m["label"] for m in lines if not (m["stamp"] or m["nick"])]
+        if stamped < 2 and not (len(plain) >= 3 and len(set(plain)) < len(plain)):
+            return []
+        out = []
+        for m in lines:
+            group = "nick" if m["nick"] else "label"
+            if self.speaker_name(m[group], lower, nick=group == "nick"):
+                out.append((m.start(group), m.end(group), "speaker label"))
+        for m in _MENTION.finditer(text):
+            if self.speaker_name(m.group(1), lower, nick=True):
+                out.append((m.start(1), m.end(1), "mention"))
+        return out
+
+    def addressed(self, text: str, lower: frozenset[str]) -> list[tuple[int, int, str]]:
+        """Display names before an e-mail address, and names on the From/To/Cc lines of
+        a text with at least two header lines."""
+        out = []
+        for m in _ADDRESSED.finditer(text):
+            g = 1 if m.group(1) is not None else 2
+            name = m.group(g).strip()
+            words = [w.strip(",") for w in name.split()]
+            if g == 1 and len(words) >= 2 and name.count(",") == 1:  # "Raman, Priya"
+                words = [w for w in words if w]
+            if self.speaker_name(" ".join(words), lower):
+                a = m.start(g) + m.group(g).index(name)
+                out.append((a, a + len(name), "e-mail address name"))
+        if len(_HEADER_BLOCK.findall(text)) >= 2:
+            for h in _HEADER.finditer(text):
+                for m in _HEADER_NAME.finditer(h.group(1)):
+                    if self.speaker_name(m.group(1), lower):
+                        a = h.start(1) + m.start(1)
+                        out.append((a, a + len(m.group(1)), "e-mail header"))
+        return out
+
+    def speaker_name(self, label: str, lower: frozenset[str], nick: bool = False) -> bool:
+        """Whether a speaker label, nick or display name is a person's: no technology,
+        function or field word ("Kafka", "Note", "Root Cause", "Agent"), and a known given
+        name first or a word no dictionary holds. A nick may be written in lower case."""
+        if nick:
+            words = [w for w in re.split(r"[._'’-]+", label) if w]
+            if label.isupper() or label.lower() in _HTML_TAGS:
+                return False
+        else:
+            words = [w for w in label.split() if not _PARTICLE_WORD.match(w)]
+            if not words or not all(_TITLE_WORD.match(w) for w in words):
+                return False  # "ERROR", "INFO", "iOS"
+        if self.only_allowed(" ".join(words)) and not _is_given_name(words[0]):
+            return False
+        if any(fold(w) in stop_words() or fold(w) in thing_words() or fold(w) in self.allowed
+               for w in words):
+            return False
+        if _is_given_name(words[0].capitalize()):
+            return True
+        # A nick's own lower-case spelling is no sign of a common word.
+        return any(not common_word(w) and (nick or w.lower() not in lower) for w in words)
 
     def surname_like(self, word: str, lower: frozenset[str], tech_ok: bool = False) -> bool:
         """Written as a name (Weber, McDonald, O'Brien, WEBER), not a technology word
@@ -339,19 +477,27 @@ class NameRecognizer(LocalRecognizer):
 
     def mentioned_again(self, text: str, found: list[RecognizerResult],
                         lower: frozenset[str]) -> list[RecognizerResult]:
-        """Every other place a word of a full name found in the text stands alone
-        ("Joshua Ward ... Ward acknowledged it")."""
+        """Every other place a word of a name found in the text stands alone ("Joshua
+        Ward ... Ward acknowledged it"): a word of a full name, or a lone name where a
+        speaker label, mention, address, greeting or signature says it is one (a lone NER
+        word is too weak to spread). A word no dictionary holds is found in any case
+        ("priya", "@raman"); others only as written, and not when the text also writes
+        them in lower case."""
         words: set[str] = set()
         for r in found:
-            named = [w.strip(",;:.") for w in text[r.start:r.end].split()
+            named = [w.strip(",;:.") for w in re.split(r"[\s._]+", text[r.start:r.end])
                      if not (_PARTICLE_WORD.match(w) or _INITIALS.match(w))]
-            if len(named) > 1:  # a lone word is too weak to spread
-                words.update(w for w in named if len(w) > 2 and not w.isupper())
+            why = r.analysis_explanation.textual_explanation if r.analysis_explanation else ""
+            if len(named) > 1 or why in STRONG:
+                words.update(w for w in named if not w.isupper()
+                             and (len(w) > 2 or not common_word(w)))  # "Wu", not "De"
         out = []
         for w in sorted(words):
-            if not self.surname_like(w, lower) or fold(w) in stop_words():
+            if fold(w) in stop_words() or fold(w) in self.allowed or (
+                    common_word(w) and not self.surname_like(w, lower)):
                 continue
-            for m in re.finditer(rf"(?<![\w'’-]){re.escape(w)}(?![\w-])", text):
+            flags = re.I if not common_word(w) else 0
+            for m in re.finditer(rf"(?<![\w'’-]){re.escape(w)}(?![\w-])", text, flags):
                 out.append(finding(self, "PERSON", m.start(), m.end(), SCORE, "named again"))
         return out
 
@@ -364,6 +510,8 @@ class NameRecognizer(LocalRecognizer):
         if all(w.isupper() for w in named) and any(  # "RNP IC", "II CRISPR": acronyms
                 len(w) < 3 or _ROMAN.match(w) for w in named):
             return False
+        if named and all(map(common_word, named)) and not _is_given_name(named[0]):
+            return False  # "Site Reliability", "Baker Street"
         return bool(named) and all(
             self.surname_like(w, lower) and fold(w) not in stop_words() for w in named)
 
