@@ -18,6 +18,10 @@ R = TypeVar("R", bound=Record)
 
 log = logging.getLogger(__name__)
 MAX_KEPT_PAYLOAD = 256 * 1024
+# A key longer than this is kept as its first KEPT_KEY_PREFIX bytes and its hash: the dead
+# letter of a record with a 700 KB key must still fit under the broker's record limit.
+MAX_KEPT_KEY = 1024
+KEPT_KEY_PREFIX = 64
 DEAD_LETTERED = Counter("streamrag_records_dead_lettered", "Records sent to a dead-letter topic",
                         ["stage", "reason"])
 
@@ -38,10 +42,20 @@ def build_dead_letter(
     return DeadLetter(
         stage=stage, reason=exc.reason, field=exc.field, detail=exc.detail[:500],
         source_topic=topic, partition=partition, offset=offset,
-        key=key.decode("utf-8", "replace") if key is not None else None,
+        key=bounded_key(key).decode("utf-8", "replace") if key is not None else None,
+        key_sha256=hashlib.sha256(key).hexdigest() if key is not None else None,
+        key_size=len(key) if key is not None else 0,
         payload_sha256=hashlib.sha256(body).hexdigest(), payload_size=len(body),
         payload_b64=kept, at=time.time(),
     )
+
+
+def bounded_key(key: bytes) -> bytes:
+    """`key` itself when short; else its first bytes, an ellipsis and its SHA-256."""
+    if len(key) <= MAX_KEPT_KEY:
+        return key
+    digest = hashlib.sha256(key).hexdigest().encode()
+    return key[:KEPT_KEY_PREFIX] + b"...sha256:" + digest
 
 
 async def send_dead_letter(
@@ -54,7 +68,8 @@ async def send_dead_letter(
     )
     log.warning("dead-lettered %s/%s@%s: %s field=%s", message.topic, message.partition,
                 message.offset, exc.reason, exc.field)
-    await dlq_topic.send(key=message.key, value=encode(record))
+    key = bounded_key(message.key) if message.key is not None else None
+    await dlq_topic.send(key=key, value=encode(record))
     DEAD_LETTERED.labels(stage, exc.reason).inc()
     return record
 

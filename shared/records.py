@@ -51,6 +51,9 @@ class Document(Record):
     content_hash: str = ""
     # The source's ordering key; None on records written before ingest kept one.
     position: Position | None = None
+    # The source declared that its ids live in a space other sources share (a mapping's
+    # id_space): only then may a document id move between sources (ingest's dedup).
+    shared_id: bool = False
 
 
 class RedactedDocument(Document):
@@ -229,7 +232,9 @@ class DeadLetter(Record):
     source_topic: str
     partition: int
     offset: int
-    key: str | None = None
+    key: str | None = None  # up to 1 KiB as given; a longer one cut (shared.dlq.bounded_key)
+    key_sha256: str | None = None
+    key_size: int = 0
     payload_sha256: str
     payload_size: int
     payload_b64: str | None = None  # only on deadletter.raw.v1 (before redaction)

@@ -36,8 +36,9 @@ export_counts(app, settings.data_dir)
 
 
 def _raw_message(message: Any) -> RawMessage:
-    headers = dict(message.headers or [])
-    return RawMessage(value=message.value, timestamp=message.timestamp, headers=headers)
+    headers = message.headers or []
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
+    return RawMessage.from_kafka(message.value, message.timestamp, pairs)
 
 
 @app.agent(raw_topic)

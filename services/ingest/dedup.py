@@ -8,6 +8,13 @@ dropped; anything else becomes the next version. Records written before position
 kept, changes without a position (no source time), changes whose position is of another
 kind (the document moved sources), and the change after an unpositioned one are ordered
 by arrival as before.
+
+Identity: a document id belongs to the source that wrote it first. A change from another
+source is refused (`id_collision`) unless either side declared a shared id space (a
+mapping's `id_space`, carried as `Document.shared_id`) or the document is deleted. And a
+change that was applied before a crash and is replayed after later ones were applied is a
+duplicate, not a stale change: the last `RECENT` applied (position, hash) pairs are kept
+to tell the two apart.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from services.ingest.ordering import compare
 from shared.errors import InvalidInput
 from shared.records import Document, Position
 
+RECENT = 16
+
 
 class SeenVersion(TypedDict):
     hash: str
@@ -26,6 +35,12 @@ class SeenVersion(TypedDict):
     # Position.model_dump(mode="json") of the newest position applied; absent in records
     # from before ordering, which any position then follows.
     position: NotRequired[dict[str, Any]]
+    # Absent in records from before identities were kept.
+    source: NotRequired[str]
+    shared: NotRequired[bool]  # the id lives in a space sources share
+    deleted: NotRequired[bool]  # the applied version is a delete
+    # [kind, key, hash] of the newest applied changes with a position, newest last.
+    recent: NotRequired[list[list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -43,8 +58,11 @@ def apply_change(prev: SeenVersion | None, doc: Document) -> Applied:
     if prev is None:
         new = doc.model_copy(update={"version": 1})
         return Applied(new, seen(new))
+    _check_identity(prev, doc)
     order = _order(prev, doc.position)
     if order is not None and order < 0:
+        if _applied_before(prev, doc):
+            return Applied(None, prev)  # a replay of what was applied: a duplicate
         raise InvalidInput("stale_version", "position", _detail(prev, doc))
     if prev["hash"] == doc.content_hash:
         # Same content: nothing to send, but remember a newer position so that changes
@@ -54,19 +72,51 @@ def apply_change(prev: SeenVersion | None, doc: Document) -> Applied:
     if order == 0:
         raise InvalidInput("version_conflict", "position", _detail(prev, doc))
     new = doc.model_copy(update={"version": prev["version"] + 1})
-    return Applied(new, seen(new))
+    return Applied(new, seen(new, prev))
 
 
-def seen(doc: Document) -> SeenVersion:
-    return _at({"hash": doc.content_hash, "version": doc.version}, doc.position)
+def seen(doc: Document, prev: SeenVersion | None = None) -> SeenVersion:
+    """The table's record once `doc` is applied (after `prev`)."""
+    state: SeenVersion = {"hash": doc.content_hash, "version": doc.version,
+                          "source": doc.source}
+    if doc.shared_id or (prev is not None and prev.get("shared")):
+        state["shared"] = True
+    if doc.op == "delete":
+        state["deleted"] = True
+    recent = list(prev.get("recent", [])) if prev is not None else []
+    if doc.position is not None:
+        recent = [*recent, [doc.position.kind, list(doc.position.key), doc.content_hash]]
+        state["recent"] = recent[-RECENT:]
+    elif recent:
+        state["recent"] = recent
+    return _at(state, doc.position)
 
 
 def _at(state: SeenVersion, position: Position | None) -> SeenVersion:
     """`state` with `position` as the newest applied (none kept when it has none)."""
-    out: SeenVersion = {"hash": state["hash"], "version": state["version"]}
+    out: SeenVersion = {**state}
+    out.pop("position", None)
     if position is not None:
         out["position"] = position.model_dump(mode="json")
     return out
+
+
+def _check_identity(prev: SeenVersion, doc: Document) -> None:
+    """InvalidInput(id_collision) when `doc` writes an id another source owns."""
+    owner = prev.get("source")
+    if owner is None or owner == doc.source or prev.get("deleted"):
+        return
+    if doc.shared_id or prev.get("shared"):
+        return
+    raise InvalidInput("id_collision", "id", f"the id belongs to another source "
+                       f"({len(owner)}-character name); a mapping's id_space may share it")
+
+
+def _applied_before(prev: SeenVersion, doc: Document) -> bool:
+    if doc.position is None:
+        return False
+    entry = [doc.position.kind, list(doc.position.key), doc.content_hash]
+    return entry in prev.get("recent", [])
 
 
 def _order(prev: SeenVersion, position: Position | None) -> int | None:

@@ -19,16 +19,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from services.ingest.identifiers import check_identifier
 from services.ingest.ordering import api_position, cdc_position, plain_position
 from services.ingest.rawjson import load_object
 from services.ingest.settings import FieldMapping, IngestSettings
 from shared.errors import InvalidInput
 from shared.records import Document, Position
+from shared.visible import blank
 
 PLAIN_VERSIONS = frozenset({1})
 CDC_OPS = {"c": "upsert", "u": "upsert", "r": "upsert", "d": "delete"}
 SOURCE_HEADER = "streamrag-source"
-_CONTROL = {c for c in range(32) if chr(c) not in "\t\n\r"}
+# C0 (but tab and line breaks), DEL and C1: none of them is text.
+_CONTROL = frozenset(chr(c) for c in [*range(32), *range(0x7F, 0xA0)] if chr(c) not in "\t\n\r")
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,24 @@ class RawMessage:
     value: bytes | None
     timestamp: float  # the Kafka record timestamp, seconds
     headers: dict[str, bytes]
+    repeated_headers: frozenset[str] = frozenset()  # names the record carries more than once
+
+    @classmethod
+    def from_kafka(cls, value: bytes | None, timestamp: float,
+                   headers: list[tuple[str, bytes]]) -> RawMessage:
+        names = [name for name, _ in headers]
+        repeated = frozenset(n for n in names if names.count(n) > 1)
+        return cls(value, timestamp, dict(headers), repeated)
 
 
 def parse_raw(msg: RawMessage, settings: IngestSettings, now: float | None = None) -> Document:
     obj = load_object(msg.value, max_bytes=settings.max_payload_bytes,
                       max_depth=settings.max_json_depth, max_digits=settings.max_number_digits)
     ingest_time = time.time() if now is None else now
+    if SOURCE_HEADER in msg.repeated_headers:
+        raise InvalidInput("invalid_header", SOURCE_HEADER, "header given more than once")
     if SOURCE_HEADER in msg.headers:
-        name = _header(msg.headers[SOURCE_HEADER])
+        name = check_identifier(_header(msg.headers[SOURCE_HEADER]), SOURCE_HEADER)
         return _from_api(obj, name, msg, settings, ingest_time)
     if _is_debezium(obj):
         return _from_cdc(obj, msg, settings, ingest_time)
@@ -85,16 +98,16 @@ def _str_field(obj: dict[str, Any], name: str, *, required: bool, path: str | No
 
 
 def _check_text(text: str, field: str) -> str:
-    if any(ord(ch) in _CONTROL for ch in text):
+    if not _CONTROL.isdisjoint(text):
         raise InvalidInput("binary_content", field, "control characters in text")
     return text
 
 
 def _check_source(source: str) -> str:
     """A plain document names its source: watermarks, statistics and audit group by it."""
-    if not source.strip():
+    if blank(source):
         raise InvalidInput("missing_field", "source", "empty source")
-    return source
+    return check_identifier(source, "source")
 
 
 def _check_id(doc_id: str, field: str, settings: IngestSettings) -> str:
@@ -103,11 +116,11 @@ def _check_id(doc_id: str, field: str, settings: IngestSettings) -> str:
         raise InvalidInput("missing_field", field, "empty id")
     if len(doc_id) > settings.max_id_length:
         raise InvalidInput("id_too_long", field, f"{len(doc_id)} > {settings.max_id_length}")
-    if not doc_id.strip():
-        raise InvalidInput("invalid_id", field, "blank id")
     if any(unicodedata.category(ch)[0] == "C" for ch in doc_id):
         raise InvalidInput("invalid_id", field, "control, format or unassigned character")
-    return doc_id
+    if blank(doc_id):
+        raise InvalidInput("invalid_id", field, "blank id")
+    return check_identifier(doc_id, field)
 
 
 def _event_time(value: Any, field: str, fallback: float, s: IngestSettings) -> float:
@@ -160,23 +173,26 @@ def _scalar(value: Any, field: str) -> str:
 
 
 def _metadata(value: Any, field: str = "metadata") -> dict[str, str]:
+    """Metadata as strings; a field is named by position (`metadata[#2]`), never by its
+    key: the key is the record's own text and an error's field reaches logs."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput("wrong_type", field, f"expected object, got {type(value).__name__}")
     out: dict[str, str] = {}
-    for k, v in value.items():
-        out[_check_text(k, field)] = _scalar(v, f"{field}.{k}")
+    for i, (k, v) in enumerate(value.items()):
+        where = f"{field}[#{i}]"
+        out[check_identifier(_check_text(k, where), where)] = _scalar(v, where)
     return out
 
 
 def _document(
     *, doc_id: str, op: str, text: str, title: str, source: str, kind: str, domain: str,
     event_time: float, ingest_time: float, metadata: dict[str, str],
-    position: Position | None,
+    position: Position | None, shared_id: bool = False,
 ) -> Document:
-    if op == "upsert" and not text.strip():
-        raise InvalidInput("empty_text", "text", "an upsert needs text")
+    if op == "upsert" and blank(text):
+        raise InvalidInput("empty_text", "text", "an upsert needs text that can be seen")
     if op == "delete":
         text, title, metadata = "", "", {}
     return Document(
@@ -184,6 +200,7 @@ def _document(
         source_kind=kind, domain=domain or "default", event_time=event_time,
         ingest_time=ingest_time, metadata=metadata,
         content_hash=content_hash(op, text, title, domain, metadata), position=position,
+        shared_id=shared_id,
     )
 
 
@@ -208,7 +225,8 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         title=_check_text(_str_field(obj, "title", required=False), "title"),
         source=_check_source(_check_text(_str_field(obj, "source", required=True), "source")),
         kind="document",
-        domain=_check_text(_str_field(obj, "domain", required=False), "domain"),
+        domain=check_identifier(
+            _check_text(_str_field(obj, "domain", required=False), "domain"), "domain"),
         event_time=event_time,
         ingest_time=now,
         metadata=_metadata(obj.get("metadata")),
@@ -245,9 +263,11 @@ def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]
         return _scalar(_lookup(obj, path), f"{prefix}{path}")
 
     meta = {k: get_meta(p) for k, p in m.metadata.items()}
+    domain = get_str(m.domain, False)
     return dict(
         doc_id=get_str(m.id, True, integer_ok=True), text=get_str(m.text, False),
-        title=get_str(m.title, False), domain=get_str(m.domain, False) or m.default_domain,
+        title=get_str(m.title, False),
+        domain=check_identifier(domain, f"{prefix}{m.domain}") if domain else m.default_domain,
         event_time_raw=_lookup(obj, m.event_time) if m.event_time else None,
         metadata={k: v for k, v in meta.items() if v},
     )
@@ -258,14 +278,19 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
     raw_op = body.get("op")
     if not isinstance(raw_op, str):
         raise InvalidInput("wrong_type", "op", f"expected string, got {type(raw_op).__name__}")
+    if raw_op == "t":
+        raise InvalidInput("truncate_refused", "op", "a Debezium truncate is not applied: "
+                           "delete the table's rows one by one (see the README)")
     op = CDC_OPS.get(raw_op)
     if op is None:
-        raise InvalidInput("unknown_op", "op", "Debezium op must be c, u, d or r")
+        raise InvalidInput("unknown_op", "op", "Debezium op must be c, u, d, r or t")
     source = body.get("source")
     src: dict[str, Any] = source if isinstance(source, dict) else {}
-    table = _check_text(_str_field(src, "table", required=False, path="source.table"),
-                        "source.table")
-    db = _check_text(_str_field(src, "db", required=False, path="source.db"), "source.db")
+    table = check_identifier(_check_text(
+        _str_field(src, "table", required=False, path="source.table"), "source.table"),
+        "source.table")
+    db = check_identifier(_check_text(
+        _str_field(src, "db", required=False, path="source.db"), "source.db"), "source.db")
     mapping = s.cdc_mappings.get(f"{db}.{table}") or s.cdc_mappings.get(table) \
         or s.cdc_mappings.get("*")
     if mapping is None:
@@ -278,9 +303,13 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
     ts = body.get("ts_ms")
     fallback = _event_time(ts, "ts_ms", msg.timestamp, s) if ts is not None else msg.timestamp
     event_time = _event_time(f["event_time_raw"], "event_time", fallback, s)
+    table_name = f"{db}.{table}".lstrip(".")
+    key = _check_id(f["doc_id"], f"{row_name}.{mapping.id}", s)
+    space = table_name if mapping.id_space is None else mapping.id_space
     return _document(
-        doc_id=_check_id(f["doc_id"], f"{row_name}.{mapping.id}", s), op=op,
-        text=f["text"], title=f["title"], source=f"cdc:{db}.{table}".replace(":.", ":"),
+        doc_id=_check_id(f"{space}/{key}" if space else key, f"{row_name}.{mapping.id}", s),
+        op=op, shared_id=mapping.id_space is not None,
+        text=f["text"], title=f["title"], source=f"cdc:{table_name}",
         kind="cdc", domain=f["domain"], event_time=event_time,
         ingest_time=now, metadata=f["metadata"],
         position=cdc_position(body, _given(f["event_time_raw"], event_time)),
@@ -298,6 +327,7 @@ def _from_api(obj: dict[str, Any], name: str, msg: RawMessage, s: IngestSettings
                              msg.timestamp, s)
     return _document(
         doc_id=_check_id(f["doc_id"], mapping.id, s), op="delete" if deleted else "upsert",
+        shared_id=mapping.id_space is not None,
         text=f["text"], title=f["title"], source=f"api:{name}", kind="api", domain=f["domain"],
         event_time=event_time, ingest_time=now, metadata=f["metadata"],
         position=api_position(obj, mapping.version, _given(f["event_time_raw"], event_time)),

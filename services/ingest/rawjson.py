@@ -5,7 +5,13 @@ digit limit, turns 1e999 into inf and accepts NaN, Infinity and lone surrogate e
 (\\ud800). Each of these becomes an InvalidInput with its own reason here: size and UTF-8
 first, then nesting depth and digit runs from a scan of the raw text (before the parser
 sees it), then constants and float overflow while parsing, then every string (keys too)
-checked for surrogates.
+checked for surrogates. A key given twice in one object is refused (`duplicate_key`):
+parsers disagree on which one wins (Python's takes the last), so the record means
+different things to different readers.
+
+Errors name a field by its path only through keys of the documented schema; any other key
+is the record's own text and is named by position (`metadata[#2]`), so a key that is
+itself personal data never reaches a dead letter's field or a log line.
 """
 
 from __future__ import annotations
@@ -20,7 +26,11 @@ from shared.errors import InvalidInput
 # A JSON string literal; possessive, so a long or unterminated one cannot backtrack.
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
-_PLAIN_PATH = re.compile(r"[\w.\[\]-]{1,100}", re.ASCII)  # named in errors only if plain
+_PLAIN_PATH = re.compile(r"[\w.\[\]#-]{1,100}", re.ASCII)  # named in errors only if plain
+# Keys that errors may name: the documented input shapes' own.
+SCHEMA_KEYS = frozenset({
+    "id", "text", "title", "source", "domain", "metadata", "event_time", "op",
+    "schema_version", "payload", "before", "after", "ts_ms", "db", "table", "deleted"})
 
 
 def load_object(value: bytes | None, *, max_bytes: int, max_depth: int,
@@ -36,7 +46,8 @@ def load_object(value: bytes | None, *, max_bytes: int, max_depth: int,
         raise InvalidInput("not_utf8", detail=f"invalid byte at {exc.start}") from exc
     _prescan(text, max_depth, max_digits)
     try:
-        obj = json.loads(text, parse_constant=_constant, parse_float=_float)
+        obj = json.loads(text, parse_constant=_constant, parse_float=_float,
+                         object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         msg = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise InvalidInput("malformed_json", detail=msg) from exc
@@ -59,6 +70,13 @@ def _prescan(text: str, max_depth: int, max_digits: int) -> None:
         depth += 1 if bracket in "[{" else -1
         if depth > max_depth:
             raise InvalidInput("too_deep", detail=f"nesting deeper than {max_depth}")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise InvalidInput("duplicate_key", detail="a key appears twice in one object")
+    return out
 
 
 def _constant(name: str) -> float:
@@ -88,8 +106,9 @@ def _check_strings(obj: Any, path: str = "") -> None:
             field = path if _PLAIN_PATH.fullmatch(path) else None
             raise InvalidInput("invalid_unicode", field, "lone surrogate escape")
     elif isinstance(obj, dict):
-        for key, value in obj.items():
-            where = f"{path}.{key}" if path else key
+        for i, (key, value) in enumerate(obj.items()):
+            name = key if key in SCHEMA_KEYS else f"[#{i}]"
+            where = f"{path}.{name}" if path and key in SCHEMA_KEYS else f"{path}{name}"
             if not _scalar_values(key):
                 field = path if _PLAIN_PATH.fullmatch(path) else None
                 raise InvalidInput("invalid_unicode", field, "lone surrogate in a key")

@@ -21,6 +21,11 @@ class FieldMapping(BaseModel):
     domain: str | None = None  # a path into the record ...
     default_domain: str = "default"  # ... or this when absent
     metadata: dict[str, str] = Field(default_factory=dict)  # metadata key -> path
+    # The id space the row's key lives in. None: its own table's for a CDC row (doc id
+    # `db.table/<key>`), the source's for an API record (the bare key). A name (or "" for
+    # bare keys) says that several tables, or a table and plain documents, share ids: only
+    # then may one document id be written by more than one source.
+    id_space: str | None = None
 
 
 class IngestSettings(ServiceSettings):

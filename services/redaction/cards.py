@@ -64,6 +64,7 @@ ISSUER_RANGES: tuple[IssuerRange, ...] = (
     _r("maestro", "5038", None, range(12, 20)),
     _r("maestro", "5893", None, range(12, 20)),
     _r("maestro", "6304", None, range(12, 20)),
+    _r("maestro", "0604", None, range(12, 20)),  # legacy UK Maestro (Switch), as Faker issues
     _r("maestro", "6759", None, range(12, 20)),
     _r("maestro", "6761", "6763", range(12, 20)),
     _r("maestro", "50", None, range(12, 20)),

@@ -27,7 +27,7 @@ DEMO = Path(__file__).parent / "demo"
 DEMO_QUESTION = "What caused the payments outage?"
 # What the demo corpus must leave searchable, and what its delete must have removed.
 DEMO_EXPECTED = {"incident-2026-11-28-payments", "runbook-kafka-lag", "release-notes-3-14",
-                 "kb-417", "T-9921"}
+                 "helpdesk.kb_articles/kb-417", "T-9921"}
 DEMO_DELETED = "runbook-obsolete-failover"
 
 

@@ -112,7 +112,7 @@ def planted(tag: str) -> list[tuple[str, bytes, list[tuple[str, bytes]] | None]]
            "title": "Generated tickets", "text": generated(GEN_SEED)[0]}
     return [(plain["id"], json.dumps(plain).encode(), None),
             (gen["id"], json.dumps(gen).encode(), None),
-            (f"pii-cdc-{tag}", json.dumps(cdc).encode(), None),
+            (f"helpdesk.pii_contacts/pii-cdc-{tag}", json.dumps(cdc).encode(), None),
             (f"pii-api-{tag}", json.dumps(ticket).encode(), [("streamrag-source", b"tickets")])]
 
 
@@ -168,7 +168,7 @@ def test_planted_documents_were_redacted_not_dropped(mesh: RunningMesh,
     assert plain["metadata"] == {"reporter": "<EMAIL_ADDRESS>", "callback": "<PHONE_NUMBER>",
                                  "api_key": "<SECRET>", "owner": "<PERSON>",
                                  "card": "<CREDIT_CARD>", "key": "<SECRET>"}
-    assert redacted[f"pii-cdc-{flowed['tag']}"]["metadata"] == {
+    assert redacted[f"helpdesk.pii_contacts/pii-cdc-{flowed['tag']}"]["metadata"] == {
         "owner": "<EMAIL_ADDRESS>", "phone": "<PHONE_NUMBER>"}
     assert redacted[f"pii-api-{flowed['tag']}"]["metadata"] == {
         "priority": "call <PHONE_NUMBER>",

@@ -36,8 +36,9 @@ def test_first_version_is_one_then_increments() -> None:
     assert first.doc is not None and first.doc.version == 1
     second = apply_change(first.state, doc("b", at=2))
     assert second.doc is not None and second.doc.version == 2
-    assert second.state == {"hash": "b", "version": 2,
-                            "position": {"kind": "pg_lsn", "key": [2]}}
+    assert second.state == {"hash": "b", "version": 2, "source": "s",
+                            "position": {"kind": "pg_lsn", "key": [2]},
+                            "recent": [["pg_lsn", [1], "a"], ["pg_lsn", [2], "b"]]}
 
 
 def test_repeat_is_dropped_but_a_return_to_old_content_is_not() -> None:
@@ -136,4 +137,6 @@ def test_any_interleaving_ends_at_the_newest_version_of_each_document(
 def test_seen_keeps_the_position_for_the_table() -> None:
     first = apply_change(None, doc("a", at=7)).doc
     assert first is not None
-    assert seen(first) == {"hash": "a", "version": 1, "position": {"kind": "pg_lsn", "key": [7]}}
+    assert seen(first) == {"hash": "a", "version": 1, "source": "s",
+                           "position": {"kind": "pg_lsn", "key": [7]},
+                           "recent": [["pg_lsn", [7], "a"]]}

@@ -62,11 +62,11 @@ def test_debezium_create_update_delete() -> None:
     row = {"id": 7, "title": "T", "body": "Body text"}
     doc = parse_raw(msg({"payload": {"op": "u", "before": None, "after": row, "source": src,
                                      "ts_ms": 1_700_000_000_000}}), S)
-    assert (doc.doc_id, doc.text, doc.title, doc.source) == ("7", "Body text", "T",
-                                                             "cdc:shop.articles")
+    assert (doc.doc_id, doc.text, doc.title, doc.source) == ("shop.articles/7", "Body text",
+                                                             "T", "cdc:shop.articles")
     assert doc.event_time == 1_700_000_000.0 and doc.source_kind == "cdc"
     gone = parse_raw(msg({"op": "d", "before": row, "after": None, "source": src}), S)
-    assert gone.op == "delete" and gone.doc_id == "7"
+    assert gone.op == "delete" and gone.doc_id == "shop.articles/7"
 
 
 def test_api_json_by_header_mapping() -> None:
@@ -148,7 +148,7 @@ def test_unknown_api_source_is_refused() -> None:
     ({"id": "a\nb", "text": "t", "source": "s"}, ("invalid_id", "id")),
     ({"id": "x" * 513, "text": "t", "source": "s"}, ("id_too_long", "id")),
     ({"id": "a", "text": "t", "source": "s", "metadata": {"k": [1]}},
-     ("wrong_type", "metadata.k")),
+     ("wrong_type", "metadata[#0]")),
     ({"op": ["c"], "before": None, "after": {"id": 1, "body": "b"}}, ("wrong_type", "op")),
     ({"op": "c", "before": None, "after": {"id": 1.5, "body": "b"}}, ("wrong_type", "after.id")),
     ({"op": "c", "before": None, "after": {"id": True, "body": "b"}},

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from shared.visible import reading_view
+from tests.support.hiding import HIDDEN, ODD_SPACES, digit_forms
 from tests.support.pii_corpus import FILLER
-from tests.unit.shared.test_visible import HIDDEN, ODD_SPACES, digit_forms
 
 LOCALES = ["en_US", "de_DE", "fr_FR", "en_IN", "pt_BR", "nl_NL"]
 SLOW = settings(max_examples=40, deadline=None,

@@ -1,0 +1,101 @@
+"""Personal data in the fields redaction never analyses: ids, source, domain, metadata keys,
+CDC database and table names, the API source header.
+
+Those fields name a document everywhere downstream (topic keys, audit leaves, stream
+statistics, status files, index shards), so they are not redacted but refused: a record
+with an e-mail address, a payment card number, an IBAN, a US social security number or an
+international phone number in one of them is dead-lettered `pii_in_identifier` with the
+field's name, never its value. Checked on what a reader sees (shared.visible), so hidden
+characters do not get a value through. Names cannot be told from ordinary words without
+an NER model: an id made of a person's name passes (the README says so).
+
+The checks are exact patterns with check digits where the value has them (Luhn for cards,
+ISO 7064 mod 97 for IBANs), so ordinary ids (`INC-2026-0042`, `kb/123`, numeric keys,
+UUIDs, dates, numeric keys of up to 11 digits) pass: digits are a card only when some
+contiguous groups of one run (`-`, `.` or space between groups) make 12-19 digits that pass
+Luhn with a length an issuing network issues for its leading digits, and a phone only when
+written with its international `+` prefix. A 12-19 digit key that is a valid card number
+is refused: nothing tells it from one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shared.errors import InvalidInput
+from shared.visible import reading_view
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
+_DIGIT_RUN = re.compile(r"\d+(?:[ .-]\d+)*")
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+_SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
+_PHONE = re.compile(r"\+\d(?:[ .()-]{0,2}\d){7,14}(?!\d)")
+# Issuer ranges by leading digits and the lengths they issue (redaction's cards.py holds
+# the networks' full table; this coarser one finds a superset of its cards).
+_CARD_LENGTHS = (
+    (re.compile(r"4"), (13, 16, 19)),
+    (re.compile(r"5[06-9]|6|0604"), tuple(range(12, 20))),  # Maestro, Discover, UnionPay
+    (re.compile(r"5[1-5]|2[2-7]"), (16,)),
+    (re.compile(r"3[47]|1800|2131"), (15,)),
+    (re.compile(r"3[0689]|35|81|9792"), tuple(range(14, 20))),
+)
+
+
+def luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+def _iban_valid(text: str) -> bool:
+    code = text.replace(" ", "")
+    moved = code[4:] + code[:4]
+    number = "".join(str(int(ch, 36)) for ch in moved)
+    return len(code) >= 15 and int(number) % 97 == 1
+
+
+def _cards(text: str) -> bool:
+    """A 12-19 digit card in some contiguous groups of a digit run (`4111-1111-...`,
+    `cc4111111111111111`, a card between an order number and a year)."""
+    for run in _DIGIT_RUN.finditer(text):
+        groups = re.findall(r"\d+", run.group())
+        for i in range(len(groups)):
+            digits = ""
+            for group in groups[i:]:
+                digits += group
+                if len(digits) > 19:
+                    break
+                if _card_shaped(digits) and luhn(digits):
+                    return True
+    return False
+
+
+def _card_shaped(digits: str) -> bool:
+    return any(prefix.match(digits) and len(digits) in lengths
+               for prefix, lengths in _CARD_LENGTHS)
+
+
+def pii_kind(value: str) -> str | None:
+    """The kind of personal data `value` holds ('EMAIL_ADDRESS', ...), or None."""
+    text = reading_view(value).text
+    if "@" in text and _EMAIL.search(text):
+        return "EMAIL_ADDRESS"
+    if _SSN.search(text):
+        return "US_SSN"
+    if _PHONE.search(text):
+        return "PHONE_NUMBER"
+    if any(_iban_valid(m.group()) for m in _IBAN.finditer(text.upper())):
+        return "IBAN_CODE"
+    if _cards(text):
+        return "CREDIT_CARD"
+    return None
+
+
+def check_identifier(value: str, field: str) -> str:
+    """`value` unchanged, or InvalidInput(pii_in_identifier) naming the field and the kind."""
+    kind = pii_kind(value)
+    if kind is not None:
+        raise InvalidInput("pii_in_identifier", field, f"{kind} in an identifier field")
+    return value
