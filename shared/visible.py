@@ -11,7 +11,8 @@ reader sees:
 - each other character in its NFKC form (fullwidth @ and digits, mathematical digits,
   ligatures, odd spaces), and any decimal digit of any script as its ASCII digit;
 - between two digits: a table cell border (`|`), a line break or a run of spaces becomes
-  one space, any dash one `-`, and O/o/I/l the digit they stand in for.
+  one space, any dash one `-`, and O/o/I/l the digit they stand in for when the token
+  around them is digits otherwise (not in `3o4x` or a base58 address).
 
 Every character of the view knows the span of original characters it stands for (a
 removed character belongs to the one before it), so a
@@ -32,6 +33,8 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _BETWEEN_DIGITS = re.compile(
     r"(?<=\d)(?:(?P<cell>[ \t]*[|\u2502\u00a6][ \t]*)|(?P<gap>[ \t]*\r?\n[ \t]*|[ \t]{2,})"
     r"|(?P<dash>[\u2010-\u2015\u2212\ufe58\ufe63\uff0d])|(?P<zero>[Oo])|(?P<one>[Il]))(?=\d)")
+_TOKEN = re.compile(r"[^\W_]+")
+_DIGITISH = re.compile(r"[\dOoIl]+")
 _AS = {"cell": " ", "gap": " ", "dash": "-", "zero": "0", "one": "1"}
 
 
@@ -128,6 +131,14 @@ def _read(ch: str, before: str) -> str:
     return unicodedata.normalize("NFKC", ch)
 
 
+def _digits_only_token(text: str, at: int) -> bool:
+    """The letters-and-digits token around `at` holds digits and O/o/I/l only."""
+    token = _TOKEN.search(text, max(0, at - 64), at + 64)
+    while token is not None and token.end() <= at:
+        token = _TOKEN.search(text, token.end(), at + 64)
+    return token is not None and token.start() <= at and bool(_DIGITISH.fullmatch(token[0]))
+
+
 def _between_digits(text: str) -> View | None:
     """Separators between two digits read as one separator; None when there are none."""
     if not _BETWEEN_DIGITS.search(text):
@@ -138,6 +149,8 @@ def _between_digits(text: str) -> View | None:
     pos = 0
     for m in _BETWEEN_DIGITS.finditer(text):
         a, b = m.span()
+        if m.lastgroup in ("zero", "one") and not _digits_only_token(text, a):
+            continue  # a letter of a word or a code (`3o4` in a base58 address)
         out.append(text[pos:a])
         starts.extend(range(pos, a))
         ends.extend(range(pos + 1, a + 1))

@@ -1,0 +1,106 @@
+"""Issue 30's findings on the real one-process mesh, produced the way a user's client would:
+hidden characters around a card number, personal data in identifier fields, CDC rows of
+two tables with one key, a CDC row taking a plain document's id, invisible-only text, C1
+controls, duplicate JSON keys and source headers, a Debezium truncate, a 700 KB key.
+
+Each record carries its own Kafka key, so its dead letter (which keeps the key, bounded)
+is found by it; a record behind them all must still become searchable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import pytest
+
+from shared.cli.mesh import Endpoints
+from shared.visible import reading_view
+from tests.support.mesh import chunks_of, produce, read_topic, uid
+from tests.support.polling import eventually
+
+pytestmark = pytest.mark.integration
+CARD = "4111111111111111"
+
+
+def cdc(table: str, pk: str, body: str) -> bytes:
+    return json.dumps({"payload": {
+        "op": "c", "before": None, "ts_ms": 1795947600000,
+        "source": {"db": "edges", "table": table},
+        "after": {"id": pk, "title": table, "body": body}}}).encode()
+
+
+def plain(doc_id: str, text: str, **extra: Any) -> bytes:
+    return json.dumps({"id": doc_id, "source": "edges", "text": text, **extra}).encode()
+
+
+def dead_letters(mesh: Endpoints) -> dict[str, str]:
+    """{key: reason} of every dead letter on both dead-letter topics."""
+    out: dict[str, str] = {}
+    for topic in ("deadletter.raw.v1", "deadletter.v1"):
+        for r in read_topic(mesh, topic):
+            letter = json.loads(r.value)
+            if letter.get("key"):
+                out[letter["key"]] = letter["reason"]
+            if letter.get("key_sha256"):
+                out[letter["key_sha256"]] = letter["reason"]
+    return out
+
+
+def test_the_edges_of_the_issue_on_the_real_mesh(onebox_mesh: Endpoints) -> None:
+    mesh = onebox_mesh
+    tag = uid("edge")
+    refused: dict[str, str] = {}  # key -> the reason its dead letter must give
+
+    def send(key: str, value: bytes, reason: str | None = None,
+             headers: list[tuple[str, bytes]] | None = None) -> None:
+        produce(mesh, [value], key=key.encode(), headers=headers)
+        if reason is not None:
+            refused[key] = reason
+
+    hidden = "\u200b".join(CARD[i:i + 4] for i in range(0, 16, 4))
+    send(f"{tag}-hidden", plain(f"{tag}-hidden", f"Lighthouse invoice paid with card "
+                                                 f"{hidden} and {CARD[:4]}\u00ad{CARD[4:]}."))
+    send(f"{tag}-pii-id", plain(f"case-{CARD}", "Some text."), "pii_in_identifier")
+    send(f"{tag}-pii-key", plain(f"{tag}-k", "Some text.",
+                                 metadata={"anna.weber@example.com": "x"}), "pii_in_identifier")
+    send(f"{tag}-pii-table", cdc(f"t_{CARD}", "1", "Some text."), "pii_in_identifier")
+    send(f"{tag}-blank", plain(f"{tag}-blank", "\u200b\ufeff\u2800 \u3164"), "empty_text")
+    send(f"{tag}-c1", plain(f"{tag}-c1", "text with \u0085 a C1 control"), "binary_content")
+    send(f"{tag}-dupkey", f'{{"id": "{tag}-d", "source": "s", "text": "t", "op": "upsert", '
+                          f'"op": "delete"}}'.encode(), "duplicate_key")
+    send(f"{tag}-dupheader", json.dumps({"ticket": {"id": f"{tag}-T", "description": "d"}}
+                                        ).encode(), "invalid_header",
+         headers=[("streamrag-source", b"tickets"), ("streamrag-source", b"tickets")])
+    send(f"{tag}-truncate", json.dumps({"payload": {
+        "op": "t", "before": None, "after": None, "ts_ms": 1795947600000,
+        "source": {"db": "edges", "table": "orders"}}}).encode(), "truncate_refused")
+    # Two tables, one key: two documents. Then a plain document takes a CDC row's id.
+    send(f"{tag}-orders", cdc("orders", tag, "Orders row about the walrus expedition."))
+    send(f"{tag}-customers", cdc("customers", tag, "Customers row about the walrus choir."))
+    send(f"{tag}-collide", plain(f"edges.orders/{tag}", "A plain page taking the row's id."),
+         "id_collision")
+    huge = (f"{tag}-huge-" + "k" * 700_000).encode()
+    produce(mesh, [b"{not json"], key=huge)
+    refused[hashlib.sha256(huge).hexdigest()] = "malformed_json"
+    behind = f"{tag}-behind"
+    send(behind, plain(behind, "The saffron harvest report came after every edge case."))
+
+    eventually(lambda: chunks_of(mesh, "saffron harvest report", behind),
+               "the record behind every edge case")
+    letters = eventually(lambda: (d if set(refused) <= set(d := dead_letters(mesh)) else None),
+                         "a dead letter for every refused record")
+    assert {k: letters[k] for k in refused} == refused
+
+    orders = chunks_of(mesh, "walrus expedition", f"edges.orders/{tag}")
+    customers = chunks_of(mesh, "walrus choir", f"edges.customers/{tag}")
+    assert orders and customers
+    assert "expedition" in orders[0].text and "choir" in customers[0].text
+
+    redacted = [json.loads(r.value) for r in read_topic(mesh, "docs.redacted.v1")
+                if r.key == f"{tag}-hidden".encode()]
+    assert redacted, "the hidden-card document was redacted"
+    seen = reading_view(redacted[-1]["text"]).text
+    assert redacted[-1]["entity_counts"].get("CREDIT_CARD") == 2
+    assert not re.search(r"\d{4}", seen), seen
