@@ -160,19 +160,17 @@ def given_names() -> frozenset[str]:
 @cache
 def dictionary_words() -> frozenset[str]:
     """Common English words: WordNet's lemmas as the installed spaCy model's lemmatizer
-    ships them (about 90,000). Empty when no model is installed: every rule that asks
-    then takes fewer words for names."""
+    ships them (about 83,000). The redactor cannot run without a model either, so none
+    installed fails here, naming the fix, rather than taking every word for a name."""
     from spacy.lookups import Lookups
 
     from services.redaction.nlp import spacy_model_path
-    for model in ("en_core_web_md", "en_core_web_sm"):
-        try:
-            path = Path(spacy_model_path(model)) / "lemmatizer" / "lookups"
-        except RuntimeError:
-            continue
-        table = Lookups().from_disk(path).get_table("lemma_index")
-        return frozenset(fold(w) for words in table.values() for w in words)
-    return frozenset()
+    try:
+        model = spacy_model_path("en_core_web_md")
+    except RuntimeError:
+        model = spacy_model_path("en_core_web_sm")
+    table = Lookups().from_disk(Path(model) / "lemmatizer" / "lookups").get_table("lemma_index")
+    return frozenset(fold(w) for words in table.values() for w in words)
 
 
 def common_word(word: str) -> bool:
@@ -281,7 +279,7 @@ class NameRecognizer(LocalRecognizer):
         self.allowed = tech_terms() | {fold(w) for w in allow_list}
 
     def load(self) -> None:
-        given_names()
+        given_names()  # and dictionary_words(), which it filters with
         thing_words()
         stop_words()
 
