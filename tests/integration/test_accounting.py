@@ -5,8 +5,8 @@ aiokafka producer. The pure contract (parse_raw with the mesh's settings) predic
 one's fate; the mesh must agree record by record: a refused record is on
 deadletter.raw.v1 exactly once at its own offset with the predicted reason, an accepted
 one reaches docs.parsed.v1 and then docs.normalized.v1 (or repeats the latest content, or
-is ordered out by ingest.dedup as stale_version / version_conflict: hostile records share
-ids and event times), and every accepted version ends on chunks.embedded.v1 or on
+is ordered out by ingest.dedup as stale_version / version_conflict / id_collision: hostile
+records share ids, sources and event times), and every accepted version ends on chunks.embedded.v1 or on
 deadletter.v1, exactly once. No
 service may log a traceback meanwhile, and the stage counters must count the same.
 """
@@ -40,7 +40,7 @@ TIMEOUT_S = 420
 TOPICS = ("deadletter.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
           "chunks.v1", "chunks.embedded.v1", "deadletter.v1")
 Key = tuple[str, str, str]  # (doc id, op, content hash)
-ORDERED_OUT = frozenset({"stale_version", "version_conflict"})
+ORDERED_OUT = frozenset({"stale_version", "version_conflict", "id_collision"})
 
 
 def mesh_settings() -> IngestSettings:
@@ -104,7 +104,7 @@ class Ledger:
         self.accepted: Counter[Key] = Counter()
         for (value, _, headers), (partition, offset, ts) in zip(records, placed, strict=True):
             try:
-                doc = parse_raw(RawMessage(value, ts, dict(headers)), settings)
+                doc = parse_raw(RawMessage.from_kafka(value, ts, list(headers)), settings)
             except InvalidInput as exc:
                 self.refused[(partition, offset)] = exc.reason
             else:
