@@ -6,9 +6,9 @@ one's fate; the mesh must agree record by record: a refused record is on
 deadletter.raw.v1 exactly once at its own offset with the predicted reason, an accepted
 one reaches docs.parsed.v1 and then docs.normalized.v1 (or repeats the latest content, or
 is ordered out by ingest.dedup as stale_version / version_conflict / id_collision: hostile
-records share ids, sources and event times), and every accepted version ends on chunks.embedded.v1 or on
-deadletter.v1, exactly once. No
-service may log a traceback meanwhile, and the stage counters must count the same.
+records share ids, sources and event times), and every accepted version ends on
+chunks.embedded.v1 or on deadletter.v1, exactly once. No service may log a traceback
+meanwhile, and the stage counters must count the same.
 """
 
 from __future__ import annotations
