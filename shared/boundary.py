@@ -19,6 +19,11 @@ the agent dies. So nothing may rely on crash-and-restart for a bad record; inste
 - the same fatal failure of the same record the MAX_FAILURES-th time, across restarts
   (shared/poison.py): dead-lettered `repeated_failure` (detail: stage and error type), so
   a record that stops the worker every time cannot hold its partition for good.
+- a record that blocks the event loop or kills the process: the boundary keeps it in
+  shared.heartbeat's `in_hand` while inside, so the heartbeat can name it and the next
+  start can count the death against it (shared/poison.py `after_death`); the MAX_FAILURES-th
+  time running it is dead-lettered on sight by a processor on every stream of the app
+  (`export_counts` installs it), before any agent handles it again.
 
 Counters (prometheus_client, default registry): `streamrag_records_processed_total{stage}`
 counts every record that passed a boundary whatever became of it,
@@ -30,6 +35,7 @@ exception type. `counts()` reads them back; `dump_counts` writes them to a file 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -41,10 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.errors import KafkaError
-from faust.exceptions import FaustError
-from prometheus_client import REGISTRY, Counter
+from faust.exceptions import FaustError, Skip
+from faust.streams import current_event
+from prometheus_client import REGISTRY, Counter, start_http_server
 
-from shared import poison
+from shared import heartbeat, poison
 from shared.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
 
@@ -70,6 +77,7 @@ def is_fatal(exc: Exception) -> bool:
 
 def exit_now(exc: BaseException) -> None:
     """Stop the process without Faust's clean stop (which would commit the record in hand)."""
+    heartbeat.in_hand.known_exit({})  # the failure is counted already, if it is the record's
     logging.shutdown()
     sys.stderr.flush()
     os._exit(EXIT_FATAL)
@@ -87,12 +95,15 @@ def _where(exc: BaseException) -> str:
 class Boundary:
     """Wrap the handling of each record of one stage: `async with boundary.record(event):`."""
 
+    by_stage: dict[str, Boundary] = {}  # to dead-letter a record that hung in its stage
+
     def __init__(self, stage: str, dlq_topic: Any, *, keep_payload: bool = False,
                  on_fatal: Callable[[BaseException], None] = exit_now) -> None:
         self.stage = stage
         self.dlq_topic = dlq_topic
         self.keep_payload = keep_payload  # only before redaction (deadletter.raw.v1)
         self.on_fatal = on_fatal
+        Boundary.by_stage[stage] = self
 
     @asynccontextmanager
     async def record(self, event: Any, *, count: bool = True) -> AsyncIterator[None]:
@@ -103,6 +114,7 @@ class Boundary:
         """
         if count:
             PROCESSED.labels(self.stage).inc()
+        token = heartbeat.in_hand.enter(self.stage, event.message)
         try:
             yield
         except InvalidInput as exc:
@@ -123,6 +135,21 @@ class Boundary:
         else:
             if poison.journal.entries:  # it failed before and got through this time
                 poison.journal.forget(self.stage, event.message)
+        finally:
+            heartbeat.in_hand.leave(token)
+
+    async def give_up(self, key: str, event: Any) -> None:
+        """Dead-letter a record that hung or killed the worker MAX_FAILURES times running;
+        the stream processor (`skip_exhausted`) calls this instead of the agent."""
+        error = poison.journal.entries.get(key, {}).get("error", poison.HANG)
+        msg = event.message
+        log.error("%s: %s/%s@%s was in hand at %d deaths of the worker running (%s): "
+                  "dead-lettering it unhandled", self.stage, msg.topic, msg.partition,
+                  msg.offset, poison.MAX_FAILURES, error)
+        PROCESSED.labels(self.stage).inc()
+        await self._dead_letter(InvalidInput(
+            poison.REPEATED_FAILURE, detail=f"{self.stage}: {error}"), event)
+        poison.journal.forget_key(key)
 
     async def _gave_up(self, exc: Exception, event: Any) -> bool:
         """Dead-letter the record if this is its MAX_FAILURES-th same fatal failure."""
@@ -191,7 +218,49 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
 
     # The records that stopped this worker before, so a poison one is not retried forever.
     poison.journal.open(path.parent / poison.FAILURES_FILE)
+    _skip_exhausted_records(app)
 
     @app.timer(interval_s, name=f"{app.conf.id}.export_counts")
     async def _export() -> None:
         dump_counts(path)
+
+    @app.task(name=f"{app.conf.id}.heartbeat")
+    async def _heartbeat() -> None:
+        settings = heartbeat.WatchdogSettings()
+        heartbeat.in_hand.open(path.parent)  # counts what the last process died holding
+        heartbeat.Heartbeat(asyncio.get_running_loop(), settings,
+                            path.parent / heartbeat.PROGRESS_FILE).start()
+        if settings.metrics_port:
+            start_http_server(settings.metrics_port, addr=settings.metrics_host)
+
+
+async def skip_exhausted(value: Any) -> Any:
+    """Stream processor: a record marked to dead-letter on sight (it hung or killed the
+    worker MAX_FAILURES times running) is dead-lettered by its stage's boundary and
+    skipped (Faust acks a skipped event), so no agent handles it again."""
+    if not poison.journal.skips:
+        return value
+    event = current_event()
+    if event is None:
+        return value
+    msg = event.message
+    key = poison.journal.skipped(msg.topic, msg.partition, msg.offset)
+    boundary = Boundary.by_stage.get(key.split("|", 1)[0]) if key else None
+    if key is None or boundary is None:
+        return value
+    await boundary.give_up(key, event)
+    raise Skip()
+
+
+def _skip_exhausted_records(app: Any) -> None:
+    """Put `skip_exhausted` first on every stream the app makes (agents make theirs when
+    the worker starts, after this)."""
+    make_stream = app.stream
+
+    def stream(channel: Any, *args: Any, **kwargs: Any) -> Any:
+        made = make_stream(channel, *args, **kwargs)
+        if skip_exhausted not in made.info()["processors"]:
+            made.add_processor(skip_exhausted)
+        return made
+
+    app.stream = stream

@@ -11,6 +11,18 @@ instead (detail: the stage and the error type) and the partition moves on.
 Failures that say the environment is down, not the record (InfrastructureError: the
 ledger node, the model; connection errors, timeouts, Kafka errors marked retriable,
 anywhere in the exception's chain) are never counted: the record is fine and must wait.
+
+A record can also stop the worker without raising: it blocks the event loop (the heartbeat,
+shared/heartbeat.py, ends the process and names it: `Hang`) or kills the process outright
+(an out-of-memory kill, a segfault: `ProcessDied`). Those are counted from the records the
+worker had in hand when it died (`after_death`), by a stricter rule, since an ordinary
+`kill -9` also finds records in hand: a record is dead-lettered only when it was in hand at
+MAX_FAILURES *consecutive* deaths of the worker, with the same cause each time. A death
+that did not find it in hand (another record hung, a fatal error elsewhere, a kill while
+idle) starts its count again, and so does handling it to the end. It cannot be
+dead-lettered when it is reached again (handling it would hang or kill once more), so it
+is marked `skip` and shared.heartbeat's stream processor dead-letters it before any agent
+sees it.
 """
 
 from __future__ import annotations
@@ -28,6 +40,9 @@ FAILURES_FILE = "record-failures.json"
 MAX_FAILURES = 3
 MAX_ENTRIES = 1000  # the file stays small: the oldest entries go first
 REPEATED_FAILURE = "repeated_failure"
+HANG = "Hang"  # the worker's event loop stopped turning while the record was in hand
+PROCESS_DIED = "ProcessDied"  # the process ended unannounced (kill -9, OOM) with it in hand
+DEATHS = frozenset({HANG, PROCESS_DIED})
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -54,6 +69,8 @@ class FailureJournal:
         self.path = path
         self.max_failures = max_failures
         self.entries: dict[str, dict[str, Any]] = {}
+        # (topic, partition, offset) -> key of each record to dead-letter on sight
+        self.skips: dict[tuple[str, int, int], str] = {}
         if path is not None:
             self.open(path)
 
@@ -70,27 +87,66 @@ class FailureJournal:
             return
         if isinstance(loaded, dict):
             self.entries.update({k: v for k, v in loaded.items() if isinstance(v, dict)})
+        self._index_skips()
 
     def failed(self, stage: str, message: Any, exc: BaseException) -> int:
         """Write down a fatal failure of the record; how many times in a row it has failed
         with this error type (0: transient, not counted)."""
         if is_transient(exc):
             return 0
-        key, error = record_key(stage, message), type(exc).__name__
+        count = self._count(record_key(stage, message), type(exc).__name__)
+        self._save()
+        return count
+
+    def _count(self, key: str, error: str) -> int:
         entry = self.entries.pop(key, None)  # re-inserted last: the newest
         count = entry["count"] + 1 if entry and entry.get("error") == error else 1
         self.entries[key] = {"error": error, "count": count}
         while len(self.entries) > MAX_ENTRIES:
             del self.entries[next(iter(self.entries))]
-        self._save()
         return count
+
+    def after_death(self, in_hand: dict[str, str]) -> list[str]:
+        """Count the last process's death against the records it had in hand ({key: Hang
+        or ProcessDied}); the keys now to dead-letter on sight.
+
+        A death that did not find a record in hand breaks that record's run: its Hang or
+        ProcessDied count goes (fatal errors keep theirs, counted by `failed`).
+        """
+        for key in [k for k, v in self.entries.items()
+                    if v.get("error") in DEATHS and k not in in_hand]:
+            del self.entries[key]
+        exhausted = []
+        for key, error in in_hand.items():
+            if self.exhausted(self._count(key, error)):
+                self.entries[key]["skip"] = True
+                exhausted.append(key)
+        self._index_skips()
+        self._save()
+        return exhausted
+
+    def skipped(self, topic: str, partition: int, offset: int) -> str | None:
+        """The key of the record at topic/partition@offset if it is to be dead-lettered on
+        sight (it hung or killed the worker MAX_FAILURES times running)."""
+        return self.skips.get((topic, partition, offset))
+
+    def _index_skips(self) -> None:
+        self.skips = {}
+        for key, entry in self.entries.items():
+            if entry.get("skip"):
+                _, topic, partition, offset = key.rsplit("|", 3)
+                self.skips[(topic, int(partition), int(offset))] = key
 
     def exhausted(self, count: int) -> bool:
         return count >= self.max_failures
 
     def forget(self, stage: str, message: Any) -> None:
         """The record is dealt with (dead-lettered): its entry goes."""
-        if self.entries.pop(record_key(stage, message), None) is not None:
+        self.forget_key(record_key(stage, message))
+
+    def forget_key(self, key: str) -> None:
+        if self.entries.pop(key, None) is not None:
+            self._index_skips()
             self._save()
 
     def _save(self) -> None:

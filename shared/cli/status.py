@@ -1,5 +1,6 @@
 """`streamrag status`: services up (group members), lag per topic, per-stage record counts,
-and each source's event time (watermark, lag behind real time, late changes).
+each stage's progress (stalled: records waiting for it and none handled for a while), and
+each source's event time (watermark, lag behind real time, late changes).
 
 `--json` prints the same as one JSON object for scripts."""
 
@@ -22,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.boundary import COUNTS_FILE
 from shared.cli.settings import MeshSettings
+from shared.heartbeat import PROGRESS_FILE
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
 from shared.status_files import EVENT_TIME_FILE, MODELS_FILE, read_all
@@ -40,6 +42,9 @@ class GroupStatus:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="services up, consumer lag, event time per source")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
+    p.add_argument("--stalled-after", type=float, default=STALLED_AFTER_S, metavar="S",
+                   help="a stage with records waiting and none handled for S seconds, or "
+                        "one record in hand that long, is stalled (default %(default)s)")
 
 
 async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
@@ -128,6 +133,59 @@ def render_counts(counts: dict[str, dict[str, float]]) -> str:
         reasons = ", ".join(f"{r}={n}" for r, n in sorted(dead.items())) or "-"
         lines.append(f"{stage:<17} {int(c.get('processed', 0)):>9} {sum(dead.values()):>6} "
                      f"{internal:>8}  {reasons}")
+    return "\n".join(lines)
+
+
+STALLED_AFTER_S = 60.0
+
+
+def stage_progress(data_dir: Path, lag_by_topic: dict[str, int], now: float,
+                   stalled_after_s: float = STALLED_AFTER_S) -> dict[str, dict]:
+    """Each stage's progress as its workers last wrote it (shared.heartbeat), and whether it
+    is stalled: records wait on its topics (`lag_by_topic`) and none left its boundary for
+    `stalled_after_s` (since the worker started, if none ever did), or one record has been
+    in hand that long. A worker that stopped writing counts as making no progress."""
+    merged: dict[str, dict] = {}
+    for written in read_all(data_dir, PROGRESS_FILE):
+        silent = max(0.0, now - written.get("written_at", now))
+        for stage, p in written.get("stages", {}).items():
+            last = p.get("last_progress") or written.get("started_at")
+            have = merged.setdefault(stage, {"last_progress": None, "in_flight": 0,
+                                             "oldest_in_hand_s": 0.0, "topics": []})
+            if last is not None:
+                have["last_progress"] = max(have["last_progress"] or last, last)
+            have["in_flight"] += p.get("in_flight", 0)
+            if p.get("in_flight"):
+                have["oldest_in_hand_s"] = max(have["oldest_in_hand_s"],
+                                               p.get("oldest_in_hand_s", 0.0) + silent)
+            have["topics"] = sorted(set(have["topics"]) | set(p.get("topics", [])))
+    for have in merged.values():
+        have["lag"] = sum(lag_by_topic.get(t, 0) for t in have["topics"])
+        last = have["last_progress"]
+        have["idle_s"] = None if last is None else round(max(0.0, now - last), 3)
+        have["oldest_in_hand_s"] = round(have["oldest_in_hand_s"], 3)
+        have["stalled"] = bool(
+            (have["lag"] and have["idle_s"] is not None and have["idle_s"] > stalled_after_s)
+            or have["oldest_in_hand_s"] > stalled_after_s)
+    return dict(sorted(merged.items()))
+
+
+def lag_by_topic(rows: list[GroupStatus]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        for topic, n in r.lag.items():
+            out[topic] = max(out.get(topic, 0), n)
+    return out
+
+
+def render_progress(progress: dict[str, dict]) -> str:
+    lines = [f"{'stage':<17} {'in hand':>7} {'oldest':>8} {'last done':>10} {'lag':>7}  state"]
+    for stage, p in progress.items():
+        idle = "-" if p["idle_s"] is None else f"{p['idle_s']:.0f}s ago"
+        oldest = f"{p['oldest_in_hand_s']:.0f}s" if p["in_flight"] else "-"
+        state = "STALLED" if p["stalled"] else "ok"
+        lines.append(f"{stage:<17} {p['in_flight']:>7} {oldest:>8} {idle:>10} {p['lag']:>7}"
+                     f"  {state}")
     return "\n".join(lines)
 
 
@@ -270,14 +328,17 @@ def run(args: argparse.Namespace) -> int:
     health = inference_health(target)
     data_dir = mesh.run_dir / "data"
     counts = stage_counts(data_dir)
+    progress = stage_progress(data_dir, lag_by_topic(rows), time.time(), args.stalled_after)
     sources = event_time(data_dir, time.time())
     stats = stream_stats(target) if health == "SERVING" else health
     models = index_models(data_dir)
     serving = inference_model(target) if health == "SERVING" else ""
     workers_up = all(r.members for r in rows if r.service != "inference")
-    code = 0 if workers_up and health == "SERVING" else 1
+    stalled = any(p["stalled"] for p in progress.values())
+    code = 0 if workers_up and health == "SERVING" and not stalled else 1
     if args.json:
         print(json.dumps({"services": [asdict(r) for r in rows], "stage_counts": counts,
+                          "stage_progress": progress,
                           "event_time": sources, "stream_stats": stats,
                           "index_models": models,
                           "inference": {"target": target, "health": health,
@@ -287,6 +348,8 @@ def run(args: argparse.Namespace) -> int:
     print(render(rows))
     if counts:
         print("\n" + render_counts(counts))
+    if progress:
+        print("\n" + render_progress(progress))
     if sources:
         print("\n" + render_event_time(sources))
     if models:

@@ -1,0 +1,228 @@
+"""A worker whose loop stops turning exits naming the record in hand; deaths are counted
+against a record only when it was in hand at consecutive deaths; status shows a stalled
+stage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from unittest.mock import AsyncMock
+
+import faust
+import pytest
+from faust.exceptions import Skip
+
+from shared import boundary, heartbeat, poison
+from shared.boundary import Boundary, skip_exhausted
+from shared.cli.status import GroupStatus, lag_by_topic, render_progress, stage_progress
+
+
+def message(offset: int = 7, topic: str = "t.v1") -> SimpleNamespace:
+    return SimpleNamespace(topic=topic, partition=1, offset=offset, key=b"k",
+                           value=b"secret payload text")
+
+
+@pytest.fixture
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> poison.FailureJournal:
+    made = poison.FailureJournal(tmp_path / poison.FAILURES_FILE)
+    monkeypatch.setattr(poison, "journal", made)
+    return made
+
+
+def die_holding(directory: Path, *offsets: int, stage: str = "chunking") -> list[str]:
+    """One worker's life: start (counting the last one's death), take records in hand,
+    then die unannounced (kill -9: nothing more is written). What its start dead-lettered."""
+    held = heartbeat.InHand()
+    exhausted = held.open(directory)
+    for offset in offsets:
+        held.enter(stage, message(offset))
+    return exhausted
+
+
+def start(directory: Path) -> list[str]:
+    return heartbeat.InHand().open(directory)
+
+
+def test_a_blocked_loop_exits_naming_the_record_in_hand(
+        tmp_path: Path, journal: poison.FailureJournal, caplog: pytest.LogCaptureFixture,
+) -> None:
+    held, fired = heartbeat.InHand(), threading.Event()
+    held.open(tmp_path)
+    settings = heartbeat.WatchdogSettings(loop_stall_s=0.2, check_interval_s=0.02)
+
+    async def main() -> None:
+        other = held.enter("ingest", message(3, "docs.raw.v1"))  # in hand, not running
+        held.enter("chunking", message(7))
+        beat = heartbeat.Heartbeat(asyncio.get_running_loop(), settings, held=held,
+                                   exit_process=fired.set)
+        beat.start()
+        await asyncio.sleep(0)  # the first tick
+        assert fired.wait(30)  # blocks the loop until the heartbeat gives up on it
+        held.leave(other)
+
+    with caplog.at_level(logging.CRITICAL, logger="shared.heartbeat"):
+        asyncio.run(main())
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert "chunking on t.v1/1@7" in line and "secret" not in line
+    # Only the record the loop was stuck in is counted at the next start, as a Hang.
+    marks = json.loads((tmp_path / heartbeat.IN_HAND_FILE).read_text())
+    assert marks == {"ended": False, "records": {"chunking|t.v1|1|7": "Hang"}}
+    start(tmp_path)
+    assert journal.entries == {"chunking|t.v1|1|7": {"error": "Hang", "count": 1}}
+
+
+def test_a_blocked_loop_with_nothing_in_hand_still_exits(tmp_path: Path,
+                                                         journal: poison.FailureJournal) -> None:
+    held, fired = heartbeat.InHand(), threading.Event()
+    held.open(tmp_path)
+    settings = heartbeat.WatchdogSettings(loop_stall_s=0.2, check_interval_s=0.02)
+
+    async def main() -> None:
+        heartbeat.Heartbeat(asyncio.get_running_loop(), settings, held=held,
+                            exit_process=fired.set).start()
+        await asyncio.sleep(0)
+        assert fired.wait(30)
+
+    asyncio.run(main())
+    assert start(tmp_path) == [] and journal.entries == {}
+
+
+def test_the_same_record_in_hand_at_consecutive_deaths_is_dead_lettered_on_sight(
+        tmp_path: Path, journal: poison.FailureJournal) -> None:
+    for _ in range(poison.MAX_FAILURES):
+        assert die_holding(tmp_path, 7, 8) == []
+    exhausted = start(tmp_path)
+    assert sorted(exhausted) == ["chunking|t.v1|1|7", "chunking|t.v1|1|8"]
+    assert journal.skipped("t.v1", 1, 7) == "chunking|t.v1|1|7"
+    assert journal.skipped("t.v1", 1, 9) is None
+    # The skip outlives another restart until the record is dead-lettered.
+    assert poison.FailureJournal(tmp_path / poison.FAILURES_FILE).skipped("t.v1", 1, 8)
+
+
+def test_unrelated_kills_never_make_a_record_a_poison_pill(
+        tmp_path: Path, journal: poison.FailureJournal) -> None:
+    """kill -9 during ordinary work finds a different record in hand each time."""
+    for offset in (7, 7, 8, 7, 7, 9):
+        assert die_holding(tmp_path, offset) == []
+    assert start(tmp_path) == []
+    assert journal.entries == {"chunking|t.v1|1|9": {"error": "ProcessDied", "count": 1}}
+
+
+@pytest.mark.parametrize("between", ["idle death", "fatal exit", "handled"])
+def test_anything_but_another_death_in_hand_breaks_the_run(
+        between: str, tmp_path: Path, journal: poison.FailureJournal) -> None:
+    for _ in range(poison.MAX_FAILURES - 1):
+        die_holding(tmp_path, 7)
+    held = heartbeat.InHand()
+    held.open(tmp_path)
+    if between == "idle death":
+        pass  # killed holding nothing
+    elif between == "fatal exit":  # the boundary counted the failure itself
+        held.enter("chunking", message(7))
+        held.known_exit({})
+    else:
+        held.leave(held.enter("chunking", message(7)))
+        journal.forget("chunking", message(7))
+    die_holding(tmp_path, 7)
+    assert start(tmp_path) == []
+    assert journal.entries["chunking|t.v1|1|7"]["count"] < poison.MAX_FAILURES
+
+
+def test_a_clean_stop_counts_nothing(tmp_path: Path, journal: poison.FailureJournal) -> None:
+    held = heartbeat.InHand()
+    held.open(tmp_path)
+    held.enter("chunking", message(7))
+    held.ended()
+    assert start(tmp_path) == [] and journal.entries == {}
+
+
+def test_a_record_to_skip_is_dead_lettered_by_its_stage_and_never_handled(
+        tmp_path: Path, journal: poison.FailureJournal, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dlq = SimpleNamespace(send=AsyncMock())
+    Boundary("stage-skip", dlq)
+    for _ in range(poison.MAX_FAILURES):
+        die_holding(tmp_path, 7, stage="stage-skip")
+    start(tmp_path)
+    event = SimpleNamespace(message=message(7))
+    monkeypatch.setattr(boundary, "current_event", lambda: event)
+    with pytest.raises(Skip):  # Faust acks a skipped event; no agent sees it
+        asyncio.run(skip_exhausted(b"value"))
+    [call] = dlq.send.await_args_list
+    letter = json.loads(call.kwargs["value"])
+    assert (letter["stage"], letter["reason"], letter["detail"], letter["offset"]) == (
+        "stage-skip", "repeated_failure", "stage-skip: ProcessDied", 7)
+    assert journal.entries == {} and journal.skips == {}
+    monkeypatch.setattr(boundary, "current_event", lambda: SimpleNamespace(message=message(8)))
+    assert asyncio.run(skip_exhausted(b"value")) == b"value"
+
+
+def test_every_stream_of_the_app_checks_for_records_to_skip() -> None:
+    app = faust.App("heartbeat-test", autodiscover=False)
+    boundary._skip_exhausted_records(app)
+    assert app.stream([]).info()["processors"] == [skip_exhausted]
+
+
+def test_the_boundary_keeps_the_record_in_hand_while_inside(tmp_path: Path) -> None:
+    held = heartbeat.InHand()
+    held.open(tmp_path)
+    dlq = SimpleNamespace(send=AsyncMock())
+
+    async def main() -> None:
+        async with Boundary("stage-hand", dlq).record(SimpleNamespace(message=message(5))):
+            marks = json.loads((tmp_path / heartbeat.IN_HAND_FILE).read_text())
+            assert marks["records"] == {"stage-hand|t.v1|1|5": "ProcessDied"}
+            assert held.snapshot()["stage-hand"]["in_flight"] == 1
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(heartbeat, "in_hand", held)
+        asyncio.run(main())
+    assert json.loads((tmp_path / heartbeat.IN_HAND_FILE).read_text())["records"] == {}
+    progress = held.snapshot()["stage-hand"]
+    assert progress["in_flight"] == 0 and progress["last_progress"] is not None
+    assert progress["topics"] == ["t.v1"]
+
+
+def progress_file(directory: Path, stages: dict, written_at: float = 1000.0) -> None:
+    (directory / "app").mkdir(exist_ok=True)
+    (directory / "app" / heartbeat.PROGRESS_FILE).write_text(json.dumps(
+        {"written_at": written_at, "started_at": 100.0, "stages": stages}))
+
+
+def test_status_marks_a_stage_stalled_when_records_wait_and_none_is_handled(
+        tmp_path: Path) -> None:
+    progress_file(tmp_path, {
+        "chunking": {"last_progress": 900.0, "in_flight": 0, "oldest_in_hand_s": 0,
+                     "topics": ["docs.redacted.v1"]},
+        "ingest": {"last_progress": 900.0, "in_flight": 0, "oldest_in_hand_s": 0,
+                   "topics": ["docs.raw.v1"]},
+        "ledger": {"last_progress": 990.0, "in_flight": 1, "oldest_in_hand_s": 70.0,
+                   "topics": ["audit.batches.v1"]},
+        "embedding": {"last_progress": None, "in_flight": 0, "oldest_in_hand_s": 0,
+                      "topics": ["chunks.v1"]},
+    })
+    rows = [GroupStatus("chunking", 1, {"docs.redacted.v1": 4}, "Stable"),
+            GroupStatus("embedding", 1, {"chunks.v1": 2}, "Stable")]
+    shown = stage_progress(tmp_path, lag_by_topic(rows), now=1000.0, stalled_after_s=60)
+    assert {s: p["stalled"] for s, p in shown.items()} == {
+        "chunking": True,  # 4 waiting, nothing done for 100 s
+        "ingest": False,  # idle, but nothing waits for it
+        "ledger": True,  # one record in hand for 70 s
+        "embedding": True,  # never handled one since its start at 100, 2 waiting
+    }
+    assert (shown["chunking"]["lag"], shown["chunking"]["idle_s"]) == (4, 100.0)
+    table = render_progress(shown)
+    assert [line.split()[-1] for line in table.splitlines()[1:]] == [
+        "STALLED", "STALLED", "ok", "STALLED"]
+
+
+def test_status_counts_a_silent_worker_as_making_no_progress(tmp_path: Path) -> None:
+    progress_file(tmp_path, {"ledger": {"last_progress": 990.0, "in_flight": 1,
+                                        "oldest_in_hand_s": 5.0, "topics": ["a.v1"]}},
+                  written_at=990.0)
+    shown = stage_progress(tmp_path, {}, now=1100.0, stalled_after_s=60)
+    assert shown["ledger"]["oldest_in_hand_s"] == 115.0 and shown["ledger"]["stalled"]
