@@ -79,7 +79,8 @@ def test_the_edges_of_the_issue_on_the_real_mesh(onebox_mesh: Endpoints) -> None
     # Two tables, one key: two documents. Then a plain document takes a CDC row's id.
     send(f"{tag}-orders", cdc("orders", tag, "Orders row about the walrus expedition."))
     send(f"{tag}-customers", cdc("customers", tag, "Customers row about the walrus choir."))
-    send(f"{tag}-collide", plain(f"edges.orders/{tag}", "A plain page taking the row's id."))
+    # Behind the row on its raw partition (same key), so the row is the id's first owner.
+    send(f"{tag}-orders", plain(f"edges.orders/{tag}", "A plain page taking the row's id."))
     refused[f"edges.orders/{tag}"] = "id_collision"  # refused past parsing: keyed by doc id
     huge = (f"{tag}-huge-" + "k" * 700_000).encode()
     produce(mesh, [b"{not json"], key=huge)
