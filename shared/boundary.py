@@ -224,10 +224,16 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
     async def _export() -> None:
         dump_counts(path)
 
-    @app.task(name=f"{app.conf.id}.heartbeat")
+    def _count_deaths(sender: Any, **_: Any) -> None:
+        # The worker is starting (never on import): count what the last one died holding
+        # before any stream hands over a record, then mirror what this one holds.
+        heartbeat.in_hand.open(path.parent)
+
+    app.on_worker_init.connect(_count_deaths)
+
+    @app.task
     async def _heartbeat() -> None:
         settings = heartbeat.WatchdogSettings()
-        heartbeat.in_hand.open(path.parent)  # counts what the last process died holding
         heartbeat.Heartbeat(asyncio.get_running_loop(), settings,
                             path.parent / heartbeat.PROGRESS_FILE).start()
         if settings.metrics_port:
