@@ -2,7 +2,9 @@
 
 Run as `python -m services.redaction.auditor` (what `streamrag audit` runs). It reads
 docs.redacted.v1, audit.batches.v1 and ledger.anchors.v1 from the beginning with a plain
-consumer (no group), and the AuditAnchor contract through any JSON-RPC node; the checks
+consumer (no group), and the AuditAnchor contract through any JSON-RPC node: each batch's
+anchor, and for verify every anchor of the known signers (services.redaction.onchain), so
+an anchored batch whose evidence is gone is named, never passed over. The checks
 themselves are services.redaction.verify and services.redaction.audit.prove.
 """
 
@@ -20,8 +22,9 @@ from typing import Any, TypeVar
 from web3 import Web3
 
 from services.redaction.audit import canonical, content_sha256, prove
+from services.redaction.onchain import LedgerRecordSettings, contracts_to_read, read_anchors
 from services.redaction.reader import read_topic
-from services.redaction.verify import OnChain, check_anchor, verify
+from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
 from shared.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.codec import decode
 from shared.errors import InvalidInput
@@ -192,31 +195,75 @@ def render_proof(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class ChainView:
+    """Every anchor of the known signers on the contracts read; none read: no contract known."""
+
+    contracts: list[str]
+    anchors: list[ChainAnchor]
+
+
+def read_chain(ledger: LedgerSettings, announced: list[Anchor], known: frozenset[str],
+               contract: str | None) -> ChainView:
+    contracts = contracts_to_read(contract or "", ledger.contract_address,
+                                  LedgerRecordSettings().recorded_contract(),
+                                  *(a.contract for a in reversed(announced)))
+    if not contracts:
+        return ChainView([], [])
+    w3 = Web3(Web3.HTTPProvider(ledger.rpc_url))
+    return ChainView(contracts, read_anchors(w3, contracts, known))
+
+
 def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
     data = load(kafka, args.idle_s)
-    report = verify(data.docs, data.batches, chain_reader(ledger, data.anchors),
-                    known_signers(args))
-    ok = report.ok and not data.unreadable
+    known = known_signers(args)
+    chain = read_chain(ledger, data.anchors, known, args.contract)
+    report = verify(data.docs, data.batches, chain_reader(ledger, data.anchors), known,
+                    chain.anchors, [a.batch_id for a in data.anchors])
+    # Never "all verified" without the chain: with no contract known, an empty topic
+    # cannot tell a fresh deployment from one whose evidence is all gone.
+    ok = report.ok and not data.unreadable and bool(chain.contracts)
     if args.json:
         print(json.dumps({"ok": ok, "orphans": report.orphans, "unreadable": data.unreadable,
                           "redelivered_docs": report.redelivered_docs,
-                          "batches": [asdict(b) for b in report.batches]}, indent=2))
+                          "unprovable": [asdict(u) for u in report.unprovable],
+                          "chain": {"contracts": chain.contracts,
+                                    "anchors": report.chain_anchors},
+                          "batches": [{**asdict(b), "result": b.result}
+                                      for b in report.batches]}, indent=2))
         return 0 if ok else 1
+    print(render_verify(report, data.unreadable, chain))
+    return 0 if ok else 1
+
+
+def render_verify(report: Report, unreadable: list[str], chain: ChainView) -> str:
     width = max([len(b.batch_id) for b in report.batches] + [5])
-    print(f"{'batch':<{width}} {'part':>4} {'docs':>5}  result")
+    lines = [f"{'batch':<{width}} {'part':>4} {'docs':>5}  result"]
     for b in report.batches:
         again = f" ({b.redelivered} redelivered copies)" if b.redelivered else ""
-        print(f"{b.batch_id:<{width}} {b.partition:>4} {b.docs:>5}  "
-              f"{'ok' + again if b.ok else '; '.join(b.problems)}")
-    for orphan in report.orphans:
-        print(f"orphan: {orphan}")
-    for bad_record in data.unreadable:
-        print(f"unreadable: {bad_record}")
-    bad = sum(not b.ok for b in report.batches) + bool(report.orphans) + len(data.unreadable)
-    print(f"\n{len(report.batches)} batches, {sum(b.docs for b in report.batches)} documents, "
-          f"{report.redelivered_docs} redelivered copies of unfinished batches: "
-          + ("signatures, roots, chain and anchors all verified" if ok else f"{bad} FAILED"))
-    return 0 if ok else 1
+        result = ("ok" + again if b.ok else "; ".join(b.problems) if b.problems else
+                  f"unprovable: evidence missing: {len(b.missing)} redacted documents gone "
+                  f"({', '.join(b.missing)})")
+        lines.append(f"{b.batch_id:<{width}} {b.partition:>4} {b.docs:>5}  {result}")
+    lines += [f"orphan: {orphan}" for orphan in report.orphans]
+    lines += [f"unreadable: {bad_record}" for bad_record in unreadable]
+    lines += [f"unprovable: evidence missing: batch {u.batch_id} (block {u.block_number}, "
+              f"tx {u.tx_hash}): {u.missing}" for u in report.unprovable]
+    lines.append(f"chain: {report.chain_anchors} anchors of the known signers on "
+                 f"{', '.join(chain.contracts)}" if chain.contracts else
+                 "chain: NOT READ: no AuditAnchor contract known (set "
+                 "STREAMRAG_LEDGER_CONTRACT_ADDRESS or --contract)")
+    failed = (sum(b.result == "failed" for b in report.batches) + bool(report.orphans)
+              + len(unreadable) + (not chain.contracts))
+    unprovable = len(report.unprovable) + sum(
+        b.result == "unprovable" and b.block_number is None for b in report.batches)
+    verdict = [f"{failed} FAILED"] if failed else []
+    verdict += [f"{unprovable} UNPROVABLE (evidence missing)"] if unprovable else []
+    lines.append(f"\n{len(report.batches)} batches, {sum(b.docs for b in report.batches)} "
+                 f"documents, {report.redelivered_docs} redelivered copies of unfinished "
+                 "batches: " + (", ".join(verdict) if verdict else
+                                "signatures, roots, chain and anchors all verified"))
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,8 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="inclusion proof and anchor of one document")
     p.add_argument("doc_id")
     p.add_argument("--version", type=int, default=None, help="default: the newest")
-    sub.add_parser("verify", parents=[common],
-                   help="recompute every batch root, check chain and anchors")
+    v = sub.add_parser("verify", parents=[common],
+                       help="recompute every batch root, check chain and anchors")
+    v.add_argument("--contract", default=None,
+                   help="the AuditAnchor address whose anchors must all be provable; default: "
+                   "STREAMRAG_LEDGER_CONTRACT_ADDRESS, the ledger's deployment record, and "
+                   "every contract ledger.anchors.v1 names")
     return parser
 
 

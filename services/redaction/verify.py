@@ -11,10 +11,16 @@ Redeliveries (at-least-once) are recognised, never reported: a second record for
 id with the same substance (only created_at and the signature differ), a second copy of a
 document, and documents of a batch whose record was never written (a crash mid-batch)
 that are identical to leaves of the batch that was written after the replay.
+
+The chain is read too, not only asked about the records found: every anchor of a known
+signer whose authentic record is gone, and every batch whose redacted documents are gone
+(retention, a broker that lost its log), is "unprovable: evidence missing", named with its
+block. Neither is tampering that verify could see, and neither is ever verified.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,12 +29,31 @@ from typing import Any
 from services.redaction.audit import batch_root, content_sha256
 from shared.audit_signing import check
 from shared.records import AuditBatch, AuditLeaf, RedactedDocument
+from shared.topics import AUDIT_BATCHES, DOCS_REDACTED
 
 OnChain = tuple[str, str, int, str]  # root, prev_root (bare hex), leaf count, signer address
 Ident = tuple[str, int, str]  # doc id, version, redacted sha256
 SIGNATURE_PROBLEMS = {"unsigned": "unsigned record",
                       "bad_signature": "bad signature: it does not recover to its signer {signer}",
                       "unknown_signer": "unknown signer {signer}"}
+
+
+@dataclass(frozen=True)
+class ChainAnchor:
+    """One anchor as the contract's Anchored event gives it."""
+
+    key: str  # sha256 of the batch id, bare hex: the contract never sees the id itself
+    root: str
+    prev_root: str
+    leaf_count: int
+    signer: str
+    block_number: int
+    tx_hash: str
+    contract: str
+
+
+def batch_key(batch_id: str) -> str:
+    return hashlib.sha256(batch_id.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -38,10 +63,27 @@ class BatchReport:
     docs: int
     problems: list[str] = field(default_factory=list)
     redelivered: int = 0  # extra copies of its record or documents, all harmless
+    missing: list[str] = field(default_factory=list)  # leaves whose document is gone
+    block_number: int | None = None  # of its anchor, when the chain was read
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.missing
+
+    @property
+    def result(self) -> str:
+        """"failed" (tampering, forgery, conflict), "unprovable" (evidence missing), "ok"."""
+        return "failed" if self.problems else "unprovable" if self.missing else "ok"
+
+
+@dataclass(frozen=True)
+class Unprovable:
+    """An anchored batch the chain holds a root for that nothing left can prove."""
+
+    batch_id: str  # "(unknown: key <sha256 of the id>)" when no record or announcement names it
+    block_number: int
+    tx_hash: str
+    missing: str  # what is gone
 
 
 @dataclass
@@ -49,10 +91,12 @@ class Report:
     batches: list[BatchReport]
     orphans: list[str]  # redacted documents naming a batch no audit record has
     redelivered_docs: int = 0  # copies of documents under a batch id that was never recorded
+    unprovable: list[Unprovable] = field(default_factory=list)
+    chain_anchors: int = 0  # anchors of known signers found on chain (when it was read)
 
     @property
     def ok(self) -> bool:
-        return not self.orphans and all(b.ok for b in self.batches)
+        return not self.orphans and not self.unprovable and all(b.ok for b in self.batches)
 
 
 def redacted_leaf(doc: RedactedDocument, raw_sha256: str, offset: int) -> AuditLeaf:
@@ -85,20 +129,24 @@ def differing_fields(a: AuditBatch, b: AuditBatch) -> list[str]:
     return sorted(k for k in x if x[k] != y[k])
 
 
-def diagnose(recorded: list[AuditLeaf], found: list[AuditLeaf]) -> list[str]:
-    """Name what differs between the leaves a record holds and those the topic gives."""
+def diagnose(recorded: list[AuditLeaf], found: list[AuditLeaf]) -> tuple[list[str], list[str]]:
+    """Name what differs between the leaves a record holds and those the topic gives: the
+    problems (changed, inserted, reordered), and apart from them the leaves whose document
+    is not there at all (evidence missing: retention, a lost log; never verified)."""
     want = {(x.doc_id, x.version): x for x in recorded}
     got = {(x.doc_id, x.version): x for x in found}
-    out = [f"dropped {d}@v{v}" for d, v in want.keys() - got.keys()]
-    out += [f"inserted {d}@v{v}" for d, v in got.keys() - want.keys()]
+    missing = sorted(f"{d}@v{v}" for d, v in want.keys() - got.keys())
+    out = [f"inserted {d}@v{v}" for d, v in got.keys() - want.keys()]
     out += [f"changed {k[0]}@v{k[1]}" for k in want.keys() & got.keys()
             if want[k].redacted_sha256 != got[k].redacted_sha256]
     dupes = [k for k, n in Counter((x.doc_id, x.version) for x in found).items() if n > 1]
     out += [f"inserted a second {d}@v{v}" for d, v in dupes]
-    if not out and [(x.doc_id, x.version) for x in recorded] != \
-            [(x.doc_id, x.version) for x in found]:
+    kept = [(x.doc_id, x.version) for x in recorded if (x.doc_id, x.version) in got]
+    if not out and kept != [(x.doc_id, x.version) for x in found]:
         out.append("reordered")
-    return sorted(out) or ["documents' root differs from the record's"]
+    if not out and not missing:
+        out.append("documents' root differs from the record's")
+    return sorted(out), missing
 
 
 def check_anchor(batch: AuditBatch, on_chain: OnChain | None) -> list[str]:
@@ -115,8 +163,11 @@ def _short(value: object) -> str:
     return value[:12] if isinstance(value, str) and len(value) == 64 else str(value)
 
 
-def check_documents(batch: AuditBatch, docs: list[RedactedDocument]) -> list[str]:
-    problems = []
+def check_documents(batch: AuditBatch, docs: list[RedactedDocument],
+                    ) -> tuple[list[str], list[str]]:
+    """The problems of a batch's documents, and the leaves whose document is gone."""
+    problems: list[str] = []
+    missing: list[str] = []
     if batch_root(batch.leaves) != batch.root or batch.doc_count != len(batch.leaves):
         problems.append("audit record inconsistent: root or count is not its leaves'")
     # The raw text is upstream of redaction and not re-read: its hash comes from the record.
@@ -126,8 +177,9 @@ def check_documents(batch: AuditBatch, docs: list[RedactedDocument]) -> list[str
         rec = raw.get((doc.doc_id, doc.version))
         found.append(redacted_leaf(doc, rec.raw_sha256 if rec else "", rec.offset if rec else -1))
     if batch_root(found) != batch.root:
-        problems += diagnose(list(batch.leaves), found)
-    return problems
+        differ, missing = diagnose(list(batch.leaves), found)
+        problems += differ
+    return problems, missing
 
 
 class _Records:
@@ -172,9 +224,12 @@ class _Records:
 
 
 def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
-           anchor_of: Callable[[str], OnChain | None], known: frozenset[str]) -> Report:
+           anchor_of: Callable[[str], OnChain | None], known: frozenset[str],
+           chain: Iterable[ChainAnchor] = (), names: Iterable[str] = ()) -> Report:
     """Check every audit batch; `docs` and `batches` in topic order (per partition, by
-    offset); `known`: the lower-case addresses whose signatures count."""
+    offset); `known`: the lower-case addresses whose signatures count; `chain`: every
+    anchor of those signers on chain; `names`: batch ids known otherwise (announcements),
+    to name an anchor whose record is gone."""
     by_batch: dict[str, list[RedactedDocument]] = defaultdict(list)
     for doc in docs:
         by_batch[doc.batch_id].append(doc)
@@ -182,15 +237,22 @@ def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
     chosen = sorted((records.chosen(i) for i in records.by_id),
                     key=lambda b: (b.epoch, b.partition, b.first_offset, b.batch_id))
     chains: dict[tuple[str, int], AuditBatch] = {}
+    chain = list(chain)
+    # Roots the chain holds for batches whose record is gone: a record linking to one is
+    # linked to an unprovable batch (reported as such), not a broken chain.
+    present = {batch_key(b.batch_id) for b in chosen if records.authentic(b)}
+    gone_roots = {a.root for a in chain if a.key not in present}
     reports = []
     for batch in chosen:
         mine, copies = _first_copies(by_batch.get(batch.batch_id, []))
         report = BatchReport(batch.batch_id, batch.partition, len(mine))
         report.problems, report.redelivered = records.problems(batch.batch_id)
         report.redelivered += copies
-        report.problems += check_documents(batch, mine)
+        found, report.missing = check_documents(batch, mine)
+        report.problems += found
         if records.authentic(batch):  # a forgery is reported, never a link of the chain
-            report.problems += _link(batch, chains.get((batch.epoch, batch.partition)))
+            report.problems += _link(batch, chains.get((batch.epoch, batch.partition)),
+                                     gone_roots)
             chains[(batch.epoch, batch.partition)] = batch
         report.problems += check_anchor(batch, anchor_of(batch.batch_id))
         reports.append(report)
@@ -199,14 +261,42 @@ def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
     strays = [d for bid, ds in by_batch.items() if bid not in records.by_id for d in ds]
     orphans = sorted({f"{d.doc_id}@v{d.version} names unknown batch {d.batch_id or '(none)'}"
                       for d in strays if ident(d) not in leaves})
-    return Report(reports, orphans, sum(ident(d) in leaves for d in strays))
+    out = Report(reports, orphans, sum(ident(d) in leaves for d in strays))
+    reconcile(out, chosen, records, chain, names)
+    return out
 
 
-def _link(batch: AuditBatch, before: AuditBatch | None) -> list[str]:
+def reconcile(report: Report, chosen: list[AuditBatch], records: _Records,
+              chain: list[ChainAnchor], names: Iterable[str]) -> None:
+    """Hold the report to the chain: every anchor is a batch verified, failed, or
+    unprovable because its record or its documents are gone."""
+    by_key = {batch_key(b.batch_id): (b, r) for b, r in zip(chosen, report.batches, strict=True)}
+    named = {batch_key(i): i for i in names}
+    latest = {a.key: a for a in chain}  # a reorg may show one twice; the newest holds
+    report.chain_anchors = len(latest)
+    for anchor in sorted(latest.values(), key=lambda a: (a.block_number, a.key)):
+        found = by_key.get(anchor.key)
+        if found is None or not records.authentic(found[0]):
+            name = found[0].batch_id if found else named.get(
+                anchor.key, f"(unknown: key {anchor.key})")
+            why = (f"no audit record on {AUDIT_BATCHES.name}" if found is None else
+                   f"no authentic audit record on {AUDIT_BATCHES.name}")
+            report.unprovable.append(Unprovable(name, anchor.block_number, anchor.tx_hash, why))
+            continue
+        batch_report = found[1]
+        batch_report.block_number = anchor.block_number
+        if batch_report.missing:
+            report.unprovable.append(Unprovable(
+                batch_report.batch_id, anchor.block_number, anchor.tx_hash,
+                f"{len(batch_report.missing)} of {len(found[0].leaves)} redacted documents not "
+                f"on {DOCS_REDACTED.name}: {', '.join(batch_report.missing)}"))
+
+
+def _link(batch: AuditBatch, before: AuditBatch | None, gone_roots: set[str]) -> list[str]:
     if before is None:
         # A chain seen from its start, or one whose history was trimmed: nothing to link.
         return []
-    if batch.prev_root != before.root:
+    if batch.prev_root != before.root and batch.prev_root not in gone_roots:
         return [f"prev_root differs: record has {batch.prev_root[:12]}, the partition's "
                 f"previous root (batch {before.batch_id}) is {before.root[:12]}"]
     return []

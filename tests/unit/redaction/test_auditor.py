@@ -10,6 +10,7 @@ from pydantic import SecretStr
 
 from services.redaction import auditor
 from services.redaction.auditor import ANCHORS_ABI, build_parser, proof_document, render_proof
+from services.redaction.onchain import ANCHORED_ABI
 from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.cli.main import build_parser as streamrag_parser
 from shared.records import Anchor
@@ -22,6 +23,9 @@ def test_anchor_view_is_the_committed_contract_abi() -> None:
     with open(LEDGER_ABI) as f:
         committed = [x for x in json.load(f)["abi"] if x.get("name") == "anchors"]
     assert committed == ANCHORS_ABI
+    with open(LEDGER_ABI) as f:
+        (event,) = [x for x in json.load(f)["abi"] if x.get("name") == "Anchored"]
+    assert event == ANCHORED_ABI
 
 
 def test_streamrag_audit_passes_its_arguments_through() -> None:
@@ -62,6 +66,7 @@ def test_verify_prints_each_problem_and_counts_redeliveries(
     monkeypatch.setattr(auditor, "load", lambda *_: auditor.Loaded(
         docs + docs[:1], [*batches, again, rival], [], ["audit.batches.v1 0/9: malformed_json"]))
     monkeypatch.setattr(auditor, "chain_reader", lambda *_: held.get)
+    monkeypatch.setattr(auditor, "read_chain", lambda *_: auditor.ChainView(["0xC0"], []))
     code = auditor.main(["verify", "--signer", DEV_SIGNER])
     out = capsys.readouterr().out
     assert code == 1

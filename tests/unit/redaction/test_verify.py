@@ -67,10 +67,14 @@ def test_changed_record_is_named() -> None:
     assert problems(run(docs, batches)) == {batches[1].batch_id: ["changed p0-d11@v2"]}
 
 
-def test_dropped_record_is_named() -> None:
+def test_a_document_that_is_gone_makes_its_batch_unprovable_not_verified() -> None:
     docs, batches = history()
     del docs[5]
-    assert problems(run(docs, batches)) == {batches[1].batch_id: ["dropped p0-d12@v1"]}
+    report = run(docs, batches)
+    assert not problems(report) and not report.ok
+    (gone,) = [b for b in report.batches if not b.ok]
+    assert (gone.batch_id, gone.result, gone.missing) == (batches[1].batch_id, "unprovable",
+                                                          ["p0-d12@v1"])
 
 
 def test_inserted_record_is_named() -> None:
@@ -231,7 +235,7 @@ def test_every_mutation_is_named_among_redeliveries(
         want = f"changed {name}"
     elif kind == "dropped":
         del docs[at]
-        want = f"dropped {name}"
+        want = f"missing {name}"
     elif kind == "inserted":
         docs.insert(at + 1, target.model_copy(update={"doc_id": "planted"}))
         want = f"inserted planted@v{target.version}"
@@ -245,4 +249,6 @@ def test_every_mutation_is_named_among_redeliveries(
         want = "reordered"
     report = run(docs, batches)
     assert not report.ok
-    assert want in problems(report)[batch_id]
+    named = {b.batch_id: b.problems + [f"missing {m}" for m in b.missing]
+             for b in report.batches if not b.ok}
+    assert want in named[batch_id]
