@@ -369,7 +369,9 @@ def test_a_fresh_broker_over_the_same_chain_verifies_and_proves(
         crashed: MiniMesh, tmp_path_factory: pytest.TempPathFactory, anvil: Anvil,
         data_dir: Path) -> None:
     """Re-running the embedded mesh: the broker starts empty, the chain keeps its anchors.
-    The same documents land on the same offsets; the epoch keeps their batch ids new."""
+    The same documents land on the same offsets; the epoch keeps their batch ids new. The
+    new batches verify and prove; every batch of the first run is on chain with its
+    evidence gone, so verify names each one unprovable (by its key) and fails."""
     before = {b.batch_id: b.epoch for b in (decode(AuditBatch, r.value)
                                             for r in crashed.read(AUDIT_BATCHES))}
     crashed.stop()
@@ -382,7 +384,13 @@ def test_a_fresh_broker_over_the_same_chain_verifies_and_proves(
         ids = {d.doc_id for d in docs}
         wait_for(lambda: again.all_anchored(ids), "the new batches anchored")
         code, report = again.audit("verify")
-        assert code == 0, report
+        assert code == 1 and all(b["result"] == "ok" for b in report["batches"]), report
+        earlier = {f"(unknown: key {hashlib.sha256(i.encode()).hexdigest()})" for i in before}
+        unprovable = {u["batch_id"] for u in report["unprovable"]}
+        assert unprovable and unprovable <= earlier, report["unprovable"]
+        assert {u["missing"] for u in report["unprovable"]} == {
+            "no audit record on audit.batches.v1"}
+        assert report["chain"]["anchors"] == len(report["batches"]) + len(unprovable)
         now = {b.batch_id: b.epoch for b in (decode(AuditBatch, r.value)
                                              for r in again.read(AUDIT_BATCHES))}
         assert now and not set(now.values()) & set(before.values())  # a new epoch

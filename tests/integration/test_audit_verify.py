@@ -125,7 +125,11 @@ def test_tampering_with_real_records_is_caught(mesh: RunningMesh,
     changed = [d.model_copy(update={"text": d.text + " edited"}) if d is target else d
                for d in docs]
     assert problems_of(changed) == [f"changed {target.doc_id}@v1"]
-    assert problems_of([d for d in docs if d is not target]) == [f"dropped {target.doc_id}@v1"]
+    # A document that is gone is missing evidence, not tampering: unprovable, never ok.
+    gone = verify([d for d in docs if d is not target], mine, on_chain,
+                  frozenset({DEV_SIGNER.lower()})).batches[0]
+    assert (gone.problems, gone.missing, gone.result) == ([], [f"{target.doc_id}@v1"],
+                                                          "unprovable")
     assert problems_of(docs, lambda batch_id: None) == ["missing anchor"]
     # A redelivered copy of every document is recognised, not flagged.
     assert problems_of(docs + [d for d in docs if d.batch_id == target.batch_id]) == []
