@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from shared import logsafe
-from shared.cli import admin, audit, produce, query, status, up
+from shared.cli import admin, audit, backup, produce, query, status, up
 from shared.topics import SERVICES
 
 
@@ -27,7 +27,7 @@ def _run_worker(args: argparse.Namespace) -> int:
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "up": up.run, "worker": _run_worker, "produce": produce.run, "query": query.run,
     "status": status.run, "topics": admin.run_topics, "health": admin.run_health,
-    "audit": audit.run,
+    "audit": audit.run, "backup": backup.run_backup, "restore": backup.run_restore,
 }
 
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_parser(sub)
     admin.add_parsers(sub)
     audit.add_parser(sub)
+    backup.add_parsers(sub)
     return parser
 
 
