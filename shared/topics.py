@@ -5,13 +5,17 @@ auto-created by a producer would get the broker's default count, and Faust
 refuses a table changelog whose count differs from its source topic.
 Everything that carries a document is keyed by document id, so all versions of
 a document stay on one partition, in order.
+
+What an audit proof needs (the redacted versions, the audit records and the anchor
+announcements) is marked `evidence`: those topics are kept for the audit retention
+(shared/retention.py, default forever), never for an operational default.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shared.encoder_model import MODEL_ID
 from shared.sizes import MAX_RECORD_BYTES
@@ -19,6 +23,7 @@ from shared.sizes import MAX_RECORD_BYTES
 PARTITIONS = 4  # docs and chunks; search requests must match chunks.embedded.v1
 HOUR_MS = 3_600_000
 WEEK_MS = 7 * 24 * HOUR_MS
+FOREVER = -1  # retention.ms / retention.bytes: never deleted by age or size
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,9 @@ class TopicSpec:
     retention_ms: int = WEEK_MS
     doc: str = ""
     config: dict[str, str] = field(default_factory=dict)
+    # Holds what an audit proof needs: its retention is the audit retention, by time only
+    # (retention.bytes unlimited, whatever the broker's default), and bring-up checks it.
+    evidence: bool = False
 
     def broker_config(self) -> dict[str, str]:
         # Every topic takes the contract's largest record (shared/sizes.py); real Kafka
@@ -39,6 +47,8 @@ class TopicSpec:
                "max.message.bytes": str(MAX_RECORD_BYTES)}
         if not self.compacted:
             cfg["retention.ms"] = str(self.retention_ms)
+        if self.evidence:
+            cfg["retention.bytes"] = str(FOREVER)
         return {**cfg, **self.config}
 
 
@@ -66,6 +76,7 @@ DOCS_PARSED = TopicSpec(
 DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document",
                             doc="New document versions and deletes, deduplicated.")
 DOCS_REDACTED = TopicSpec("docs.redacted.v1", "doc id", "records.RedactedDocument",
+                          retention_ms=FOREVER, evidence=True,
                           doc="Documents with every PII entity replaced by a placeholder.")
 CHUNKS = TopicSpec(
     "chunks.v1", "doc id", "records.ChunkSet", compacted=True,
@@ -84,8 +95,10 @@ SEARCH_REQUESTS = TopicSpec(
 SEARCH_REPLIES = TopicSpec("search.replies.v1", "request id", "records.SearchReply",
                            retention_ms=HOUR_MS, doc="Gather: one reply per shard.")
 AUDIT_BATCHES = TopicSpec("audit.batches.v1", "partition of docs.normalized.v1",
-                          "records.AuditBatch", doc="One record per redaction micro-batch.")
+                          "records.AuditBatch", retention_ms=FOREVER, evidence=True,
+                          doc="One record per redaction micro-batch.")
 LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", partitions=1,
+                           retention_ms=FOREVER, evidence=True,
                            doc="The on-chain transaction that anchored each audit batch.")
 DEADLETTER_RAW = TopicSpec(
     "deadletter.raw.v1", "source key", "records.DeadLetter", partitions=1,
@@ -202,6 +215,12 @@ def all_topic_specs() -> tuple[TopicSpec, ...]:
         for t in TABLES
     )
     return TOPICS + changelogs
+
+
+def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,
+                         ) -> tuple[TopicSpec, ...]:
+    """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1)."""
+    return tuple(replace(s, retention_ms=retention_ms) if s.evidence else s for s in specs)
 
 
 def by_name(name: str) -> TopicSpec:

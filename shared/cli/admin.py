@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from shared.admin import ensure_topics
+from shared.admin import contract_specs, ensure_topics
 from shared.cli.settings import MeshSettings
 from shared.cli.status import inference_health
+from shared.retention import AuditRetentionSettings
 from shared.settings import KafkaSettings
+from shared.topics import TOPICS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +20,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def run_topics(args: argparse.Namespace) -> int:
-    created = asyncio.run(ensure_topics(KafkaSettings()))
+    retention = AuditRetentionSettings()
+    created = asyncio.run(ensure_topics(KafkaSettings(), contract_specs(retention)))
     print(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))
+    evidence = ", ".join(t.name for t in TOPICS if t.evidence)
+    print(f"audit evidence ({evidence}) kept {retention.describe()}")
     return 0
 
 

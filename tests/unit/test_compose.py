@@ -19,6 +19,7 @@ from shared import acls
 from shared.audit_signing import AuditSignerSettings
 from shared.cli.main import HANDLERS
 from shared.cli.settings import MeshSettings
+from shared.retention import AuditRetentionSettings
 from shared.settings import KafkaSettings, LedgerSettings
 from shared.topics import SERVICES
 
@@ -52,7 +53,7 @@ def resolved(*files: str) -> dict:
 
 def settings_classes() -> list[type[BaseSettings]]:
     classes: list[type[BaseSettings]] = [KafkaSettings, LedgerSettings, MeshSettings,
-                                         AuditSignerSettings]
+                                         AuditSignerSettings, AuditRetentionSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)
@@ -107,6 +108,17 @@ def test_topics_come_from_the_contract_and_are_never_auto_created() -> None:
     for name in SERVICES:
         assert services[name]["depends_on"]["topics"]["condition"] == \
             "service_completed_successfully"
+
+
+def test_the_topics_job_keeps_the_audit_evidence_as_long_as_the_setting_says() -> None:
+    job = resolved("docker-compose.yml")["services"]["topics"]["environment"]
+    assert AuditRetentionSettings(retention_ms=job["STREAMRAG_AUDIT_RETENTION_MS"]) == \
+        AuditRetentionSettings()  # by default: forever
+    out = compose("config", "--format", "json",
+                  env={**SECRETS, "STREAMRAG_AUDIT_RETENTION_MS": "7776000000"})
+    job = json.loads(out.stdout)["services"]["topics"]["environment"]
+    assert AuditRetentionSettings(
+        retention_ms=job["STREAMRAG_AUDIT_RETENTION_MS"]).retention_ms == 7_776_000_000
 
 
 def test_every_service_restarts_when_it_exits_and_the_topics_job_runs_once() -> None:

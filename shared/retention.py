@@ -1,0 +1,35 @@
+"""How long the evidence behind audit proofs is kept: the audit retention setting.
+
+It governs every topic the contract marks `evidence` (docs.redacted.v1, audit.batches.v1,
+ledger.anchors.v1): what `streamrag audit prove` and `verify` need for as long as the
+anchors on chain may be asked about. The default keeps them forever; bring-up creates
+them with it and refuses a broker whose topics say otherwise (shared/admin.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.topics import FOREVER
+
+
+class AuditRetentionSettings(BaseSettings):
+    """STREAMRAG_AUDIT_RETENTION_MS: milliseconds, or -1 (the default) for forever."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_AUDIT_", frozen=True)
+
+    retention_ms: int = FOREVER
+
+    @field_validator("retention_ms")
+    @classmethod
+    def _forever_or_positive(cls, value: int) -> int:
+        if value != FOREVER and value < 1:
+            msg = "STREAMRAG_AUDIT_RETENTION_MS is -1 (keep forever) or a positive number of ms"
+            raise ValueError(msg)
+        return value
+
+    def describe(self) -> str:
+        if self.retention_ms == FOREVER:
+            return "forever"
+        return f"{self.retention_ms / 86_400_000:g} days ({self.retention_ms} ms)"

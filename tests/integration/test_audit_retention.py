@@ -1,0 +1,61 @@
+"""The audit retention on the real embedded broker: bring-up creates the evidence topics
+with it, accepts them on the next bring-up, and refuses to start over topics that keep the
+evidence for less than the setting says."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from shared.admin import contract_specs, describe_topic_configs, ensure_topics
+from shared.cli.mesh import free_port, spawn_broker
+from shared.cli.procs import stop
+from shared.errors import InfrastructureError
+from shared.retention import AuditRetentionSettings
+from shared.settings import KafkaSettings
+from shared.topics import TOPICS
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+EVIDENCE = sorted(t.name for t in TOPICS if t.evidence)
+
+
+@pytest.fixture
+def kafka(tmp_path: Path) -> Iterator[KafkaSettings]:
+    port = free_port()
+    child = spawn_broker("127.0.0.1", port, tmp_path)
+    try:
+        yield KafkaSettings(bootstrap=f"127.0.0.1:{port}")
+    finally:
+        stop([child], 10)
+
+
+def configs(kafka: KafkaSettings) -> dict[str, dict[str, str]]:
+    async def go() -> dict[str, dict[str, str]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+        await admin.start()
+        try:
+            return await describe_topic_configs(admin, EVIDENCE)
+        finally:
+            await admin.close()
+    return asyncio.run(go())
+
+
+def test_evidence_topics_are_kept_forever_and_checked_at_every_bring_up(
+        kafka: KafkaSettings) -> None:
+    created = asyncio.run(ensure_topics(kafka))
+    assert set(EVIDENCE) <= set(created)
+    held = configs(kafka)
+    assert {n: (c["cleanup.policy"], c["retention.ms"], c["retention.bytes"])
+            for n, c in held.items()} == dict.fromkeys(EVIDENCE, ("delete", "-1", "-1"))
+    assert asyncio.run(ensure_topics(kafka)) == []  # the same setting: accepted as it is
+    ninety_days = contract_specs(AuditRetentionSettings(retention_ms=90 * 86_400_000))
+    with pytest.raises(InfrastructureError) as refused:
+        asyncio.run(ensure_topics(kafka, ninety_days))
+    for name in EVIDENCE:
+        assert f"{name} has retention.ms=-1, the audit retention needs 7776000000" in str(
+            refused.value)
+    assert "STREAMRAG_AUDIT_RETENTION_MS" in str(refused.value)
