@@ -106,12 +106,11 @@ def known_signers(args: argparse.Namespace) -> frozenset[str]:
 
 def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
     data = load(kafka, args.idle_s)
+    known = known_signers(args)
     mine = [d for d in data.docs
             if d.doc_id == args.doc_id and args.version in (None, d.version)]
     if not mine:
-        print(f"{args.doc_id}: no such document on {DOCS_REDACTED.name}", file=sys.stderr)
-        return 2
-    known = known_signers(args)
+        return prove_from_record(args, data, ledger, known)
     # The newest version; of its copies, one whose batch has a record (a copy from a batch
     # cut short by a crash names a batch that was never recorded).
     newest = max(d.version for d in mine)
@@ -124,30 +123,55 @@ def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSett
               file=sys.stderr)
         return 1
     batch = next((b for b in records if check(b, known) is None), records[0])
-    out = proof_document(doc, batch, data.anchors, chain_reader(ledger, data.anchors), known)
-    ok = all(out["checks"].values())
+    return _print_proof(args, proof_document(doc, batch, data.anchors,
+                                             chain_reader(ledger, data.anchors), known))
+
+
+def prove_from_record(args: argparse.Namespace, data: Loaded, ledger: LedgerSettings,
+                      known: frozenset[str]) -> int:
+    """The proof of a document whose redacted text is no longer held (forgotten on a
+    deletion request, or past retention): its leaf, from the newest authentic audit record
+    that holds it, proves what was ingested and redacted; only the text cannot be shown."""
+    held = [(leaf.version, b) for b in data.batches if check(b, known) is None
+            for leaf in b.leaves if leaf.doc_id == args.doc_id
+            and args.version in (None, leaf.version)]
+    if not held:
+        print(f"{args.doc_id}: no such document on {DOCS_REDACTED.name} nor in any authentic "
+              f"audit record on {AUDIT_BATCHES.name}", file=sys.stderr)
+        return 2
+    version, batch = max(held, key=lambda vb: vb[0])
+    return _print_proof(args, proof_document(None, batch, data.anchors,
+                                             chain_reader(ledger, data.anchors), known,
+                                             doc_id=args.doc_id, version=version))
+
+
+def _print_proof(args: argparse.Namespace, out: dict[str, Any]) -> int:
     print(json.dumps(out, indent=2) if args.json else render_proof(out))
-    return 0 if ok else 1
+    # A text not held is no failure: the leaf commits to its hash, and the leaf is proven.
+    return 0 if all(v for v in out["checks"].values() if v is not None) else 1
 
 
-def proof_document(doc: RedactedDocument, batch: AuditBatch, anchors: list[Anchor],
+def proof_document(doc: RedactedDocument | None, batch: AuditBatch, anchors: list[Anchor],
                    on_chain_of: Callable[[str], OnChain | None],
-                   known: frozenset[str]) -> dict[str, Any]:
-    """Everything a third party needs to check the document without this project."""
-    proof = prove(batch, doc.doc_id, doc.version)
+                   known: frozenset[str], *, doc_id: str = "", version: int = 0,
+                   ) -> dict[str, Any]:
+    """Everything a third party needs to check the document without this project; with
+    `doc` None (its text no longer held), everything but the text, for `doc_id`@`version`."""
+    doc_id, version = (doc.doc_id, doc.version) if doc else (doc_id, version)
+    proof = prove(batch, doc_id, version)
     on_chain = on_chain_of(batch.batch_id)
     # The latest announcement wins: a re-anchored batch is announced again.
     anchor = next((a for a in reversed(anchors) if a.batch_id == batch.batch_id), None)
     leaf_bytes = canonical(proof.leaf)
-    content = [doc.title, doc.text, sorted(doc.metadata.items())]
+    content = [doc.title, doc.text, sorted(doc.metadata.items())] if doc else None
     return {
-        "doc_id": doc.doc_id, "version": doc.version, "batch_id": batch.batch_id,
+        "doc_id": doc_id, "version": version, "batch_id": batch.batch_id,
         "batch_key": hashlib.sha256(batch.batch_id.encode("utf-8")).hexdigest(),
         "partition": batch.partition, "leaf_index": proof.index, "tree_size": proof.size,
         "leaf": proof.leaf.model_dump(), "leaf_bytes": leaf_bytes.decode("utf-8"),
         "leaf_bytes_hex": leaf_bytes.hex(), "leaf_hash": proof.leaf_hash,
         "path": list(proof.path), "root": proof.root, "prev_root": batch.prev_root,
-        "redacted_content": content,
+        "redacted_content": content, "text_held": doc is not None,
         "signer": batch.signer, "signature": batch.signature,
         "record_digest": digest(batch).hex(),
         "record_signed_bytes": signed_bytes(batch).decode("utf-8"),
@@ -161,7 +185,8 @@ def proof_document(doc: RedactedDocument, batch: AuditBatch, anchors: list[Ancho
             "signer": on_chain[3]},
         "checks": {
             "proof_holds": proof.holds(),
-            "redacted_matches_leaf":
+            # None: no text to hash (not held); the leaf's hash of it is what is proven.
+            "redacted_matches_leaf": None if doc is None else
                 content_sha256(doc.title, doc.text, doc.metadata) == proof.leaf.redacted_sha256,
             "signed_by_known_signer": check(batch, known) is None,
             "anchor_on_chain_matches": on_chain is not None and not check_anchor(batch, on_chain),
@@ -183,7 +208,9 @@ def render_proof(p: dict[str, Any]) -> str:
     checks = p["checks"]
     lines += [f"root      {p['root']} (proof {mark(checks['proof_holds'])})",
               f"redacted  document on {DOCS_REDACTED.name} hashes to the leaf: "
-              f"{mark(checks['redacted_matches_leaf'])}",
+              f"{mark(checks['redacted_matches_leaf'])}" if p["text_held"] else
+              f"redacted  text not held on {DOCS_REDACTED.name} (forgotten or past "
+              "retention): its hash in the leaf is proven, the text cannot be shown",
               f"signed    by {p['signer'] or '(nobody)'}: "
               f"{mark(checks['signed_by_known_signer'])}"]
     a = p["anchor"]

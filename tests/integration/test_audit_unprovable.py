@@ -115,3 +115,7 @@ def test_every_batch_whose_evidence_was_deleted_is_unprovable(
     # What is still there still proves.
     code, proof = audit(bootstrap, anvil, data_dir, "prove", batches[5].leaves[0].doc_id)
     assert code == 0 and all(proof["checks"].values()), proof
+    # A document whose text is gone still proves from its batch's record: its leaf.
+    code, proof = audit(bootstrap, anvil, data_dir, "prove", batches[4].leaves[2].doc_id)
+    assert code == 0 and proof["text_held"] is False and proof["batch_id"] == gone_docs, proof
+    assert proof["checks"]["proof_holds"] and proof["checks"]["anchor_on_chain_matches"]

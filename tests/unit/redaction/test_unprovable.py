@@ -147,3 +147,29 @@ def test_the_contract_comes_from_the_flag_the_setting_the_record_and_announcemen
     assert [c.lower() for c in view.contracts] == ["0x" + x * 20 for x in ("dd", "aa", "bb",
                                                                             "cc")]
     assert seen == [view.contracts]
+
+
+def test_prove_works_from_the_audit_record_when_the_text_is_no_longer_held(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document forgotten on a deletion request (or past retention): the leaf commits to
+    the hash of its redacted text, not the text, so the record alone proves the leaf."""
+    docs, batches = history()
+    leaf = batches[4].leaves[1]
+    held = [d for d in docs if d.doc_id != leaf.doc_id]
+    forged = batches[5].model_copy(update={"leaves": (*batches[5].leaves, leaf.model_copy(
+        update={"doc_id": "only-forged"}))})
+    monkeypatch.setattr(auditor, "load", lambda *_: auditor.Loaded(
+        held, [*batches, forged], [], []))
+    monkeypatch.setattr(auditor, "chain_reader", lambda *_: chain_of(batches).get)
+    assert auditor.main(["prove", leaf.doc_id, "--signer", DEV_SIGNER, "--json"]) == 0
+    proof = json.loads(capsys.readouterr().out)
+    assert (proof["batch_id"], proof["version"], proof["text_held"],
+            proof["redacted_content"]) == (batches[4].batch_id, leaf.version, False, None)
+    assert proof["leaf"]["redacted_sha256"] == leaf.redacted_sha256
+    assert proof["checks"] == {"proof_holds": True, "redacted_matches_leaf": None,
+                               "signed_by_known_signer": True, "anchor_on_chain_matches": True}
+    assert auditor.main(["prove", leaf.doc_id, "--signer", DEV_SIGNER]) == 0
+    assert "redacted  text not held on docs.redacted.v1 (forgotten or past retention)" in \
+        capsys.readouterr().out
+    # Only an authentic record proves a leaf; nothing else names this one.
+    assert auditor.main(["prove", "only-forged", "--signer", DEV_SIGNER]) == 2
