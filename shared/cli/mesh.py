@@ -12,15 +12,28 @@ import asyncio
 import json
 import logging
 import socket
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from shared.admin import ensure_topics
-from shared.cli.procs import Child, port_open, service_argv, spawn, stop, stop_stale, wait_port
+from shared.cli.journal import Journal, restore
+from shared.cli.procs import (
+    Child,
+    kill_group,
+    port_open,
+    service_argv,
+    spawn,
+    stop,
+    stop_stale,
+    wait_port,
+)
 from shared.cli.ready import wait_ready
 from shared.cli.settings import MeshSettings
 from shared.cli.supervise import Backoff, Supervisor
@@ -32,6 +45,9 @@ log = logging.getLogger("streamrag.mesh")
 START_ORDER = ("ledger", "retrieval", "embedding", "chunking", "redaction", "ingest", "inference")
 assert set(START_ORDER) == set(SERVICES)
 ONEBOX = "onebox"  # the one worker's name (log, pid file) in one-process mode
+JOURNAL = "journal"  # the embedded broker's journal (shared/cli/journal.py)
+# Stopped last, after every worker and the journal: what the others need to the end.
+INFRASTRUCTURE = ("broker", "anvil")
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -63,6 +79,11 @@ class Mesh:
                     **(env or {})}
         self.supervisor = Supervisor(Backoff(mesh.restart_initial_s, 2.0, mesh.restart_max_s,
                                              mesh.restart_reset_after_s))
+        self.journaled = False  # an embedded broker we started, journaled and restored
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.run_dir / "journal"
 
     @property
     def run_dir(self) -> Path:
@@ -86,7 +107,27 @@ class Mesh:
         self._start_chain()
         created = asyncio.run(ensure_topics(self.kafka))
         log.info("topics: %d created, the rest already there", len(created))
+        if self.journaled:
+            self._restore()
+            self._supervise(self._spawn_journal)
+            log.info("journal of the embedded broker in %s", self.journal_dir)
         self.supervisor.start()
+
+    def _spawn_journal(self) -> Child:
+        argv = [sys.executable, "-m", "shared.cli.journal", str(self.journal_dir.resolve())]
+        return spawn(JOURNAL, argv, self.run_dir,
+                     {**self.env, "STREAMRAG_KAFKA_BOOTSTRAP": self.kafka.bootstrap})
+
+    def _restore(self) -> None:
+        """Replay the journal into the (empty) embedded broker before anything reads it."""
+        journal = Journal(self.journal_dir)
+        if not journal.has_records():
+            return
+        started = time.monotonic()
+        done = asyncio.run(restore(self.kafka, journal))
+        log.info("restored %d records of %d partitions and %d consumer groups' offsets from "
+                 "%s in %.1fs", done.records, done.partitions, done.groups, self.journal_dir,
+                 time.monotonic() - started)
 
     def _start_broker(self) -> None:
         host, port = _host_port(self.kafka.bootstrap.split(",")[0])
@@ -95,13 +136,27 @@ class Mesh:
             return
         child = spawn_broker(host, port, self.run_dir)
         self.supervisor.add(child, lambda: self._restart_broker(host, port))
-        log.info("embedded Kafka-protocol broker (tansu, memory storage) on %s:%d", host, port)
+        self.journaled = self.settings.durable
+        log.info("embedded Kafka-protocol broker (tansu, memory storage%s) on %s:%d",
+                 ", journaled" if self.journaled else "", host, port)
 
     def _restart_broker(self, host: str, port: int) -> Child:
-        """A restarted embedded broker is empty (memory storage): create the topics again."""
+        """A restarted embedded broker is empty (memory storage): with the journal, every
+        worker and the journal are stopped (the supervisor restarts them after its backoff,
+        while it waits for this), the journal is replayed, and they start on the log as it
+        was; without it, the topics are created again, empty."""
+        if self.journaled:
+            for other in self.supervisor.children():
+                if other.name not in INFRASTRUCTURE:
+                    kill_group(other)
+                    other.popen.wait()
         child = spawn_broker(host, port, self.run_dir)
-        log.error("the embedded broker restarted EMPTY: memory storage lost every topic")
         asyncio.run(ensure_topics(self.kafka))
+        if self.journaled:
+            self._restore()
+            log.warning("the embedded broker restarted; its log was restored from the journal")
+        else:
+            log.error("the embedded broker restarted EMPTY: memory storage lost every topic")
         return child
 
     def _start_chain(self) -> None:
@@ -144,8 +199,14 @@ class Mesh:
                    self.supervisor.crash_looping, self.run_dir / "logs")
 
     def stop(self) -> None:
+        """Workers first, then the journal (which catches up with their last commits and
+        writes the groups' offsets), then the broker and the chain."""
         self.supervisor.stop()  # first, or it would restart what is being stopped
-        stop(self.children, self.settings.stop_timeout_s)
+        children = self.children
+        timeout = self.settings.stop_timeout_s
+        stop([c for c in children if c.name not in (*INFRASTRUCTURE, JOURNAL)], timeout)
+        stop([c for c in children if c.name == JOURNAL], timeout)
+        stop([c for c in children if c.name in INFRASTRUCTURE], timeout)
 
 
 def free_port() -> int:
@@ -179,8 +240,12 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
     for prefix in ("INGEST", "REDACTION", "CHUNKING", "EMBEDDING", "RETRIEVAL", "INFERENCE",
                    "LEDGERSVC", "ONEBOX"):
         child_env[f"STREAMRAG_{prefix}_DATA_DIR"] = str(run_dir / "data")
-    settings = MeshSettings(run_dir=run_dir, anvil_bin=anvil_bin, processes=processes,
-                            inference_target=f"127.0.0.1:{grpc_port}")
+    # STREAMRAG_MESH_* entries of `env` set the bring-up itself (benchmarks compare them).
+    own: dict[str, Any] = {k.removeprefix("STREAMRAG_MESH_").lower(): v
+                           for k, v in (env or {}).items() if k.startswith("STREAMRAG_MESH_")}
+    settings = MeshSettings(**{**own, "run_dir": run_dir, "anvil_bin": anvil_bin,
+                               "processes": processes,
+                               "inference_target": f"127.0.0.1:{grpc_port}"})
     mesh = Mesh(settings, kafka, ledger, {**child_env, **(env or {})})
     try:
         mesh.start_infrastructure()

@@ -16,6 +16,10 @@ class MeshSettings(BaseSettings):
     # Start the embedded broker / dev chain unless something already answers there.
     embedded_broker: bool = True
     embedded_chain: bool = True
+    # Journal every record and group offset of the embedded broker under run_dir/journal
+    # and replay it into the broker at each start (shared/cli/journal.py): the embedded
+    # broker keeps topics in memory only. Off: a restarted mesh starts empty.
+    durable: bool = True
     # Every service's agents in one worker process (the default), or one process per
     # service as docker-compose runs them (`streamrag up --processes`).
     processes: bool = False

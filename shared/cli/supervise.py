@@ -63,7 +63,8 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     interval_s: float = 0.2  # how often the thread looks at its processes
     entries: dict[str, Supervised] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Re-entrant: a start function (the embedded broker's) may look at the other processes.
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
