@@ -155,6 +155,8 @@ class InHand:
     def open(self, directory: Path) -> list[str]:
         """Count what the last process here died holding; from now on mirror ours.
         The keys now dead-lettered on sight (shared/poison.py)."""
+        if self._fd is not None:  # Faust sends on_worker_init twice: count one death once
+            return []
         self.path = directory / IN_HAND_FILE
         exhausted: list[str] = []
         left = _read_marks(self.path)

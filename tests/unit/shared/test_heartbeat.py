@@ -44,7 +44,10 @@ def die_holding(directory: Path, *offsets: int, stage: str = "chunking") -> list
 
 
 def start(directory: Path) -> list[str]:
-    return heartbeat.InHand().open(directory)
+    held = heartbeat.InHand()
+    exhausted = held.open(directory)
+    assert held.open(directory) == []  # a second open in the same process counts nothing
+    return exhausted
 
 
 def test_a_blocked_loop_exits_naming_the_record_in_hand(
