@@ -1,0 +1,64 @@
+"""A document that blocks a stage's event loop, through the real one-process mesh: the
+heartbeat ends the worker each time (naming the record), supervision restarts it, and the
+third time running the record is dead-lettered repeated_failure unhandled while a document
+produced after it is processed. The hang is injected by a test-only sitecustomize
+(tests/support/faults) on the worker's PYTHONPATH, so production code has no backdoor."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from shared.cli.mesh import Endpoints, isolated
+from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, uid
+from tests.support.polling import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+HANG = "hangs-"
+
+
+@pytest.fixture(scope="module")
+def hanging_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    faults = ROOT / "tests" / "support" / "faults"
+    env = {**MESH_ENV, "PYTHONPATH": os.pathsep.join([str(faults), str(ROOT)]),
+           "STREAMRAG_TEST_HANG_DOC_PREFIX": HANG,
+           "STREAMRAG_WATCHDOG_LOOP_STALL_S": "5"}
+    with isolated(tmp_path_factory.mktemp("poison"), ROOT / ".tools/node_modules/.bin/anvil",
+                  env=env, processes=False) as endpoints:
+        yield endpoints
+
+
+def test_a_record_that_hangs_a_stage_is_dead_lettered_and_the_partition_moves_on(
+        hanging_mesh: Endpoints) -> None:
+    mesh = hanging_mesh
+    stuck, after = uid(HANG), uid("after")
+    for doc_id, text in [(stuck, "The pump stalled at noon."),
+                         (after, "The quartz gyroscope drifted overnight.")]:
+        raw = json.dumps({"id": doc_id, "source": doc_id, "text": text}).encode()
+        produce(mesh, [raw], key=doc_id.encode())
+
+    def letter() -> dict | None:
+        for r in read_topic(mesh, "deadletter.v1"):
+            value = json.loads(r.value)
+            if value.get("reason") == "repeated_failure":
+                return value
+        return None
+
+    found = eventually(letter, "the hanging document dead-lettered", timeout_s=240)
+    assert (found["stage"], found["detail"]) == ("chunking", "chunking: Hang")
+    def searchable() -> bool:
+        try:
+            return bool(chunks_of(mesh, "quartz gyroscope drift", after))
+        except grpc.RpcError:  # the worker restarting
+            return False
+
+    eventually(searchable, "the next document", timeout_s=120)
+    assert not chunks_of(mesh, "pump stalled at noon", stuck)
+    log = (mesh.run_dir / "logs" / "onebox.log").read_text()
+    assert log.count("the event loop has not turned") == 3
+    assert "chunking on docs.redacted.v1/" in log and "pump" not in log
