@@ -56,6 +56,18 @@ class Document(Record):
     shared_id: bool = False
 
 
+class TableTruncate(Record):
+    """A Debezium truncate of one table, sent by ingest to every partition of
+    docs.parsed.v1 (header `streamrag-kind: truncate`): each partition's dedup deletes the
+    documents of `source` it holds that are older than `position`."""
+
+    source: str
+    domain: str = "default"
+    event_time: float
+    ingest_time: float
+    position: Position | None = None
+
+
 class RedactedDocument(Document):
     """A Document after redaction: text, title and metadata hold no raw PII."""
 

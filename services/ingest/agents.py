@@ -5,7 +5,10 @@ change for the stream statistics (stats.counts.v1)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
+
+from aiokafka.partitioner import murmur2
 
 from services.ingest.app import (
     app,
@@ -20,19 +23,22 @@ from services.ingest.app import (
     stats_topic,
 )
 from services.ingest.counts import CountsBuffer, change_counts, parse_failure_counts
-from services.ingest.dedup import Applied, apply_change
+from services.ingest.dedup import Applied, apply_change, truncated
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.watermarks import clock_key, observe, summarize
 from shared.boundary import Boundary, export_counts
 from shared.codec import decode, encode
 from shared.errors import InvalidInput
-from shared.records import Document
+from shared.records import Document, TableTruncate
 from shared.status_files import EVENT_TIME_FILE, write_json
+from shared.topics import DOCS_PARSED
 
 parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
 dedup_boundary = Boundary("ingest.dedup", dlq)
 stats = CountsBuffer()
 export_counts(app, settings.data_dir)
+KIND_HEADER = "streamrag-kind"  # on docs.parsed.v1: absent for a Document
+TRUNCATE = b"truncate"
 
 
 def _raw_message(message: Any) -> RawMessage:
@@ -41,9 +47,24 @@ def _raw_message(message: Any) -> RawMessage:
     return RawMessage.from_kafka(message.value, message.timestamp, pairs)
 
 
+def _kind(message: Any) -> bytes | None:
+    headers = message.headers or []
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return next((v for k, v in pairs if k == KIND_HEADER), None)
+
+
+def _here(partition: int) -> Callable[[str], bool]:
+    """Whether a doc id is keyed to `partition` of docs.parsed.v1 (the producer's default
+    partitioner: murmur2 of the key), so a truncate touches only this partition's ids."""
+    def here(doc_id: str) -> bool:
+        return (murmur2(doc_id.encode()) & 0x7FFFFFFF) % DOCS_PARSED.partitions == partition
+    return here
+
+
 @app.agent(raw_topic)
 async def parse(stream: Any) -> None:
-    """docs.raw.v1 (any key) -> docs.parsed.v1 keyed by doc id, or deadletter.raw.v1."""
+    """docs.raw.v1 (any key) -> docs.parsed.v1 keyed by doc id, or deadletter.raw.v1; a
+    table's truncate to every partition."""
     async for event in stream.events():
         async with parse_boundary.record(event):
             try:
@@ -51,6 +72,12 @@ async def parse(stream: Any) -> None:
             except InvalidInput as exc:
                 stats.add(parse_failure_counts(exc.reason))
                 raise
+            if isinstance(doc, TableTruncate):
+                for partition in range(DOCS_PARSED.partitions):
+                    await parsed_topic.send(key=doc.source.encode(), value=encode(doc),
+                                            partition=partition,
+                                            headers=[(KIND_HEADER, TRUNCATE)])
+                continue
             await parsed_topic.send(key=doc.doc_id.encode(), value=encode(doc))
 
 
@@ -59,6 +86,10 @@ async def deduplicate(stream: Any) -> None:
     """docs.parsed.v1 -> docs.normalized.v1: stale changes dead-lettered, repeats dropped."""
     async for event in stream.events():
         async with dedup_boundary.record(event):
+            if _kind(event.message) == TRUNCATE:
+                await _truncate(decode(TableTruncate, event.message.value),
+                                event.message.partition)
+                continue
             doc = decode(Document, event.message.value)
             prev = doc_versions.get(doc.doc_id)
             try:
@@ -73,6 +104,15 @@ async def deduplicate(stream: Any) -> None:
                 doc_versions[doc.doc_id] = applied.state
             if applied.doc is not None:
                 await normalized_topic.send(key=doc.doc_id.encode(), value=encode(applied.doc))
+
+
+async def _truncate(cut: TableTruncate, partition: int) -> None:
+    """Delete this partition's documents of the truncated table."""
+    for delete, applied in truncated(list(doc_versions.items()), cut, _here(partition)):
+        doc_versions[delete.doc_id] = applied.state
+        stats.add(change_counts(delete, applied))
+        if applied.doc is not None:
+            await normalized_topic.send(key=delete.doc_id.encode(), value=encode(applied.doc))
 
 
 async def send_stats() -> None:

@@ -14,19 +14,22 @@ source is refused (`id_collision`) unless either side declared a shared id space
 mapping's `id_space`, carried as `Document.shared_id`) or the document is deleted. And a
 change that was applied before a crash and is replayed after later ones were applied is a
 duplicate, not a stale change: the last `RECENT` applied (position, hash) pairs are kept
-to tell the two apart.
+to tell the two apart. A table's truncate deletes the documents of its source that are
+older than it (`truncated`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from services.ingest.ordering import compare
 from shared.errors import InvalidInput
-from shared.records import Document, Position
+from shared.records import Document, Position, TableTruncate
 
 RECENT = 16
+TRUNCATE_HASH = "truncate"  # the content of a delete a table's truncate made
 
 
 class SeenVersion(TypedDict):
@@ -73,6 +76,24 @@ def apply_change(prev: SeenVersion | None, doc: Document) -> Applied:
         raise InvalidInput("version_conflict", "position", _detail(prev, doc))
     new = doc.model_copy(update={"version": prev["version"] + 1})
     return Applied(new, seen(new, prev))
+
+
+def truncated(items: Iterable[tuple[str, SeenVersion]], cut: TableTruncate,
+              here: Callable[[str], bool]) -> Iterator[tuple[Document, Applied]]:
+    """The deletes a table's truncate makes: one per live document of its source whose id
+    lives on this partition (`here`), unless the document changed after the truncate
+    (a newer position: it was written again since; it stays)."""
+    for doc_id, state in items:
+        if state.get("source") != cut.source or state.get("deleted") or not here(doc_id):
+            continue
+        delete = Document(
+            doc_id=doc_id, version=1, op="delete", source=cut.source, source_kind="cdc",
+            event_time=cut.event_time, ingest_time=cut.ingest_time, position=cut.position,
+            content_hash=TRUNCATE_HASH)
+        try:
+            yield delete, apply_change(state, delete)
+        except InvalidInput:  # stale or at the same position: the row outlives the truncate
+            continue
 
 
 def seen(doc: Document, prev: SeenVersion | None = None) -> SeenVersion:

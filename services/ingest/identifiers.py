@@ -28,6 +28,8 @@ from shared.visible import reading_view
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
 _DIGIT_RUN = re.compile(r"\d+(?:[ .-]\d+)*")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+_HEX_ID = re.compile(r"(?i)(?<![0-9a-z])(?:[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+                     r"|[0-9a-f]{32,})(?![0-9a-z])")
 _SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
 _PHONE = re.compile(r"\+\d(?:[ .()-]{0,2}\d){7,14}(?!\d)")
 # Issuer ranges by leading digits and the lengths they issue (redaction's cards.py holds
@@ -79,7 +81,8 @@ def _card_shaped(digits: str) -> bool:
 
 def pii_kind(value: str) -> str | None:
     """The kind of personal data `value` holds ('EMAIL_ADDRESS', ...), or None."""
-    text = reading_view(value).text
+    # UUIDs and long hex digests are identifiers by shape: their digit groups are no card.
+    text = _HEX_ID.sub(" ", reading_view(value).text)
     if "@" in text and _EMAIL.search(text):
         return "EMAIL_ADDRESS"
     if _SSN.search(text):

@@ -24,7 +24,7 @@ from services.ingest.ordering import api_position, cdc_position, plain_position
 from services.ingest.rawjson import load_object
 from services.ingest.settings import FieldMapping, IngestSettings
 from shared.errors import InvalidInput
-from shared.records import Document, Position
+from shared.records import Document, Position, TableTruncate
 from shared.visible import blank
 
 PLAIN_VERSIONS = frozenset({1})
@@ -49,7 +49,8 @@ class RawMessage:
         return cls(value, timestamp, dict(headers), repeated)
 
 
-def parse_raw(msg: RawMessage, settings: IngestSettings, now: float | None = None) -> Document:
+def parse_raw(msg: RawMessage, settings: IngestSettings,
+              now: float | None = None) -> Document | TableTruncate:
     obj = load_object(msg.value, max_bytes=settings.max_payload_bytes,
                       max_depth=settings.max_json_depth, max_digits=settings.max_number_digits)
     ingest_time = time.time() if now is None else now
@@ -273,14 +274,14 @@ def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]
     )
 
 
-def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: float) -> Document:
+def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings,
+              now: float) -> Document | TableTruncate:
     body = obj["payload"] if isinstance(obj.get("payload"), dict) else obj
     raw_op = body.get("op")
     if not isinstance(raw_op, str):
         raise InvalidInput("wrong_type", "op", f"expected string, got {type(raw_op).__name__}")
     if raw_op == "t":
-        raise InvalidInput("truncate_refused", "op", "a Debezium truncate is not applied: "
-                           "delete the table's rows one by one (see the README)")
+        return _truncate(body, msg, s, now)
     op = CDC_OPS.get(raw_op)
     if op is None:
         raise InvalidInput("unknown_op", "op", "Debezium op must be c, u, d, r or t")
@@ -314,6 +315,24 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: floa
         ingest_time=now, metadata=f["metadata"],
         position=cdc_position(body, _given(f["event_time_raw"], event_time)),
     )
+
+
+def _truncate(body: dict[str, Any], msg: RawMessage, s: IngestSettings,
+              now: float) -> TableTruncate:
+    if not s.apply_truncates:
+        raise InvalidInput("truncate_refused", "op", "Debezium truncates are not applied "
+                           "(STREAMRAG_INGEST_APPLY_TRUNCATES)")
+    source = body.get("source")
+    src: dict[str, Any] = source if isinstance(source, dict) else {}
+    table = check_identifier(_check_text(
+        _str_field(src, "table", required=True, path="source.table"), "source.table"),
+        "source.table")
+    db = check_identifier(_check_text(
+        _str_field(src, "db", required=False, path="source.db"), "source.db"), "source.db")
+    ts = body.get("ts_ms")
+    event_time = _event_time(ts, "ts_ms", msg.timestamp, s) if ts is not None else msg.timestamp
+    return TableTruncate(source=f"cdc:{f'{db}.{table}'.lstrip('.')}", event_time=event_time,
+                         ingest_time=now, position=cdc_position(body, _given(ts, event_time)))
 
 
 def _from_api(obj: dict[str, Any], name: str, msg: RawMessage, s: IngestSettings,

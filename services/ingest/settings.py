@@ -42,6 +42,9 @@ class IngestSettings(ServiceSettings):
     # A change whose event time is this far behind the newest seen on its source and
     # partition is late (counted; still applied when newer for its document).
     allowed_lateness_s: float = Field(default=300.0, ge=0)
+    # A Debezium truncate deletes every document of its table (true), or is refused as
+    # truncate_refused (false: the default, since one record then removes a whole table).
+    apply_truncates: bool = False
     # Debezium tables: "<db>.<table>" or "<table>" -> mapping of the row's columns.
     cdc_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
         "*": FieldMapping(id="id", text="body", title="title", default_domain="database"),

@@ -15,14 +15,14 @@ from faker import Faker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.ingest.dedup import apply_change
+from services.ingest.dedup import apply_change, truncated
 from services.ingest.identifiers import pii_kind
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.settings import FieldMapping, IngestSettings
 from shared.codec import encode
 from shared.dlq import build_dead_letter
 from shared.errors import InvalidInput
-from shared.records import Document
+from shared.records import Document, TableTruncate
 from tests.support.hiding import HIDDEN
 
 S = IngestSettings()
@@ -71,10 +71,37 @@ def test_duplicate_keys_and_duplicate_source_headers_are_refused() -> None:
     assert (err.reason, err.field) == ("invalid_header", "streamrag-source")
 
 
-def test_a_debezium_truncate_is_refused_with_its_own_reason() -> None:
-    err = refusal({"op": "t", "before": None, "after": None,
-                   "source": {"db": "shop", "table": "orders"}})
-    assert err.reason == "truncate_refused"
+TRUNCATE = {"op": "t", "before": None, "after": None, "ts_ms": 1_700_000_500_000,
+            "source": {"db": "shop", "table": "orders"}}
+
+
+def test_a_debezium_truncate_is_refused_unless_truncates_are_applied() -> None:
+    assert refusal(TRUNCATE).reason == "truncate_refused"
+    cut = parse(TRUNCATE, s=IngestSettings(apply_truncates=True))
+    assert isinstance(cut, TableTruncate)
+    assert cut.source == "cdc:shop.orders" and cut.event_time == 1_700_000_500.0
+    assert cut.position is not None and cut.position.kind == "ts_ms"
+
+
+def test_a_truncate_deletes_its_tables_live_documents_here_older_than_itself() -> None:
+    cut = parse(TRUNCATE, s=IngestSettings(apply_truncates=True))
+    assert isinstance(cut, TableTruncate)
+    state = {}
+    for table, pk, ts in [("orders", 1, 1), ("orders", 2, 2), ("orders", 3, 900),
+                          ("customers", 1, 1), ("orders", 4, 3)]:
+        row = parse({**cdc(table, pk), "ts_ms": 1_700_000_000_000 + ts * 1000})
+        state[row.doc_id] = apply_change(None, row).state
+    gone = apply_change(state["shop.orders/4"], parse(
+        {"op": "d", "before": {"id": 4, "body": "b"}, "after": None, "ts_ms": 1_700_000_004_000,
+         "source": {"db": "shop", "table": "orders"}})).state
+    state["shop.orders/4"] = gone  # deleted already: not deleted again
+    elsewhere = {"shop.orders/2"}  # keyed to another partition
+    out = dict(
+        (d.doc_id, a) for d, a in truncated(state.items(), cut, lambda i: i not in elsewhere))
+    assert set(out) == {"shop.orders/1"}  # orders/3 changed after the truncate: it stays
+    applied = out["shop.orders/1"]
+    assert applied.doc is not None and applied.doc.op == "delete" and applied.doc.version == 2
+    assert applied.state["deleted"] is True
 
 
 @st.composite
