@@ -5,7 +5,8 @@ bringing it up again on another machine, or on a real Kafka cluster.
 A backup copies the journal (shared/cli/journal.py) while the mesh runs: the groups'
 offsets first, then each partition's file up to its current size (files only grow, and a
 frame cut at the end is dropped when read), so no offset in the copy passes a record it
-lacks. The chain's state file is copied the same way. A restore either places the copy in
+lacks. The chain's state file and the services' data directory (the ledger's contract
+record, retrieval's snapshots) are copied the same way. A restore either places the copy in
 a run directory, whose next `streamrag up` replays it into its fresh embedded broker, or
 (`--bootstrap`) replays it into an empty Kafka cluster at once and commits the groups'
 offsets, for a move from the embedded default to docker-compose.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import time
@@ -61,9 +63,19 @@ def backup(run_dir: Path, dest: Path) -> dict[str, int]:
         records += sum(1 for _ in read_frames(out))
     if (run_dir / CHAIN_STATE).exists():
         shutil.copyfile(run_dir / CHAIN_STATE, dest / CHAIN_STATE)
+    if (run_dir / "data").exists():  # the ledger's contract record, retrieval's snapshots
+        shutil.copytree(run_dir / "data", dest / "data", ignore_dangling_symlinks=True,
+                        copy_function=_copy_if_there)
     counts = {"records": records, "partitions": len(list(target.glob("topics/*/*.log")))}
     (dest / MANIFEST).write_text(json.dumps({"at": time.time(), **counts}, indent=1))
     return counts
+
+
+def _copy_if_there(src: str, dst: str) -> None:
+    """A file a running worker replaced or removed meanwhile is skipped: what it held is
+    rebuilt from the log (a retrieval snapshot that is not from the log is rebuilt)."""
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copy2(src, dst)
 
 
 def place(src: Path, run_dir: Path) -> None:
@@ -75,6 +87,8 @@ def place(src: Path, run_dir: Path) -> None:
     shutil.copytree(src / "journal", run_dir / "journal", dirs_exist_ok=True)
     if (src / CHAIN_STATE).exists():
         shutil.copyfile(src / CHAIN_STATE, run_dir / CHAIN_STATE)
+    if (src / "data").exists():
+        shutil.copytree(src / "data", run_dir / "data", dirs_exist_ok=True)
 
 
 def run_backup(args: argparse.Namespace) -> int:
