@@ -21,8 +21,9 @@ the log grows: see docs/durability.md). So `streamrag up` runs this journal besi
 
 What is kept: everything a worker kill, a graceful stop or a kill -9 of every process
 leaves behind. What can be lost: records the broker acknowledged in the last moments
-before the broker process itself died, which the journal had not read yet (its fetch
-wait, 50 ms by default); the groups' offsets on disk never pass them, so whatever the
+before the broker process itself died, which the journal had not read yet (one fetch wait:
+50 ms while traffic flows, the idle wait of 500 ms for the first record after a quiet
+spell, as every worker's); the groups' offsets on disk never pass them, so whatever the
 mesh derived from records it still has is derived again.
 """
 
@@ -45,6 +46,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
+from shared import fetch_wait
 from shared.admin import ensure_topics
 from shared.settings import KafkaSettings
 from shared.topics import all_topic_specs
@@ -395,8 +397,12 @@ def main() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
         journal = Journal(args.dir)
-        log.info("journaling %s into %s", KafkaSettings().bootstrap, args.dir)
-        await tail(KafkaSettings(), journal, stop)
+        kafka = KafkaSettings()
+        if kafka.idle_fetch_max_wait_ms:  # idle, wait long as every worker does: cheap
+            fetch_wait.install(kafka.idle_fetch_max_wait_ms, kafka.idle_after_s,
+                               kafka.activity_file)
+        log.info("journaling %s into %s", kafka.bootstrap, args.dir)
+        await tail(kafka, journal, stop)
         log.info("journal caught up and closed")
 
     asyncio.run(run())
