@@ -1,7 +1,8 @@
 """Issue 30's findings on the real one-process mesh, produced the way a user's client would:
-hidden characters around a card number, personal data in identifier fields, CDC rows of
-two tables with one key, a CDC row taking a plain document's id, invisible-only text, C1
-controls, duplicate JSON keys and source headers, a Debezium truncate, a 700 KB key.
+hidden characters around a card number, personal data in identifier fields, names in a
+chat transcript's speaker labels (and alone after them), CDC rows of two tables with one
+key, a CDC row taking a plain document's id, invisible-only text, C1 controls, duplicate
+JSON keys and source headers, a Debezium truncate (refused by default), a 700 KB key.
 
 Each record carries its own Kafka key, so its dead letter (which keeps the key, bounded)
 is found by it; a record behind them all must still become searchable."""
@@ -82,6 +83,10 @@ def test_the_edges_of_the_issue_on_the_real_mesh(onebox_mesh: Endpoints) -> None
     # Behind the row on its raw partition (same key), so the row is the id's first owner.
     send(f"{tag}-orders", plain(f"edges.orders/{tag}", "A plain page taking the row's id."))
     refused[f"edges.orders/{tag}"] = "id_collision"  # refused past parsing: keyed by doc id
+    chat = ("[09:15] Priyanka Raghunathan: the settlement job is stuck again\n"
+            "[09:16] Oluwaseun Adebayo: restarting the consumer now\n"
+            "[09:18] Priyanka Raghunathan: thanks, Adebayo - lag is draining")
+    send(f"{tag}-chat", plain(f"{tag}-chat", chat))
     huge = (f"{tag}-huge-" + "k" * 700_000).encode()
     produce(mesh, [b"{not json"], key=huge)
     refused[hashlib.sha256(huge).hexdigest()] = "malformed_json"
@@ -98,6 +103,13 @@ def test_the_edges_of_the_issue_on_the_real_mesh(onebox_mesh: Endpoints) -> None
     customers = chunks_of(mesh, "walrus choir", f"edges.customers/{tag}")
     assert orders and customers
     assert "expedition" in orders[0].text and "choir" in customers[0].text
+
+    talk = [json.loads(r.value) for r in read_topic(mesh, "docs.redacted.v1")
+            if r.key == f"{tag}-chat".encode()]
+    assert talk, "the chat transcript was redacted"
+    for name in ("Priyanka", "Raghunathan", "Oluwaseun", "Adebayo"):
+        assert name not in talk[-1]["text"], talk[-1]["text"]
+    assert "settlement job is stuck" in talk[-1]["text"]
 
     redacted = [json.loads(r.value) for r in read_topic(mesh, "docs.redacted.v1")
                 if r.key == f"{tag}-hidden".encode()]
