@@ -222,9 +222,3 @@ def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,
     """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1)."""
     return tuple(replace(s, retention_ms=retention_ms) if s.evidence else s for s in specs)
 
-
-def by_name(name: str) -> TopicSpec:
-    for spec in all_topic_specs():
-        if spec.name == name:
-            return spec
-    raise KeyError(name)

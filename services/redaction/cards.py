@@ -105,10 +105,6 @@ def brand_of(digits: str) -> str | None:
     return None
 
 
-def is_card(digits: str) -> bool:
-    return brand_of(digits) is not None and luhn_ok(digits)
-
-
 def find_cards(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, brand) of every card number in `text`, longest first where they nest."""
     for run in _RUN.finditer(text):
