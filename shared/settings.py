@@ -33,7 +33,7 @@ class KafkaSettings(BaseSettings):
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=60_000)
     query_fetch_max_wait_ms: int = Field(default=10, ge=1, le=60_000)
     # Once nothing was fetched or produced for idle_after_s, every consumer waits
-    # idle_fetch_max_wait_ms per fetch instead (shared/fetch_wait.py; 0: never): an idle
+    # idle_fetch_max_wait_ms per fetch instead (shared/kafka/fetch_wait.py; 0: never): an idle
     # mesh then costs a fraction of a core. activity_file (set by `streamrag up` for each
     # process it starts) shares "traffic seen" between the processes of one machine.
     # One process per service, idle (scripts/bench_latency --modes processes --before
@@ -43,6 +43,10 @@ class KafkaSettings(BaseSettings):
     idle_fetch_max_wait_ms: int = Field(default=500, ge=0, le=60_000)
     idle_after_s: float = Field(default=5.0, gt=0)
     activity_file: Path | None = None
+    # Start even though faust-streaming or aiokafka is not the exact release the fixes in
+    # shared/kafka/ were written against (shared/kafka/patches.py VERSIONS): only for a
+    # release someone has re-verified them on.
+    allow_unverified_versions: bool = False
     session_timeout_s: float = Field(default=10.0, gt=0)
     rebalance_timeout_s: float = Field(default=3.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)

@@ -1,7 +1,7 @@
 """The chunking Faust app and its topics."""
 
 from services.chunking.settings import ChunkingSettings
-from shared.faust_app import make_app, topic
+from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import CHUNKING_APP, CHUNKS, DEADLETTER, DOCS_REDACTED
 

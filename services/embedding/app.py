@@ -1,7 +1,7 @@
 """The embedding Faust app and its topics."""
 
 from services.embedding.settings import EmbeddingSettings
-from shared.faust_app import make_app, topic
+from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import CHUNKS, CHUNKS_EMBEDDED, DEADLETTER, embedding_app
 

@@ -9,7 +9,7 @@ one-minute and hopping one-hour windows, their retention set by the settings.
 from typing import Any
 
 from services.inference.settings import InferenceSettings
-from shared.faust_app import make_app, topic
+from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
     CHUNK_CLICKS,

@@ -1,7 +1,7 @@
 """The ingest Faust app, its topics and its tables."""
 
 from services.ingest.settings import IngestSettings
-from shared.faust_app import make_app, topic
+from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
     DEADLETTER,

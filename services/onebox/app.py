@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 from services.onebox.settings import OneboxSettings
-from shared.faust_app import make_one_app
+from shared.kafka.app import make_one_app
 from shared.settings import KafkaSettings
 from shared.topics import ONEBOX_APP
 

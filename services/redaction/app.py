@@ -1,7 +1,7 @@
 """The redaction Faust app and its topics (the chain ends are rebuilt from audit.batches.v1)."""
 
 from services.redaction.settings import RedactionSettings
-from shared.faust_app import make_app, topic
+from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
     AUDIT_BATCHES,

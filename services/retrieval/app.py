@@ -7,7 +7,7 @@ short; replaying the topic from a known offset has no such gap.
 """
 
 from services.retrieval.settings import RetrievalSettings
-from shared.faust_app import make_app, topic
+from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 from shared.topics import (
     CHUNKS_EMBEDDED,

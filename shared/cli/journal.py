@@ -46,8 +46,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
-from shared import fetch_wait
 from shared.admin import ensure_topics
+from shared.kafka import patches
 from shared.settings import KafkaSettings
 from shared.topics import all_topic_specs
 
@@ -398,9 +398,7 @@ def main() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
         journal = Journal(args.dir)
         kafka = KafkaSettings()
-        if kafka.idle_fetch_max_wait_ms:  # idle, wait long as every worker does: cheap
-            fetch_wait.install(kafka.idle_fetch_max_wait_ms, kafka.idle_after_s,
-                               kafka.activity_file)
+        patches.install_idle_wait(kafka)  # idle, wait long as every worker does: cheap
         log.info("journaling %s into %s", kafka.bootstrap, args.dir)
         await tail(kafka, journal, stop)
         log.info("journal caught up and closed")

@@ -8,7 +8,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from shared.changelog_tail import true_ends
+from shared.kafka.changelog_tail import true_ends
 from shared.settings import KafkaSettings
 from tests.support.mesh import uid
 

@@ -6,7 +6,7 @@ import faust
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from shared.faust_app import make_app
+from shared.kafka.app import make_app
 from shared.settings import KafkaSettings
 
 

@@ -16,7 +16,16 @@ Kafka answers a waiting fetch when data arrives, so there a long wait costs noth
 
 `install()` reaches into aiokafka 0.14's Fetcher (`_get_actions_per_node`, where each
 fetch request is built from `_fetch_max_wait_ms`; `_proc_fetch_request`, which returns
-True when a fetch brought records) and wraps `AIOKafkaProducer.send`.
+True when a fetch brought records) and wraps `AIOKafkaProducer.send`. No upstream issue:
+aiokafka does what Kafka's protocol asks, and the wait is a trade the embedded broker
+forces. Removable when the embedded broker answers a waiting fetch as soon as data
+arrives, or where only Apache Kafka is used (set idle_fetch_max_wait_ms to 0 there).
+
+`set_faust_wait()` makes the wait of Faust's own consumer a setting: faust-streaming
+0.15.3's aiokafka driver builds it with fetch_max_wait_ms=1500 and offers no setting for
+it (no upstream issue found). It wraps the private
+`AIOKafkaConsumerThread._create_worker_consumer`; removable when Faust exposes the value
+as an app setting.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from shared.kafka.seam import replace
 
 TOUCH_EVERY_S = 0.5  # how often a busy process refreshes the shared activity file
 
@@ -98,10 +109,6 @@ def install(idle_ms: int, idle_after_s: float,
     from aiokafka import AIOKafkaProducer
     from aiokafka.consumer.fetcher import Fetcher
 
-    actions = Fetcher._get_actions_per_node
-    fetch = Fetcher._proc_fetch_request
-    send = AIOKafkaProducer.send
-
     def get_actions_per_node(self: Any, assignment: Any) -> Any:
         configured = self.__dict__.setdefault("_configured_wait_ms", self._fetch_max_wait_ms)
         self._fetch_max_wait_ms = active.wait_ms(configured)
@@ -117,7 +124,30 @@ def install(idle_ms: int, idle_after_s: float,
         active.traffic()  # a record for a consumer of this process, most likely
         return await send(self, *args, **kwargs)
 
-    Fetcher._get_actions_per_node = get_actions_per_node
-    Fetcher._proc_fetch_request = proc_fetch_request
-    AIOKafkaProducer.send = producer_send
+    actions = replace(Fetcher, "_get_actions_per_node", get_actions_per_node)
+    fetch = replace(Fetcher, "_proc_fetch_request", proc_fetch_request)
+    send = replace(AIOKafkaProducer, "send", producer_send)
     return policy
+
+
+_faust_wait_ms: int | None = None
+
+
+def set_faust_wait(wait_ms: int) -> None:
+    """Make every Faust consumer of this process wait at most `wait_ms` per fetch.
+
+    aiokafka reads the value when the consumer starts, so setting it after creation works;
+    a broker that does not answer a waiting fetch early (the embedded one) would otherwise
+    add up to Faust's 1.5 s per hop.
+    """
+    global _faust_wait_ms
+    if _faust_wait_ms is None:
+        from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+        def create(self: Any, transport: Any) -> Any:
+            consumer = original(self, transport)
+            consumer._fetch_max_wait_ms = _faust_wait_ms
+            return consumer
+
+        original = replace(AIOKafkaConsumerThread, "_create_worker_consumer", create)
+    _faust_wait_ms = wait_ms

@@ -10,6 +10,13 @@ produce of an oversized embedded chunk set and after a FileNotFoundError in a ti
 `exit_after_crash(app, grace_s)` lets the clean stop try for `grace_s` and then ends the
 process with EXIT_FATAL from a thread, which works even when the event loop is stuck. The
 uncommitted input replays on restart, as after kill -9, which every stage survives.
+
+It wraps mode-streaming's private `Service._crash` on the one app instance (not the class,
+so no other service of the process is touched). Upstream: faust-streaming/faust#324 (a
+worker stays in "Stopping" forever; closed as wontfix) and robinhood/faust#301
+(CrashingSupervisor does not end the process). Removable when a crashed Faust worker's
+stop is bounded in time, i.e. "Wait for streams" gives up on records that will never be
+acked (tests/unit/shared/kafka/test_watchdog.py keeps the expected behaviour).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.fetch_wait import IdleAwareWait
+from shared.kafka.fetch_wait import IdleAwareWait
 
 
 class Clock:
@@ -36,7 +36,7 @@ def test_the_idle_wait_never_shortens_a_longer_configured_wait() -> None:
 def test_traffic_in_one_process_shortens_the_wait_of_another(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Processes of one mesh share the activity file: ingest sees a record, redaction's
     next fetch is short although redaction itself saw nothing for a long time."""
-    from shared.fetch_wait import TOUCH_EVERY_S, SharedActivity
+    from shared.kafka.fetch_wait import TOUCH_EVERY_S, SharedActivity
 
     wall = Clock()
     mono_a, mono_b = Clock(), Clock()
@@ -64,7 +64,7 @@ def test_traffic_in_one_process_shortens_the_wait_of_another(tmp_path) -> None: 
 
 
 def test_a_missing_activity_dir_only_means_idle(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from shared.fetch_wait import SharedActivity
+    from shared.kafka.fetch_wait import SharedActivity
 
     clock = Clock()
     shared = SharedActivity(tmp_path / "gone" / "activity", clock=clock)

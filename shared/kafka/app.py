@@ -12,36 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import faust
-from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from shared import changelog_tail, delivery, fetch_wait, watchdog
 from shared.boundary import exit_now
+from shared.kafka import patches, watchdog
 from shared.settings import KafkaSettings
 from shared.topics import TABLES, TopicSpec
 
-_fetch_wait_ms: int | None = None
 _one_app: faust.App | None = None  # set in one-process mode: every service registers here
-
-
-def _lower_fetch_wait(wait_ms: int) -> None:
-    """Make Faust's consumer fetch wait a setting.
-
-    Faust's aiokafka driver hard-codes fetch_max_wait_ms=1500; a broker that does not
-    answer a waiting fetch early (the embedded one) then adds up to 1.5 s per hop.
-    aiokafka reads the value when the consumer starts, so setting it after creation works.
-    """
-    global _fetch_wait_ms
-    if _fetch_wait_ms is None:
-        thread_cls = faust_aiokafka.AIOKafkaConsumerThread
-        original = thread_cls._create_worker_consumer
-
-        def create(self: Any, transport: Any) -> Any:
-            consumer = original(self, transport)
-            consumer._fetch_max_wait_ms = _fetch_wait_ms
-            return consumer
-
-        thread_cls._create_worker_consumer = create  # type: ignore[method-assign]
-    _fetch_wait_ms = wait_ms
 
 
 def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
@@ -52,14 +29,9 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     """
     if _one_app is not None:
         return _one_app
-    _lower_fetch_wait(fetch_wait_ms or kafka.fetch_max_wait_ms)
-    if kafka.idle_fetch_max_wait_ms:  # short waits while traffic flows, long ones idle
-        fetch_wait.install(kafka.idle_fetch_max_wait_ms, kafka.idle_after_s,
-                           kafka.activity_file)
-    # Offsets are committed only once every record produced from them is on the broker.
-    delivery.install(on_refused=exit_now)
-    # Table recovery reads changelogs to their true end (the embedded broker's is short).
-    changelog_tail.install(kafka)
+    # Every fix of Faust's and aiokafka's private methods, after checking their versions.
+    patches.install(kafka, fetch_wait_ms=fetch_wait_ms or kafka.fetch_max_wait_ms,
+                    on_refused=exit_now)
     # Created by shared.runner when the worker starts: importing a service touches no disk.
     app_dir = (data_dir / app_id).resolve()
     conf: dict[str, Any] = dict(
@@ -97,7 +69,13 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
 class ContractTable(faust.Table):
     """A table whose changelog is named by the topic contract (shared/topics.py), not by the
     app that hosts it: in one process, ingest's table still writes
-    `streamrag-ingest-doc_versions-changelog`."""
+    `streamrag-ingest-doc_versions-changelog`.
+
+    Overrides faust-streaming's private `Collection._changelog_topic_name` (listed in
+    shared.kafka.patches.PATCHED); not a workaround of a Faust bug, so no upstream issue.
+    Removable once every table passes its contract changelog as Faust's public
+    `changelog_topic=` argument instead.
+    """
 
     def _changelog_topic_name(self) -> str:
         for spec in TABLES:

@@ -6,7 +6,7 @@ import threading
 
 import faust
 
-from shared.watchdog import exit_after_crash
+from shared.kafka.watchdog import exit_after_crash
 
 
 class FakeApp:

@@ -1,0 +1,1 @@
+"""Faust and aiokafka: the app factory and every fix of their private methods (patches)."""
