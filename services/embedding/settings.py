@@ -23,7 +23,7 @@ class EmbeddingSettings(ServiceSettings, EncoderSettings):
     # worker per core. A pass then never waits on another thread: when redaction takes a
     # core, one pass slows down instead of every pass of a two-thread session stalling at
     # its barriers. 100 SciFact abstracts encoded alone, passes of 1024 tokens
-    # (scripts/bench_encoder --passes --corpus ../shared/data/beir/scifact-train): 1 thread
+    # (scripts/bench_encoder --passes --corpus $BEIR/scifact-train): 1 thread
     # 11.1 docs/s, one session of 2 threads 15.2, 2 passes of 1 thread side by side 22.7;
     # with one core kept busy by another process 10.9, 11.6 and 13.8.
     encoder_threads: int = Field(default=1, ge=0)

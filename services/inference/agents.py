@@ -7,8 +7,8 @@ is counted in hopping one-hour windows (5-minute steps); the query engine reads 
 window around now to boost or demote chunks. Bad records are dead-lettered.
 
 Each instance counts the partitions it is assigned: with several inference instances a
-chunk's feedback boosts only on the instance that owns its partition (see the note in
-the README's inference section).
+chunk's feedback boosts only on the instance that owns its partition (a known limit of
+per-partition tables).
 
 Finished calls' latencies go the same way: the handlers buffer them, a one-second timer
 sends them to query.latency.v1 keyed by method, and an agent counts them per log-spaced

@@ -91,8 +91,8 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Hybrid search: each shard also returns its BM25 top k for the question's words, and
     # the candidates are fused (services/inference/search/fusion.py): inner product plus
     # lexical_weight x BM25 / best BM25, or reciprocal rank fusion with rrf_k. Defaults chosen
-    # by scripts/bench_quality on the tuning half of scifact-train (README "Retrieval
-    # quality"); the fused score stays on the inner product's scale, which the feedback
+    # by scripts/bench_quality on the tuning half of scifact-train (docs/benchmarks.md,
+    # "Retrieval quality"); the fused score stays on the inner product's scale, which the feedback
     # boost below was set for.
     hybrid: bool = True
     fusion_method: Literal["rrf", "normalised"] = "normalised"

@@ -7,7 +7,7 @@ with an e-mail address, a payment card number, an IBAN, a US social security num
 international phone number in one of them is dead-lettered `pii_in_identifier` with the
 field's name, never its value. Checked on what a reader sees (shared.visible), so hidden
 characters do not get a value through. Names cannot be told from ordinary words without
-an NER model: an id made of a person's name passes (the README says so).
+an NER model: an id made of a person's name passes (docs/design/topic-contract.md says so).
 
 The checks are exact patterns with check digits where the value has them (Luhn for cards,
 ISO 7064 mod 97 for IBANs), so ordinary ids (`INC-2026-0042`, `kb/123`, numeric keys,

@@ -2,7 +2,7 @@
 
 Faust recovers a table by reading its changelog up to the "highwater" that ListOffsets
 reported when the worker (re)joined. The embedded broker answers ListOffsets(latest) with
-(base offset of the last record batch) + 1 (see ../shared/NOTES.md): after batched
+(base offset of the last record batch) + 1 (measured; docs/durability.md): after batched
 produces, a whole tail of the changelog lies past that answer, and Faust would stop short
 of it, forgetting the newest table writes of the worker that died. Fetch responses carry
 the right high watermark, so `true_ends` reads a little from each reported end and takes
