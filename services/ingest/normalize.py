@@ -285,13 +285,7 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings,
     op = CDC_OPS.get(raw_op)
     if op is None:
         raise InvalidInput("unknown_op", "op", "Debezium op must be c, u, d, r or t")
-    source = body.get("source")
-    src: dict[str, Any] = source if isinstance(source, dict) else {}
-    table = check_identifier(_check_text(
-        _str_field(src, "table", required=False, path="source.table"), "source.table"),
-        "source.table")
-    db = check_identifier(_check_text(
-        _str_field(src, "db", required=False, path="source.db"), "source.db"), "source.db")
+    db, table = _db_table(body, table_required=False)
     mapping = s.cdc_mappings.get(f"{db}.{table}") or s.cdc_mappings.get(table) \
         or s.cdc_mappings.get("*")
     if mapping is None:
@@ -317,18 +311,24 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings,
     )
 
 
+def _db_table(body: dict[str, Any], *, table_required: bool) -> tuple[str, str]:
+    """A Debezium envelope's source database and table, checked as identifiers."""
+    source = body.get("source")
+    src: dict[str, Any] = source if isinstance(source, dict) else {}
+    names = []
+    for name, required in (("db", False), ("table", table_required)):
+        path = f"source.{name}"
+        value = _check_text(_str_field(src, name, required=required, path=path), path)
+        names.append(check_identifier(value, path))
+    return names[0], names[1]
+
+
 def _truncate(body: dict[str, Any], msg: RawMessage, s: IngestSettings,
               now: float) -> TableTruncate:
     if not s.apply_truncates:
         raise InvalidInput("truncate_refused", "op", "Debezium truncates are not applied "
                            "(STREAMRAG_INGEST_APPLY_TRUNCATES)")
-    source = body.get("source")
-    src: dict[str, Any] = source if isinstance(source, dict) else {}
-    table = check_identifier(_check_text(
-        _str_field(src, "table", required=True, path="source.table"), "source.table"),
-        "source.table")
-    db = check_identifier(_check_text(
-        _str_field(src, "db", required=False, path="source.db"), "source.db"), "source.db")
+    db, table = _db_table(body, table_required=True)
     ts = body.get("ts_ms")
     event_time = _event_time(ts, "ts_ms", msg.timestamp, s) if ts is not None else msg.timestamp
     return TableTruncate(source=f"cdc:{f'{db}.{table}'.lstrip('.')}", event_time=event_time,

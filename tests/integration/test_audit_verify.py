@@ -4,7 +4,6 @@ and tampering with what was read from the real topics is caught."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,20 +17,11 @@ from services.redaction.verify import verify
 from shared.audit_signing import DEV_SIGNER
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.settings import KafkaSettings, LedgerSettings
-from tests.support.mesh import produce, read_topic, uid
+from tests.support.mesh import produce, read_topic, streamrag_audit, uid
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 VERIFY_PROOF = Path(__file__).resolve().parents[2] / "scripts" / "verify_proof"
-
-
-def streamrag_audit(mesh: RunningMesh, *args: str) -> tuple[int, Any]:
-    """The `streamrag audit` command, as a user runs it, pointed at this mesh."""
-    env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
-           "STREAMRAG_LEDGER_RPC_URL": mesh.rpc_url}
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
-    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
 
 
 @pytest.fixture(scope="module")

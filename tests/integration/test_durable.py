@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 from shared.cli.mesh import Endpoints, isolated
-from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, uid
+from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, streamrag_audit, uid
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -52,14 +52,6 @@ def doc(doc_id: str, n: int) -> bytes:
                        "was counted twice."}).encode()
 
 
-def audit(mesh: Endpoints, *args: str) -> tuple[int, Any]:
-    env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
-           "STREAMRAG_LEDGER_RPC_URL": mesh.rpc_url}
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
-    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
-
-
 def searchable_once(mesh: Endpoints, ids: list[str]) -> bool:
     for n, doc_id in enumerate(ids):
         try:
@@ -72,7 +64,7 @@ def searchable_once(mesh: Endpoints, ids: list[str]) -> bool:
 
 
 def proven(mesh: Endpoints, doc_id: str) -> Any:
-    code, proof = audit(mesh, "prove", doc_id)
+    code, proof = streamrag_audit(mesh, "prove", doc_id)
     return proof if code == 0 and all(proof["checks"].values()) else None
 
 
@@ -116,7 +108,7 @@ def test_restarts_keep_every_document_and_every_proof(tmp_path: Path) -> None:
         eventually(lambda: searchable_once(mesh, first + second),
                    "every document after kill -9 of every process", 300)
         eventually(lambda: proven(mesh, first[0]), "the proof after kill -9", 120)
-        eventually(lambda: (r := audit(mesh, "verify"))[0] == 0 and r[1]["ok"] or None,
+        eventually(lambda: (r := streamrag_audit(mesh, "verify"))[0] == 0 and r[1]["ok"] or None,
                    "`audit verify` to pass after the restarts", 120)
         log = (run_dir / "logs" / "broker.log").read_text(errors="replace")
         assert "killed by SIGKILL; restarting" in log

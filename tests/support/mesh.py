@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
@@ -77,3 +80,13 @@ def read_topic(mesh: Endpoints, topic: str, timeout_s: float = 3.0) -> list[Any]
             await consumer.stop()
         return out
     return asyncio.run(go())
+
+
+def streamrag_audit(mesh: Endpoints, *args: str) -> tuple[int, Any]:
+    """The `streamrag audit` command, as a user runs it, pointed at this mesh: its exit code
+    and its JSON report (or its stderr when it printed none)."""
+    env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
+           "STREAMRAG_LEDGER_RPC_URL": mesh.rpc_url}
+    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
