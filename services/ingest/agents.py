@@ -41,16 +41,18 @@ KIND_HEADER = "streamrag-kind"  # on docs.parsed.v1: absent for a Document
 TRUNCATE = b"truncate"
 
 
-def _raw_message(message: Any) -> RawMessage:
+def _header_pairs(message: Any) -> list[tuple[str, bytes]]:
+    """A Faust message's headers as sent, repeats included (Faust gives a list or a dict)."""
     headers = message.headers or []
-    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
-    return RawMessage.from_kafka(message.value, message.timestamp, pairs)
+    return list(headers.items()) if isinstance(headers, dict) else list(headers)
+
+
+def _raw_message(message: Any) -> RawMessage:
+    return RawMessage.from_kafka(message.value, message.timestamp, _header_pairs(message))
 
 
 def _kind(message: Any) -> bytes | None:
-    headers = message.headers or []
-    pairs = headers.items() if isinstance(headers, dict) else headers
-    return next((v for k, v in pairs if k == KIND_HEADER), None)
+    return next((v for k, v in _header_pairs(message) if k == KIND_HEADER), None)
 
 
 def _here(partition: int) -> Callable[[str], bool]:

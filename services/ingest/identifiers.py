@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import re
 
+from shared.checksums import IBAN_CANDIDATE, iban_ok, luhn_ok
 from shared.errors import InvalidInput
 from shared.visible import reading_view
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
 _DIGIT_RUN = re.compile(r"\d+(?:[ .-]\d+)*")
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 _HEX_ID = re.compile(r"(?i)(?<![0-9a-z])(?:[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
                      r"|[0-9a-f]{32,})(?![0-9a-z])")
 _SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
@@ -43,21 +43,6 @@ _CARD_LENGTHS = (
 )
 
 
-def luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
-
-
-def _iban_valid(text: str) -> bool:
-    code = text.replace(" ", "")
-    moved = code[4:] + code[:4]
-    number = "".join(str(int(ch, 36)) for ch in moved)
-    return len(code) >= 15 and int(number) % 97 == 1
-
-
 def _cards(text: str) -> bool:
     """A 12-19 digit card in some contiguous groups of a digit run (`4111-1111-...`,
     `cc4111111111111111`, a card between an order number and a year)."""
@@ -69,7 +54,7 @@ def _cards(text: str) -> bool:
                 digits += group
                 if len(digits) > 19:
                     break
-                if _card_shaped(digits) and luhn(digits):
+                if _card_shaped(digits) and luhn_ok(digits):
                     return True
     return False
 
@@ -89,7 +74,7 @@ def pii_kind(value: str) -> str | None:
         return "US_SSN"
     if _PHONE.search(text):
         return "PHONE_NUMBER"
-    if any(_iban_valid(m.group()) for m in _IBAN.finditer(text.upper())):
+    if any(iban_ok(m.group()) for m in IBAN_CANDIDATE.finditer(text.upper())):
         return "IBAN_CODE"
     if _cards(text):
         return "CREDIT_CARD"

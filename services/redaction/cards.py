@@ -19,6 +19,7 @@ from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from services.redaction.recognizers import finding
+from shared.checksums import luhn_ok
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,6 @@ _RUN = re.compile(r"(?<!\d)\d+(?:[ .\-]\d+)*(?!\d)")
 # Cards are printed in groups of 3 or more digits; only the last group may be shorter.
 # (A run like "4 12 33 5 100" is a list of numbers, not a card.)
 MIN_INNER_GROUP = 3
-
-
-def luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        n = (ord(ch) - 48) * (2 if i % 2 else 1)
-        total += n - 9 if n > 9 else n
-    return total % 10 == 0
 
 
 def brand_of(digits: str) -> str | None:

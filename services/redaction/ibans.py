@@ -8,28 +8,17 @@ this shape (two letters, two digits, 11-30 more letters or digits) is rare in pr
 
 from __future__ import annotations
 
-import re
-
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from services.redaction.recognizers import finding
-
-_CANDIDATE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
-
-
-def iban_ok(value: str) -> bool:
-    compact = value.replace(" ", "")
-    if not 15 <= len(compact) <= 34:
-        return False
-    moved = compact[4:] + compact[:4]
-    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+from shared.checksums import IBAN_CANDIDATE, iban_ok
 
 
 def find_ibans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each IBAN, the longest valid prefix of each candidate run."""
     out = []
-    for m in _CANDIDATE.finditer(text):
+    for m in IBAN_CANDIDATE.finditer(text):
         value = m.group()
         # A printed IBAN may be followed by another word of letters/digits: shrink to
         # the longest prefix that passes the check.
