@@ -196,23 +196,37 @@ async def _topic_counts(admin: AIOKafkaAdminClient) -> dict[str, int]:
     return {m["topic"]: len(m["partitions"]) for m in await admin.describe_topics(names)}
 
 
-async def _committed(kafka: KafkaSettings, groups: list[str],
-                     tps: list[TopicPartition]) -> dict[str, list[tuple[str, int, int]]]:
-    out: dict[str, list[tuple[str, int, int]]] = {}
-    for group in groups:
-        reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                                  enable_auto_commit=False, **kafka.client_options())
-        await reader.start()
-        try:
+class _GroupReaders:
+    """One offset reader per consumer group, kept for the journal's life: starting a client
+    per group every round cost a connection and a coordinator lookup each time."""
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        self.kafka = kafka
+        self.readers: dict[str, AIOKafkaConsumer] = {}
+
+    async def committed(self, groups: list[str], tps: list[TopicPartition],
+                        ) -> dict[str, list[tuple[str, int, int]]]:
+        out: dict[str, list[tuple[str, int, int]]] = {}
+        for group in groups:
+            reader = self.readers.get(group)
+            if reader is None:
+                reader = AIOKafkaConsumer(bootstrap_servers=self.kafka.bootstrap,
+                                          group_id=group, enable_auto_commit=False,
+                                          **self.kafka.client_options())
+                await reader.start()
+                self.readers[group] = reader
             # One OffsetFetch for every partition (the public committed() asks one by one).
             got = await reader._coordinator.fetch_committed_offsets(set(tps))
-        finally:
+            rows = sorted((tp.topic, tp.partition, meta.offset) for tp, meta in got.items()
+                          if meta.offset >= 0)
+            if rows:
+                out[group] = rows
+        return out
+
+    async def close(self) -> None:
+        for reader in self.readers.values():
             await reader.stop()
-        rows = sorted((tp.topic, tp.partition, meta.offset) for tp, meta in got.items()
-                      if meta.offset >= 0)
-        if rows:
-            out[group] = rows
-    return out
+        self.readers.clear()
 
 
 async def tail(kafka: KafkaSettings, journal: Journal, stop: asyncio.Event, *,
@@ -227,6 +241,7 @@ async def tail(kafka: KafkaSettings, journal: Journal, stop: asyncio.Event, *,
                                 fetch_max_bytes=kafka.max_record_bytes,
                                 **kafka.client_options())
     await consumer.start()
+    readers = _GroupReaders(kafka)
     loop = asyncio.get_running_loop()
     assigned: set[TopicPartition] = set()
     pending: tuple[dict[str, list[tuple[str, int, int]]], dict[TopicPartition, int]] | None = None
@@ -252,7 +267,7 @@ async def tail(kafka: KafkaSettings, journal: Journal, stop: asyncio.Event, *,
                 next_topics = now + topics_s
             if now >= next_groups and pending is None and assigned:
                 groups = [g for g, _ in await admin.list_consumer_groups()]
-                offsets = await _committed(kafka, groups, sorted(assigned))
+                offsets = await readers.committed(groups, sorted(assigned))
                 pending = offsets, await consumer.end_offsets(sorted(assigned))
                 next_groups = now + groups_s
             batch = await consumer.getmany(timeout_ms=100) if assigned else {}
@@ -270,6 +285,7 @@ async def tail(kafka: KafkaSettings, journal: Journal, stop: asyncio.Event, *,
                 next_flush = loop.time() + flush_s
     finally:
         journal.close()
+        await readers.close()
         await consumer.stop()
         await admin.close()
 
