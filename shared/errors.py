@@ -9,7 +9,7 @@ StreamragError
 Services hang their own errors from these (services/ledger/errors.py lists the ledger's).
 How an agent treats each while handling a record (InvalidInput: dead letter; any other
 Exception: internal_error dead letter; InfrastructureError, OSError, Kafka/Faust errors:
-stop the worker) is decided in one place, shared/boundary.py.
+stop the worker) is decided in one place, shared/worker/boundary.py.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared import sizes
+from shared.contract import sizes
 
 # anvil's first well-known dev account: only a default for the embedded dev chain.
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
@@ -61,8 +61,8 @@ class KafkaSettings(BaseSettings):
     # says (gzip built in; snappy, lz4 and zstd through cramjam, a dependency).
     producer_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
     # Apache Kafka with SASL (docker-compose): each service signs in as its own principal,
-    # whose ACLs (shared/acls.py) allow exactly the topics it reads and writes. The embedded
-    # broker has no SASL: leave PLAINTEXT there.
+    # whose ACLs (shared/contract/acls.py) allow exactly the topics it reads and writes. The
+    # embedded broker has no SASL: leave PLAINTEXT there.
     security_protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
     sasl_username: str = ""

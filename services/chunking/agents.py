@@ -7,11 +7,11 @@ from typing import Any
 
 from services.chunking.app import app, chunks_topic, dlq, kafka, redacted_topic, settings
 from services.chunking.documents import DocumentChunker
-from shared import sizes
-from shared.boundary import Boundary, export_counts
-from shared.codec import decode, encode
-from shared.encoder_model import load_tokenizer
-from shared.records import ChunkSet, RedactedDocument
+from shared.contract import sizes
+from shared.contract.codec import decode, encode
+from shared.contract.records import ChunkSet, RedactedDocument
+from shared.encoder.model import load_tokenizer
+from shared.worker.boundary import Boundary, export_counts
 
 # A chunker bug on one document dead-letters it (internal_error), never the stream's place.
 boundary = Boundary("chunking", dlq)

@@ -1,9 +1,9 @@
 """The chunking Faust app and its topics."""
 
 from services.chunking.settings import ChunkingSettings
+from shared.contract.topics import CHUNKING_APP, CHUNKS, DEADLETTER, DOCS_REDACTED
 from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
-from shared.topics import CHUNKING_APP, CHUNKS, DEADLETTER, DOCS_REDACTED
 
 settings = ChunkingSettings()
 kafka = KafkaSettings()

@@ -1,6 +1,6 @@
 """A redacted document to its ChunkSet, with token counts from the embedding tokenizer.
 
-The document's title leads every chunk's embedding input (shared/passage.py), so the
+The document's title leads every chunk's embedding input (shared/encoder/passage.py), so the
 chunk text gets the budget the title leaves: max_tokens minus the clipped title's tokens,
 but never under half of max_tokens (a tiny budget with a long title would leave no room).
 A chunk's token_count is what the encoder sees: title and text.
@@ -12,11 +12,11 @@ import bisect
 from typing import TYPE_CHECKING
 
 from services.chunking.chunker import Offsets, chunk_id, chunk_layout, token_starts
-from shared.passage import clip_title, passage
-from shared.records import Chunk, ChunkSet, RedactedDocument
+from shared.contract.records import Chunk, ChunkSet, RedactedDocument
+from shared.encoder.passage import clip_title, passage
 
 if TYPE_CHECKING:
-    from shared.tokenizer import TextTokenizer
+    from shared.encoder.tokenizer import TextTokenizer
 
 
 class DocumentChunker:

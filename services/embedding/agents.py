@@ -20,14 +20,14 @@ from typing import Any
 
 from services.embedding.app import app, chunks_topic, dlq, embedded_topic, kafka, settings
 from services.embedding.vectors import embed_sets, longest_chunk
-from shared import sizes
 from shared.batching.batcher import Batcher
 from shared.batching.padding import padded_tokens
-from shared.boundary import Boundary, exit_now, export_counts, is_fatal
-from shared.codec import decode, encode
-from shared.encoder_runtime import SentenceEncoder, load_encoder
-from shared.records import ChunkSet, EmbeddedChunkSet
-from shared.topics import embedded_key
+from shared.contract import sizes
+from shared.contract.codec import decode, encode
+from shared.contract.records import ChunkSet, EmbeddedChunkSet
+from shared.contract.topics import embedded_key
+from shared.encoder.runtime import SentenceEncoder, load_encoder
+from shared.worker.boundary import Boundary, exit_now, export_counts, is_fatal
 
 log = logging.getLogger(__name__)
 encoder: SentenceEncoder | None = None

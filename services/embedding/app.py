@@ -1,9 +1,9 @@
 """The embedding Faust app and its topics."""
 
 from services.embedding.settings import EmbeddingSettings
+from shared.contract.topics import CHUNKS, CHUNKS_EMBEDDED, DEADLETTER, embedding_app
 from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
-from shared.topics import CHUNKS, CHUNKS_EMBEDDED, DEADLETTER, embedding_app
 
 settings = EmbeddingSettings()
 kafka = KafkaSettings()

@@ -6,14 +6,14 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from shared.batching.queue import BatchLimits
-from shared.encoder_runtime import EncoderSettings, Runtime
+from shared.encoder.runtime import EncoderSettings, Runtime
 from shared.settings import ServiceSettings
 
 
 class EmbeddingSettings(ServiceSettings, EncoderSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_EMBEDDING_", frozen=True)
 
-    # device, encoder_threads, model_cache_dir: shared/encoder_runtime.py. ONNX Runtime
+    # device, encoder_threads, model_cache_dir: shared/encoder/runtime.py. ONNX Runtime
     # (same weights and model id, cosine to torch >= 0.99999) encoded 8 chunks of 254
     # tokens 1.2x as fast as torch on one thread and 1.8x on two, and a lone short chunk
     # 2x (scripts/bench_encoder on the loaded 2-core machine, where torch's second thread

@@ -1,6 +1,6 @@
 """Embed the chunks of many ChunkSets in one model call and attach the vectors.
 
-Each chunk is encoded with its document's title in front (shared/passage.py), as the
+Each chunk is encoded with its document's title in front (shared/encoder/passage.py), as the
 chunking service budgeted for it; the stored chunk text stays the text alone.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.encoder_runtime import SentenceEncoder
-from shared.passage import clip_title, passage
-from shared.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, encode_vector
+from shared.contract.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, encode_vector
+from shared.encoder.passage import clip_title, passage
+from shared.encoder.runtime import SentenceEncoder
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every chunk the model sees
 

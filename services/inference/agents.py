@@ -48,9 +48,9 @@ from services.inference.telemetry.latency import (
     table_key,
 )
 from services.inference.telemetry.streamstats import WindowCounts, rows, stat_key, window_instant
-from shared.codec import encode
-from shared.dlq import decode_or_dead_letter
-from shared.records import Feedback, StreamCounts
+from shared.contract.codec import encode
+from shared.contract.dlq import decode_or_dead_letter
+from shared.contract.records import Feedback, StreamCounts
 
 STAGE = "inference"
 latency_buffer = LatencyBuffer(time.time)

@@ -9,9 +9,7 @@ one-minute and hopping one-hour windows, their retention set by the settings.
 from typing import Any
 
 from services.inference.settings import InferenceSettings
-from shared.kafka.app import make_app, topic
-from shared.settings import KafkaSettings
-from shared.topics import (
+from shared.contract.topics import (
     CHUNK_CLICKS,
     CHUNK_SKIPS,
     DEADLETTER,
@@ -25,6 +23,8 @@ from shared.topics import (
     STATS_MINUTE_KEYS,
     STREAM_STATS,
 )
+from shared.kafka.app import make_app, topic
+from shared.settings import KafkaSettings
 
 WINDOW_S, STEP_S = 3600.0, 300.0
 LATENCY_WINDOW_S = 60.0

@@ -36,7 +36,7 @@ from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetrics
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
     from services.inference.answer.generative.model import CausalLM

@@ -49,7 +49,7 @@ class ManagedSearch(SearchBackend, Protocol):
 
 def load_encoder(settings: InferenceSettings, next_model: bool = False) -> TextEncoder:
     """The query encoder of the current model (or, `next_model`, of the next one)."""
-    from shared.encoder_runtime import load_encoder as load  # torch/onnxruntime load here
+    from shared.encoder.runtime import load_encoder as load  # torch/onnxruntime load here
 
     path, model_id = ((settings.next_model_path, settings.next_model_id) if next_model
                       else (settings.model_path, settings.encoder_model_id()))

@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from services.inference.rerank.folder import check_model_dir
 from services.inference.search.fusion import Fusion
-from shared.encoder_runtime import EncoderSettings, Runtime
+from shared.encoder.runtime import EncoderSettings, Runtime
 from shared.settings import ServiceSettings
 
 
@@ -34,7 +34,7 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     max_question_chars: int = Field(default=4000, ge=1)
     answer_sentences: int = Field(default=3, ge=1)
     max_embed_texts: int = Field(default=64, ge=1)
-    # The query encoder (device, threads, graph cache: shared/encoder_runtime.py). ONNX
+    # The query encoder (device, threads, graph cache: shared/encoder/runtime.py). ONNX
     # Runtime encodes a question 1.7x as fast as torch on CPU (scripts/bench_encoder);
     # CUDA devices and machines without onnxruntime run torch.
     encoder_runtime: Runtime = "onnx"
@@ -42,7 +42,7 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # encode the questions of 8 clients against 29 ms with two (bench_query --retrieve
     # --onnx-threads 2); unlike torch, ONNX Runtime's second thread did not collapse under
     # load (scripts/bench_encoder).
-    # The query encoder's model (model_path / model_id, shared/encoder_runtime.py) must be
+    # The query encoder's model (model_path / model_id, shared/encoder/runtime.py) must be
     # the embedding model whose index the shards search. A model change: set next_model_path
     # and next_model_id to the new embedding deployment's; queries keep using the current
     # model until every shard's index of the next one has caught up (probed every
@@ -110,14 +110,14 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     stats_hour_retention_s: float = Field(default=86_400.0, ge=3600)
     stats_hour_step_s: float = Field(default=300.0, ge=1, le=3600)
 
-    # The query encoder on ONNX runs an int8 copy of its graph (shared/onnx_encoder.py):
+    # The query encoder on ONNX runs an int8 copy of its graph (shared/encoder/onnx.py):
     # 0.58x the CPU per question; SciFact nDCG@10 +0.0024 against fp32 question vectors
     # (scripts/bench_query --int8-quality). Chunk vectors stay fp32; torch ignores it.
     encoder_int8: bool = True
 
     def may_run_torch(self) -> bool:
         """The generator and the reranker always run torch; the query encoders (current
-        and next model) as shared/encoder_runtime.py decides."""
+        and next model) as shared/encoder/runtime.py decides."""
         models = [self.model_path, *([self.next_model_path] if self.next_model_path else [])]
         return (self.generator_path is not None or self.reranker_path is not None
                 or any(self.encoder_may_run_torch(m, self.encoder_int8) for m in models))

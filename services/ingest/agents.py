@@ -26,12 +26,12 @@ from services.ingest.counts import CountsBuffer, change_counts, parse_failure_co
 from services.ingest.dedup import Applied, apply_change, truncated
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.watermarks import clock_key, observe, summarize
-from shared.boundary import Boundary, export_counts
-from shared.codec import decode, encode
+from shared.contract.codec import decode, encode
+from shared.contract.records import Document, TableTruncate
+from shared.contract.topics import DOCS_PARSED
 from shared.errors import InvalidInput
-from shared.records import Document, TableTruncate
-from shared.status_files import EVENT_TIME_FILE, write_json
-from shared.topics import DOCS_PARSED
+from shared.worker.boundary import Boundary, export_counts
+from shared.worker.status_files import EVENT_TIME_FILE, write_json
 
 parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
 dedup_boundary = Boundary("ingest.dedup", dlq)

@@ -1,9 +1,7 @@
 """The ingest Faust app, its topics and its tables."""
 
 from services.ingest.settings import IngestSettings
-from shared.kafka.app import make_app, topic
-from shared.settings import KafkaSettings
-from shared.topics import (
+from shared.contract.topics import (
     DEADLETTER,
     DEADLETTER_RAW,
     DOC_VERSIONS,
@@ -14,6 +12,8 @@ from shared.topics import (
     SOURCE_CLOCKS,
     STREAM_STATS,
 )
+from shared.kafka.app import make_app, topic
+from shared.settings import KafkaSettings
 
 settings = IngestSettings()
 kafka = KafkaSettings()

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 from services.ingest.dedup import Applied
-from shared.records import Document, StreamCounts
+from shared.contract.records import Document, StreamCounts
 
 UNKNOWN = "unknown"  # source and domain of a record that could not be parsed
 

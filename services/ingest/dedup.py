@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from services.ingest.ordering import compare
+from shared.contract.records import Document, Position, TableTruncate
 from shared.errors import InvalidInput
-from shared.records import Document, Position, TableTruncate
 
 RECENT = 16
 TRUNCATE_HASH = "truncate"  # the content of a delete a table's truncate made

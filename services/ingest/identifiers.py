@@ -5,7 +5,7 @@ Those fields name a document everywhere downstream (topic keys, audit leaves, st
 statistics, status files, index shards), so they are not redacted but refused: a record
 with an e-mail address, a payment card number, an IBAN, a US social security number or an
 international phone number in one of them is dead-lettered `pii_in_identifier` with the
-field's name, never its value. Checked on what a reader sees (shared.visible), so hidden
+field's name, never its value. Checked on what a reader sees (shared.text.visible), so hidden
 characters do not get a value through. Names cannot be told from ordinary words without
 an NER model: an id made of a person's name passes (docs/design/topic-contract.md says so).
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 
-from shared.checksums import IBAN_CANDIDATE, iban_ok, luhn_ok
 from shared.errors import InvalidInput
-from shared.visible import reading_view
+from shared.text.checksums import IBAN_CANDIDATE, iban_ok, luhn_ok
+from shared.text.visible import reading_view
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
 _DIGIT_RUN = re.compile(r"\d+(?:[ .-]\d+)*")

@@ -23,9 +23,9 @@ from services.ingest.identifiers import check_identifier
 from services.ingest.ordering import api_position, cdc_position, plain_position
 from services.ingest.rawjson import load_object
 from services.ingest.settings import FieldMapping, IngestSettings
+from shared.contract.records import Document, Position, TableTruncate
 from shared.errors import InvalidInput
-from shared.records import Document, Position, TableTruncate
-from shared.visible import blank
+from shared.text.visible import blank
 
 PLAIN_VERSIONS = frozenset({1})
 CDC_OPS = {"c": "upsert", "u": "upsert", "r": "upsert", "d": "delete"}

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from shared.contract.records import Position
 from shared.errors import InvalidInput
-from shared.records import Position
 
 MAX_VERSION = 2**63 - 1
 _PG_TEXT_LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")

@@ -19,11 +19,11 @@ from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import LedgerError, LedgerUnavailable
 from services.ledger.reconcile import Checkpoint, recent, reconcile
-from shared.audit_signing import AuditSignerSettings, check
-from shared.boundary import Boundary, export_counts
-from shared.codec import decode, encode
+from shared.contract.audit_signing import AuditSignerSettings, check
+from shared.contract.codec import decode, encode
+from shared.contract.records import AuditBatch
 from shared.errors import InvalidInput
-from shared.records import AuditBatch
+from shared.worker.boundary import Boundary, export_counts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

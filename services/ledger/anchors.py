@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from shared.contract.records import Anchor
 from shared.errors import InvalidInput
-from shared.records import Anchor
 
 ZERO = bytes(32)
 

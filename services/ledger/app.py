@@ -1,9 +1,9 @@
 """The ledger Faust app, its topics and its table."""
 
 from services.ledger.settings import LedgerServiceSettings
+from shared.contract.topics import ANCHORED, AUDIT_BATCHES, DEADLETTER, LEDGER_ANCHORS, LEDGER_APP
 from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings, LedgerSettings
-from shared.topics import ANCHORED, AUDIT_BATCHES, DEADLETTER, LEDGER_ANCHORS, LEDGER_APP
 
 settings = LedgerServiceSettings()
 ledger = LedgerSettings()

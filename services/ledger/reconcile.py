@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from services.ledger.anchors import AnchorReceipt
+from shared.contract.records import Anchor
 from shared.errors import InvalidInput
-from shared.records import Anchor
 
 log = logging.getLogger(__name__)
 

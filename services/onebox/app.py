@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 
 from services.onebox.settings import OneboxSettings
+from shared.contract.topics import ONEBOX_APP
 from shared.kafka.app import make_one_app
 from shared.settings import KafkaSettings
-from shared.topics import ONEBOX_APP
 
 settings = OneboxSettings()
 kafka = KafkaSettings()

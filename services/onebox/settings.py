@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from shared.contract.topics import SERVICES
 from shared.settings import ServiceSettings
-from shared.topics import SERVICES
 
 
 class OneboxSettings(ServiceSettings):

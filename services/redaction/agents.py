@@ -33,14 +33,14 @@ from services.redaction.audit import Tip, build_batch, leaf_for, tips_from
 from services.redaction.pii_counts import pii_counts
 from services.redaction.reader import read_back
 from services.redaction.redactor import Redactor
-from shared.audit_signing import sign
 from shared.batching import partition_batches
-from shared.boundary import Boundary, export_counts
-from shared.codec import decode, encode
-from shared.dlq import send_dead_letter
+from shared.contract.audit_signing import sign
+from shared.contract.codec import decode, encode
+from shared.contract.dlq import send_dead_letter
+from shared.contract.records import AuditBatch, Document, RedactedDocument
+from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InvalidInput
-from shared.records import AuditBatch, Document, RedactedDocument
-from shared.topics import AUDIT_BATCHES, DOCS_NORMALIZED
+from shared.worker.boundary import Boundary, export_counts
 
 log = logging.getLogger(__name__)
 redactor: Redactor | None = None

@@ -1,9 +1,7 @@
 """The redaction Faust app and its topics (the chain ends are rebuilt from audit.batches.v1)."""
 
 from services.redaction.settings import RedactionSettings
-from shared.kafka.app import make_app, topic
-from shared.settings import KafkaSettings
-from shared.topics import (
+from shared.contract.topics import (
     AUDIT_BATCHES,
     DEADLETTER,
     DOCS_NORMALIZED,
@@ -11,6 +9,8 @@ from shared.topics import (
     REDACTION_APP,
     STREAM_STATS,
 )
+from shared.kafka.app import make_app, topic
+from shared.settings import KafkaSettings
 
 settings = RedactionSettings()
 kafka = KafkaSettings()

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from services.redaction import merkle
-from shared.audit_signing import recover
-from shared.records import AuditBatch, AuditLeaf, Document, RedactedDocument
+from shared.contract.audit_signing import recover
+from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
 
 GENESIS_ROOT = "00" * 32
 

@@ -25,12 +25,12 @@ from services.redaction.audit import canonical, content_sha256, prove
 from services.redaction.onchain import LedgerRecordSettings, contracts_to_read, read_anchors
 from services.redaction.reader import read_topic
 from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
-from shared.audit_signing import AuditSignerSettings, check, digest, signed_bytes
-from shared.codec import decode
+from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
+from shared.contract.codec import decode
+from shared.contract.records import Anchor, AuditBatch, Record, RedactedDocument
+from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 from shared.errors import InvalidInput
-from shared.records import Anchor, AuditBatch, Record, RedactedDocument
 from shared.settings import KafkaSettings, LedgerSettings
-from shared.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 
 # The one view of services/ledger's AuditAnchor the auditor needs (a unit test keeps it
 # equal to the committed ABI); anchors are keyed by sha256 of the batch id.

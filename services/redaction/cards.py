@@ -19,7 +19,7 @@ from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from services.redaction.recognizers import finding
-from shared.checksums import luhn_ok
+from shared.text.checksums import luhn_ok
 
 
 @dataclass(frozen=True)

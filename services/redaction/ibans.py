@@ -12,7 +12,7 @@ from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from services.redaction.recognizers import finding
-from shared.checksums import IBAN_CANDIDATE, iban_ok
+from shared.text.checksums import IBAN_CANDIDATE, iban_ok
 
 
 def find_ibans(text: str) -> list[tuple[int, int]]:

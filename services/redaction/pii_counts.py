@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from shared.records import RedactedDocument, StreamCounts
+from shared.contract.records import RedactedDocument, StreamCounts
 
 
 def pii_counts(redacted: list[RedactedDocument], now: float | None = None) -> list[StreamCounts]:

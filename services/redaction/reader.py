@@ -12,8 +12,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from shared.contract.topics import TopicSpec
 from shared.settings import KafkaSettings
-from shared.topics import TopicSpec
 
 
 async def read_topic(kafka: KafkaSettings, spec: TopicSpec, idle_s: float) -> list[Any]:

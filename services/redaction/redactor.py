@@ -34,8 +34,8 @@ from services.redaction.pseudonyms import pseudonym
 from services.redaction.recognizers import secret_recognizer
 from services.redaction.settings import RedactionSettings
 from services.redaction.windows import merge, shifted, windows
-from shared.records import Document, RedactedDocument
-from shared.visible import View, reading_view
+from shared.contract.records import Document, RedactedDocument
+from shared.text.visible import View, reading_view
 
 # Presidio's e-mail check calls tldextract, whose default fetches the public suffix list
 # over the network; the snapshot bundled with tldextract is enough and never blocks.
@@ -101,7 +101,7 @@ class Redactor:
     def analyze(self, texts: list[str]) -> list[list[RecognizerResult]]:
         """Non-overlapping findings per text, as spans of the original text.
 
-        What is analysed is each text as a reader sees it (shared.visible): a value hidden
+        What is analysed is each text as a reader sees it (shared.text.visible): a value hidden
         by invisible characters, look-alike digits or table cells is found there, and its
         whole original span, hidden characters included, is masked.
         """

@@ -7,7 +7,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from shared.audit_signing import DEV_SIGNING_KEY
+from shared.contract.audit_signing import DEV_SIGNING_KEY
 from shared.settings import ServiceSettings
 
 DEFAULT_ENTITIES = (
@@ -65,7 +65,7 @@ class RedactionSettings(ServiceSettings):
             raise ValueError(msg)
         return self
 
-    # Signs every audit record (shared.audit_signing); the default is a public dev key
+    # Signs every audit record (shared.contract.audit_signing); the default is a public dev key
     # whose address is the default of STREAMRAG_AUDIT_SIGNERS: fine for the embedded mesh.
     audit_signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
     # How long reading audit.batches.v1 back (to rebuild the chain ends) waits for more.

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.redaction.audit import batch_root, content_sha256
-from shared.audit_signing import check
-from shared.records import AuditBatch, AuditLeaf, RedactedDocument
-from shared.topics import AUDIT_BATCHES, DOCS_REDACTED
+from shared.contract.audit_signing import check
+from shared.contract.records import AuditBatch, AuditLeaf, RedactedDocument
+from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED
 
 OnChain = tuple[str, str, int, str]  # root, prev_root (bare hex), leaf count, signer address
 Ident = tuple[str, int, str]  # doc id, version, redacted sha256

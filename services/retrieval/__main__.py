@@ -2,6 +2,6 @@
 
 from services.retrieval.agents import app
 from services.retrieval.app import settings
-from shared.runner import run_worker
+from shared.worker.runner import run_worker
 
 run_worker(app, settings.log_level)

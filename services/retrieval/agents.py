@@ -23,11 +23,9 @@ from services.retrieval.index import Filters, Shard
 from services.retrieval.local import LocalShards
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.shards import Shards, digest
-from shared import local_search, sizes
-from shared.boundary import Boundary, export_counts
-from shared.codec import decode, encode
-from shared.errors import InvalidInput, ModelMismatchError
-from shared.records import (
+from shared.contract import sizes
+from shared.contract.codec import decode, encode
+from shared.contract.records import (
     EmbeddedChunkSet,
     QueryHits,
     SearchReply,
@@ -35,8 +33,11 @@ from shared.records import (
     SearchSpec,
     decode_vector,
 )
-from shared.status_files import MODELS_FILE, write_json
-from shared.topics import CHUNKS_EMBEDDED
+from shared.contract.topics import CHUNKS_EMBEDDED
+from shared.errors import InvalidInput, ModelMismatchError
+from shared.worker import local_search
+from shared.worker.boundary import Boundary, export_counts
+from shared.worker.status_files import MODELS_FILE, write_json
 
 log = logging.getLogger(__name__)
 shards = Shards(settings)

@@ -7,15 +7,15 @@ short; replaying the topic from a known offset has no such gap.
 """
 
 from services.retrieval.settings import RetrievalSettings
-from shared.kafka.app import make_app, topic
-from shared.settings import KafkaSettings
-from shared.topics import (
+from shared.contract.topics import (
     CHUNKS_EMBEDDED,
     DEADLETTER,
     RETRIEVAL_APP,
     SEARCH_REPLIES,
     SEARCH_REQUESTS,
 )
+from shared.kafka.app import make_app, topic
+from shared.settings import KafkaSettings
 
 settings = RetrievalSettings()
 kafka = KafkaSettings()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 
 @dataclass(frozen=True)

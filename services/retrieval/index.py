@@ -18,9 +18,9 @@ from services.retrieval.columns import Columns, Filters
 from services.retrieval.index_config import IndexConfig, Strategy
 from services.retrieval.lexical import LexicalIndex
 from services.retrieval.vectors import VectorIndex
+from shared.contract.records import EmbeddedChunkSet, SearchHit
+from shared.encoder.passage import passage
 from shared.errors import InvalidInput, ModelMismatchError
-from shared.passage import passage
-from shared.records import EmbeddedChunkSet, SearchHit
 
 __all__ = ["Filters", "IndexConfig", "Shard"]
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable, Collection, Sequence
 
 from services.retrieval.shards import Shards
-from shared.records import SearchReply, SearchRequest
+from shared.contract.records import SearchReply, SearchRequest
 
 Answer = Callable[[SearchRequest, int], SearchReply]  # (request, partition) -> its reply
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from services.retrieval import models, snapshot
 from services.retrieval.index import Shard
 from services.retrieval.settings import RetrievalSettings
+from shared.contract.records import EmbeddedChunkSet
 from shared.errors import InvalidInput
-from shared.records import EmbeddedChunkSet
 
 log = logging.getLogger(__name__)
 DigestAt = Callable[[int, int], Awaitable[str | None]]  # (partition, offset) -> its digest

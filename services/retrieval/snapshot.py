@@ -20,7 +20,7 @@ from services.retrieval.columns import Columns
 from services.retrieval.index import Shard
 from services.retrieval.index_config import IndexConfig, Strategy
 from services.retrieval.vectors import VectorIndex
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 FORMAT = 1
 

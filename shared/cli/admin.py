@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from shared.admin import contract_specs, ensure_topics
 from shared.cli.settings import MeshSettings
 from shared.cli.status import inference_health
-from shared.retention import AuditRetentionSettings
+from shared.contract.retention import AuditRetentionSettings
+from shared.contract.topics import TOPICS
+from shared.kafka.admin import contract_specs, ensure_topics
 from shared.settings import KafkaSettings
-from shared.topics import TOPICS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

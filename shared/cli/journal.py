@@ -46,10 +46,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
-from shared.admin import ensure_topics
+from shared.contract.topics import all_topic_specs
 from shared.kafka import patches
+from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings
-from shared.topics import all_topic_specs
 
 log = logging.getLogger("streamrag.journal")
 _HEAD = struct.Struct(">QqiiH")  # offset, timestamp ms, key length (-1: none), value length

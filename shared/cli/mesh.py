@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from shared.admin import ensure_topics
 from shared.cli.journal import Journal, restore
 from shared.cli.procs import (
     Child,
@@ -37,8 +36,9 @@ from shared.cli.procs import (
 from shared.cli.ready import wait_ready
 from shared.cli.settings import MeshSettings
 from shared.cli.supervise import Backoff, Supervisor
+from shared.contract.topics import SERVICES
+from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings, LedgerSettings
-from shared.topics import SERVICES
 
 log = logging.getLogger("streamrag.mesh")
 # Start order: consumers of later stages first, so nothing waits on a missing reader.

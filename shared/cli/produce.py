@@ -12,8 +12,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from tqdm import tqdm
 
+from shared.contract.topics import DOCS_RAW
 from shared.settings import KafkaSettings
-from shared.topics import DOCS_RAW
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".log"}
 

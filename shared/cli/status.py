@@ -21,13 +21,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.boundary import COUNTS_FILE
 from shared.cli.settings import MeshSettings
-from shared.heartbeat import PROGRESS_FILE
+from shared.contract.topics import CHUNKS_EMBEDDED, ONEBOX_APP, SERVICE_INPUTS, SERVICES
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
-from shared.status_files import EVENT_TIME_FILE, MODELS_FILE, read_all
-from shared.topics import CHUNKS_EMBEDDED, ONEBOX_APP, SERVICE_INPUTS, SERVICES
+from shared.worker.boundary import COUNTS_FILE
+from shared.worker.heartbeat import PROGRESS_FILE
+from shared.worker.status_files import EVENT_TIME_FILE, MODELS_FILE, read_all
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def render(rows: list[GroupStatus]) -> str:
 
 
 def stage_counts(data_dir: Path) -> dict[str, dict[str, float]]:
-    """What each worker last wrote of its boundary counters (shared.boundary)."""
+    """What each worker last wrote of its boundary counters (shared.worker.boundary)."""
     out: dict[str, dict[str, float]] = {}
     for path in sorted(data_dir.glob(f"*/{COUNTS_FILE}")):
         try:
@@ -141,7 +141,7 @@ STALLED_AFTER_S = 60.0
 
 def stage_progress(data_dir: Path, lag_by_topic: dict[str, int], now: float,
                    stalled_after_s: float = STALLED_AFTER_S) -> dict[str, dict]:
-    """Each stage's progress as its workers last wrote it (shared.heartbeat), and whether it
+    """Each stage's progress as its workers last wrote it (shared.worker.heartbeat), and whether it
     is stalled: records wait on its topics (`lag_by_topic`) and none left its boundary for
     `stalled_after_s` (since the worker started, if none ever did), or one record has been
     in hand that long. A worker that stopped writing counts as making no progress."""

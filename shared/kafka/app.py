@@ -13,10 +13,10 @@ from typing import Any
 
 import faust
 
-from shared.boundary import exit_now
+from shared.contract.topics import TABLES, TopicSpec
 from shared.kafka import patches, watchdog
 from shared.settings import KafkaSettings
-from shared.topics import TABLES, TopicSpec
+from shared.worker.boundary import exit_now
 
 _one_app: faust.App | None = None  # set in one-process mode: every service registers here
 
@@ -32,7 +32,7 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     # Every fix of Faust's and aiokafka's private methods, after checking their versions.
     patches.install(kafka, fetch_wait_ms=fetch_wait_ms or kafka.fetch_max_wait_ms,
                     on_refused=exit_now)
-    # Created by shared.runner when the worker starts: importing a service touches no disk.
+    # Created by shared.worker.runner when the worker starts: importing a service touches no disk.
     app_dir = (data_dir / app_id).resolve()
     conf: dict[str, Any] = dict(
         broker=kafka.url,
@@ -48,7 +48,7 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
         broker_rebalance_timeout=kafka.rebalance_timeout_s,
         broker_heartbeat_interval=kafka.heartbeat_interval_s,
         producer_linger=kafka.producer_linger_ms / 1000.0,
-        # One record limit for the whole mesh (shared/sizes.py): the producer sends and the
+        # One record limit for the whole mesh (shared/contract/sizes.py): the producer sends and the
         # consumer fetches whole records up to it (Faust's defaults, 1,000,000 and 1 MiB,
         # were below what a valid 1 MiB document derives).
         producer_max_request_size=kafka.max_record_bytes,
@@ -67,8 +67,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
 
 
 class ContractTable(faust.Table):
-    """A table whose changelog is named by the topic contract (shared/topics.py), not by the
-    app that hosts it: in one process, ingest's table still writes
+    """A table whose changelog is named by the topic contract (shared/contract/topics.py),
+    not by the app that hosts it: in one process, ingest's table still writes
     `streamrag-ingest-doc_versions-changelog`.
 
     Overrides faust-streaming's private `Collection._changelog_topic_name` (listed in
@@ -95,7 +95,7 @@ def make_one_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
 
 
 def topic(app: faust.App, spec: TopicSpec, *, acks: bool = True) -> Any:
-    """A raw-bytes Faust topic for a contract entry; records are parsed by shared.codec.
+    """A raw-bytes Faust topic for a contract entry; records are parsed by shared.contract.codec.
 
     `acks=False`: Faust never commits offsets of this topic for the app's group (for a
     consumer whose position is kept elsewhere, such as retrieval's shard snapshots).

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shared.boundary import exit_now
+from shared.worker.boundary import exit_now
 
 log = logging.getLogger(__name__)
 CRASH_GRACE_S = 5.0

@@ -30,15 +30,12 @@ from pydantic import SecretStr
 from services.redaction.audit import GENESIS_ROOT
 from services.redaction.auditor import chain_reader, load, proof_document
 from services.redaction.reader import read_back, read_topic
-from shared.admin import ensure_topics
-from shared.audit_signing import check, sign
-from shared.boundary import COUNTS_FILE
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
-from shared.codec import decode
-from shared.records import Anchor, AuditBatch, DeadLetter, Document
-from shared.settings import KafkaSettings, LedgerSettings
-from shared.topics import (
+from shared.contract.audit_signing import check, sign
+from shared.contract.codec import decode
+from shared.contract.records import Anchor, AuditBatch, DeadLetter, Document
+from shared.contract.topics import (
     AUDIT_BATCHES,
     CHUNKS_EMBEDDED,
     DEADLETTER,
@@ -49,6 +46,9 @@ from shared.topics import (
     SERVICES,
     TopicSpec,
 )
+from shared.kafka.admin import ensure_topics
+from shared.settings import KafkaSettings, LedgerSettings
+from shared.worker.boundary import COUNTS_FILE
 from tests.support.anvil import Anvil, needs_anvil, running_anvil
 from tests.support.polling import eventually
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from shared.admin import contract_specs, describe_topic_configs, ensure_topics
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import stop
+from shared.contract.retention import AuditRetentionSettings
+from shared.contract.topics import TOPICS
 from shared.errors import InfrastructureError
-from shared.retention import AuditRetentionSettings
+from shared.kafka.admin import contract_specs, describe_topic_configs, ensure_topics
 from shared.settings import KafkaSettings
-from shared.topics import TOPICS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 EVIDENCE = sorted(t.name for t in TOPICS if t.evidence)

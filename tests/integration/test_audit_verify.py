@@ -14,8 +14,8 @@ from web3 import Web3
 
 from services.redaction.auditor import chain_reader, load
 from services.redaction.verify import verify
-from shared.audit_signing import DEV_SIGNER
 from shared.cli.mesh import Endpoints as RunningMesh
+from shared.contract.audit_signing import DEV_SIGNER
 from shared.settings import KafkaSettings, LedgerSettings
 from tests.support.mesh import produce, read_topic, streamrag_audit, uid
 from tests.support.polling import eventually

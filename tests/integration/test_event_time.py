@@ -21,9 +21,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
 from shared.cli.mesh import Endpoints as RunningMesh
+from shared.contract.topics import PARTITIONS
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from shared.topics import PARTITIONS
 from tests.support.mesh import uid
 from tests.support.polling import eventually
 

@@ -11,7 +11,7 @@ import pytest
 from services.inference.search.fusion import fuse
 from services.inference.settings import InferenceSettings
 from shared.cli.mesh import Endpoints
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import produce, uid
@@ -49,7 +49,7 @@ def test_the_mesh_fuses_dense_and_bm25_ranks_as_the_default_settings_say(
         # "title\ntext"), and a BM25 score for the needle only (the only shared word).
         texts = [f"{t}\n{x}" for t, x in [NEEDLE, *OTHERS]]
         vectors = stub.Embed(pb.EmbedRequest(texts=[QUESTION]), timeout=30).vectors
-    from shared.embedder import Encoder
+    from shared.encoder.embedder import Encoder
 
     question = np.array(list(vectors[0].values), dtype=np.float32)
     dense = [float(s) for s in Encoder(device="cpu").encode(texts) @ question]

@@ -14,10 +14,10 @@ from aiokafka import AIOKafkaProducer
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from shared.cli.mesh import Endpoints
-from shared.records import encode_vector
+from shared.contract.records import encode_vector
+from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from shared.topics import CHUNKS_EMBEDDED
 from tests.support.mesh import produce, uid
 from tests.support.polling import eventually
 
@@ -196,7 +196,7 @@ def test_the_query_encoder_runs_onnx_and_matches_the_chunk_encoder(
     own chunk-encoder vector, or questions would miss their chunks. (fp32 ONNX matches torch
     to a cosine of 0.9999: tests/unit/shared/test_encoder_runtime.py.)"""
     pytest.importorskip("onnxruntime")
-    from shared.embedder import Encoder
+    from shared.encoder.embedder import Encoder
 
     _, channel = corpus
     log = (mesh.run_dir / "logs" / "inference.log").read_text(errors="replace")

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from shared.admin import ensure_topics
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
-from shared.codec import encode
-from shared.embedder import MODEL_ID, Encoder
-from shared.records import Chunk, ChunkSet, EmbeddedChunkSet, decode_vector
+from shared.contract.codec import encode
+from shared.contract.records import Chunk, ChunkSet, EmbeddedChunkSet, decode_vector
+from shared.encoder.embedder import MODEL_ID, Encoder
+from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from shared.cli.mesh import Endpoints as RunningMesh
-from shared.topics import DOCS_PARSED, INGEST_APP, PARTITIONS
+from shared.contract.topics import DOCS_PARSED, INGEST_APP, PARTITIONS
 from tests.support.mesh import read_topic, uid
 from tests.support.polling import eventually
 from tests.support.workers import alive, pid_of

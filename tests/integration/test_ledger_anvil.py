@@ -11,7 +11,7 @@ from services.ledger.anchors import batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.deployment import read_record, record_path
 from services.ledger.settings import LedgerServiceSettings
-from shared.audit_signing import DEV_SIGNER as SIGNER
+from shared.contract.audit_signing import DEV_SIGNER as SIGNER
 from shared.settings import LedgerSettings
 from tests.support.anvil import Anvil, needs_anvil
 

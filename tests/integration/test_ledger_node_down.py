@@ -26,15 +26,15 @@ from services.ledger.anchors import AnchorReceipt, batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.deployment import at, read_record, record_path
 from services.ledger.settings import LedgerServiceSettings
-from shared.admin import ensure_topics
-from shared.audit_signing import DEV_SIGNER as SIGNER
-from shared.audit_signing import DEV_SIGNING_KEY, sign
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import service_argv, spawn, stop
-from shared.codec import decode, encode
-from shared.records import Anchor, AuditBatch, AuditLeaf
+from shared.contract.audit_signing import DEV_SIGNER as SIGNER
+from shared.contract.audit_signing import DEV_SIGNING_KEY, sign
+from shared.contract.codec import decode, encode
+from shared.contract.records import Anchor, AuditBatch, AuditLeaf
+from shared.contract.topics import AUDIT_BATCHES, LEDGER_ANCHORS
+from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings, LedgerSettings
-from shared.topics import AUDIT_BATCHES, LEDGER_ANCHORS
 from tests.support.anvil import Anvil, needs_anvil
 from tests.support.polling import eventually
 

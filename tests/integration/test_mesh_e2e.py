@@ -15,7 +15,7 @@ import pytest
 
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.cli.status import UNCOMMITTED
-from shared.topics import ONEBOX_APP, SERVICE_INPUTS, SERVICES
+from shared.contract.topics import ONEBOX_APP, SERVICE_INPUTS, SERVICES
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
 

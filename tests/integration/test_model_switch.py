@@ -21,13 +21,13 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from shared.admin import ensure_topics
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop, wait_port
-from shared.codec import encode
-from shared.embedder import Encoder
-from shared.encoder_model import MODEL_ID
-from shared.records import Chunk, ChunkSet
+from shared.contract.codec import encode
+from shared.contract.records import Chunk, ChunkSet
+from shared.encoder.embedder import Encoder
+from shared.encoder.model import MODEL_ID
+from shared.kafka.admin import ensure_topics
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from shared.settings import KafkaSettings

@@ -26,7 +26,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from shared.cli.mesh import Endpoints
-from shared.passage import passage
+from shared.encoder.passage import passage
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from shared.settings import KafkaSettings

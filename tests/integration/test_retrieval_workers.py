@@ -24,11 +24,10 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from shared.admin import ensure_topics
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
-from shared.codec import decode, encode
-from shared.records import (
+from shared.contract.codec import decode, encode
+from shared.contract.records import (
     EmbeddedChunk,
     EmbeddedChunkSet,
     QueryHits,
@@ -38,8 +37,9 @@ from shared.records import (
     SearchSpec,
     encode_vector,
 )
+from shared.contract.topics import CHUNKS_EMBEDDED, PARTITIONS, SEARCH_REPLIES, SEARCH_REQUESTS
+from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings
-from shared.topics import CHUNKS_EMBEDDED, PARTITIONS, SEARCH_REPLIES, SEARCH_REQUESTS
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration

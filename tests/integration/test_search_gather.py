@@ -16,11 +16,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from services.inference.search.client import SearchClient
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
-from shared.admin import ensure_topics
-from shared.codec import decode, encode
-from shared.records import QueryHits, SearchHit, SearchReply, SearchRequest, decode_vector
+from shared.contract.codec import decode, encode
+from shared.contract.records import QueryHits, SearchHit, SearchReply, SearchRequest, decode_vector
+from shared.contract.topics import SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
+from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings
-from shared.topics import SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
 
 pytestmark = pytest.mark.integration
 KAFKA = KafkaSettings()

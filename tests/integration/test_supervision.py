@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from shared.cli.mesh import ONEBOX
 from shared.cli.mesh import Endpoints as RunningMesh
+from shared.contract.topics import PARTITIONS
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
-from shared.topics import PARTITIONS
 from tests.support.mesh import uid
 from tests.support.polling import eventually
 from tests.support.workers import alive, pid_of

@@ -1,5 +1,5 @@
 """Ways to hide a character from a pattern while a reader still sees it: the forms the
-hidden-character properties draw from (shared.visible must read through all of them)."""
+hidden-character properties draw from (shared.text.visible must read through all of them)."""
 
 from __future__ import annotations
 

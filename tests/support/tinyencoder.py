@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from shared.encoder_model import default_model_path
+from shared.encoder.model import default_model_path
 
 TINY_ID = "test/tiny-bert-32"
 TINY_DIM = 32

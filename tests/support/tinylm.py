@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-from shared.embedder import default_model_path
+from shared.encoder.embedder import default_model_path
 
 # GPT-2 shapes (embedding width, layers, heads, positions): "small" costs what GPT-2 small
 # costs per token (~110M parameters with this vocabulary), for benchmarks.

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from shared.embedder import default_model_path
+from shared.encoder.embedder import default_model_path
 
 # (hidden width, layers, heads): "minilm" costs what ms-marco-MiniLM-L-6-v2 costs per pair.
 SHAPES = {"tiny": (32, 2, 2), "minilm": (384, 6, 12)}

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from pydantic_settings import BaseSettings
 
-from shared import acls
-from shared.audit_signing import AuditSignerSettings
 from shared.cli.main import HANDLERS
 from shared.cli.settings import MeshSettings
-from shared.retention import AuditRetentionSettings
+from shared.contract import acls
+from shared.contract.audit_signing import AuditSignerSettings
+from shared.contract.retention import AuditRetentionSettings
+from shared.contract.topics import SERVICES
 from shared.settings import KafkaSettings, LedgerSettings
-from shared.topics import SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose", path=str(Path(sys.executable).parent))
@@ -203,7 +203,7 @@ def test_audit_records_are_signed_with_a_key_of_the_operator_not_the_dev_key() -
     from eth_account import Account
 
     from services.redaction.settings import RedactionSettings
-    from shared.audit_signing import DEV_SIGNER
+    from shared.contract.audit_signing import DEV_SIGNER
     services = resolved("docker-compose.yml")["services"]
     key = services["redaction"]["environment"]["STREAMRAG_REDACTION_AUDIT_SIGNING_KEY"]
     assert RedactionSettings(audit_signing_key=key).audit_signing_key.get_secret_value() == \

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.encoder_runtime import _gpu_present
+from shared.encoder.runtime import _gpu_present
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "faiss", "transformers")
@@ -27,7 +27,7 @@ def heavy_modules_after_import(module: str, cwd: Path) -> list[str]:
     return out.stdout.split()
 
 
-@pytest.mark.parametrize("module", [*SETTINGS, "shared.encoder_model"])
+@pytest.mark.parametrize("module", [*SETTINGS, "shared.encoder.model"])
 def test_settings_load_no_deep_learning_stack(module: str, tmp_path: Path) -> None:
     assert heavy_modules_after_import(module, tmp_path) == []
 
@@ -40,7 +40,7 @@ def test_chunking_agents_load_no_tokenizer_and_touch_no_disk(tmp_path: Path) -> 
 
 def test_the_encoder_tokenizer_loads_no_deep_learning_stack(tmp_path: Path) -> None:
     # chunking and the ONNX encoder tokenize without transformers, which would load torch.
-    probe = "shared.encoder_model as m; m.load_tokenizer()('a test', truncation=True, max_length=8)"
+    probe = "shared.encoder.model as m; m.load_tokenizer()('a test', truncation=True, max_length=8)"
     assert heavy_modules_after_import(probe, tmp_path) == []
 
 
@@ -52,10 +52,10 @@ def test_inference_without_a_generator_loads_no_deep_learning_stack(tmp_path: Pa
 
 ENTRY = """
 import runpy, sys
-import shared.runner
-shared.runner.run_worker = lambda *a, **k: None  # build the worker, do not start it
+import shared.worker.runner
+shared.worker.runner.run_worker = lambda *a, **k: None  # build the worker, do not start it
 runpy.run_module({entry!r}, run_name="__main__")
-from shared.encoder_runtime import _wants_cuda
+from shared.encoder.runtime import _wants_cuda
 assert not _wants_cuda("auto")  # what load_encoder asks first, at the worker's start
 print(' '.join(m for m in {heavy!r} if sys.modules.get(m) is not None))
 """

@@ -49,3 +49,39 @@ def test_the_rule_is_checked_on_real_code() -> None:
     assert {"ingest", "redaction", "chunking", "embedding", "retrieval", "inference",
             "ledger"} <= seen
     assert "services.ingest.app" in imports(ROOT / "services" / "ingest" / "agents.py")
+
+
+# shared/'s rooms, lowest first: each may import only rooms before it in this list, so the
+# graph has no cycle and nothing reaches up into the Kafka fixes or the command line.
+SHARED_LAYERS = ["errors", "text", "batching", "encoder", "contract", "settings", "worker",
+                 "rpc", "kafka", "cli"]
+
+
+def room(path: Path) -> str:
+    parts = path.relative_to(ROOT / "shared").parts
+    return parts[0] if len(parts) > 1 else path.stem
+
+
+def test_shared_rooms_import_only_rooms_below() -> None:
+    rooms = {room(p) for p in (ROOT / "shared").rglob("*.py")} - {"__init__"}
+    assert rooms == set(SHARED_LAYERS), f"place a new room in SHARED_LAYERS: {rooms}"
+    upward = []
+    for path in sorted((ROOT / "shared").rglob("*.py")):
+        here = room(path)
+        if here == "__init__":
+            continue
+        for name in imports(path):
+            bits = name.split(".")
+            if bits[0] != "shared" or len(bits) < 2 or bits[1] == here:
+                continue
+            if SHARED_LAYERS.index(bits[1]) >= SHARED_LAYERS.index(here):
+                upward.append(f"{path.relative_to(ROOT)} ({here}) imports {name}")
+    assert not upward, upward
+
+
+def test_only_the_command_line_imports_the_command_line() -> None:
+    users = [f"{p.relative_to(ROOT)} imports {n}"
+             for top in ("services", "shared") for p in sorted((ROOT / top).rglob("*.py"))
+             if "cli" not in p.relative_to(ROOT).parts
+             for n in imports(p) if n.startswith("shared.cli")]
+    assert not users, users

@@ -17,7 +17,7 @@ from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
 from services.inference.api.params import QueryParams
 from services.inference.telemetry.metrics import InferenceMetrics
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 Encode = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 

@@ -16,7 +16,7 @@ from services.inference.engine import QueryEngine, Retrieval
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import WindowCounts
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 TEXT_FIELDS = ("chunk_id", "doc_id", "text", "title", "domain", "source")
 INT64 = (-(2**63), 2**63 - 1)

@@ -20,7 +20,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Batc
 
 from services.inference.rerank.folder import VARIABLE, check_model_dir
 from shared.batching.padding import budget_groups
-from shared.embedder import pick_device
+from shared.encoder.embedder import pick_device
 from shared.errors import InfrastructureError
 
 

@@ -22,8 +22,8 @@ from services.inference.rerank.order import Reranked, reorder, split
 from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetrics
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
-from shared.passage import passage
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
+from shared.encoder.passage import passage
 
 _LATENCY_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 Pairs = tuple[str, tuple[str, ...]]  # one query: the question and its candidates' passages

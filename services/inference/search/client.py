@@ -11,7 +11,7 @@ inference instance sees every reply and keeps only its own request ids; no rebal
 ever stalls a query, and instances scale without coordination.
 
 One-process mode: when this process's retrieval shards can answer every partition
-(shared/local_search.py), a query asks them directly and skips the broker round trip; the
+(shared/worker/local_search.py), a query asks them directly and skips the broker round trip; the
 same requests, replies and merge as above, so the answer is the same. Otherwise (another
 process holds the shards, a partial assignment, a rebalance, a shard still recovering), or
 with `local=False`, it goes through the broker.
@@ -33,12 +33,12 @@ from aiokafka.errors import KafkaError
 
 from services.inference.search.gather import Gather, GatherResult, split_reply
 from services.inference.search.scatter import SearchQuery, build_requests
-from shared import local_search
-from shared.codec import decode, encode
+from shared.contract.codec import decode, encode
+from shared.contract.records import SearchReply, SearchRequest
+from shared.contract.topics import INFERENCE_APP, SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
 from shared.errors import InfrastructureError, InvalidInput
-from shared.records import SearchReply, SearchRequest
 from shared.settings import KafkaSettings
-from shared.topics import INFERENCE_APP, SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
+from shared.worker import local_search
 
 log = logging.getLogger(__name__)
 

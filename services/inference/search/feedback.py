@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from shared.contract.records import SearchHit
 from shared.errors import InvalidInput
-from shared.records import SearchHit
 
 KINDS = ("click", "skip")
 MAX_CHUNK_ID_CHARS = 512

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 Method = Literal["rrf", "normalised"]
 

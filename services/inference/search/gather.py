@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.inference.search.fusion import Fusion, fuse
-from shared.records import SearchHit, SearchReply
+from shared.contract.records import SearchHit, SearchReply
 
 
 @dataclass(frozen=True)

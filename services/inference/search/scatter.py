@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.inference.search.fusion import Fusion
-from shared.records import SearchRequest, SearchSpec, encode_vector
+from shared.contract.records import SearchRequest, SearchSpec, encode_vector
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from shared.records import Record
+from shared.contract.records import Record
 
 STEPS_PER_DOUBLING = 4  # bucket edges 2^(1/4) apart: a percentile is within ~19 %
 N_BUCKETS = 72  # 1 ms .. 2^(71/4) ms ≈ 3.6e5 ms; the last bucket takes anything longer

@@ -9,9 +9,9 @@ from unittest.mock import AsyncMock, patch
 import pytest
 
 from services.chunking import agents
-from shared.codec import encode
+from shared.contract.codec import encode
+from shared.contract.records import RedactedDocument
 from shared.errors import InvalidInput
-from shared.records import RedactedDocument
 
 DOC = RedactedDocument(doc_id="d", version=2, text="Alpha beta. " * 300, source="s",
                        event_time=1, ingest_time=2)

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from services.chunking.chunker import FENCE, chunk_id, chunk_spans, split
 from services.chunking.documents import DocumentChunker
-from shared.encoder_model import load_tokenizer
-from shared.passage import TITLE_MAX_TOKENS, clip_title, passage
-from shared.records import RedactedDocument
+from shared.contract.records import RedactedDocument
+from shared.encoder.model import load_tokenizer
+from shared.encoder.passage import TITLE_MAX_TOKENS, clip_title, passage
 
 CHUNKER = DocumentChunker(load_tokenizer(), max_tokens=40)
 offsets = CHUNKER.offsets

@@ -1,5 +1,5 @@
 """Real chunk sets and embedded chunk sets (the real chunker and tokenizer, vectors of the
-model's size) stay within the size plan of shared/sizes.py for the densest text shapes."""
+model's size) stay within the size plan of shared/contract/sizes.py for the densest text shapes."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from services.chunking.documents import DocumentChunker
-from shared import sizes
-from shared.codec import encode
-from shared.encoder_model import MODEL_DIM, MODEL_ID, load_tokenizer
-from shared.records import (
+from shared.contract import sizes
+from shared.contract.codec import encode
+from shared.contract.records import (
     ChunkSet,
     EmbeddedChunk,
     EmbeddedChunkSet,
     RedactedDocument,
     encode_vector,
 )
+from shared.encoder.model import MODEL_DIM, MODEL_ID, load_tokenizer
 
 SCIFACT = Path(__file__).resolve().parents[4] / "shared/data/beir/scifact-train/corpus.jsonl"
 VECTOR = encode_vector(np.ones(MODEL_DIM, dtype="<f4") / np.sqrt(MODEL_DIM))

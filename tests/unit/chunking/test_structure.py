@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from services.chunking.chunker import chunk_spans
 from services.chunking.documents import DocumentChunker
 from services.chunking.structure import json_member_cuts, json_objects, list_items, tables
-from shared.encoder_model import load_tokenizer
+from shared.encoder.model import load_tokenizer
 
 CHUNKER = DocumentChunker(load_tokenizer(), max_tokens=48)
 BUDGET = 48

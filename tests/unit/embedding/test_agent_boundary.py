@@ -12,7 +12,7 @@ from unittest.mock import AsyncMock, patch
 import numpy as np
 
 from services.embedding import agents
-from shared.records import Chunk, ChunkSet
+from shared.contract.records import Chunk, ChunkSet
 
 
 class PoisonEncoder:

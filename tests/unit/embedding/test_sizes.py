@@ -10,8 +10,8 @@ from typing import Any
 from unittest.mock import AsyncMock, patch
 
 from services.embedding import agents
-from shared import sizes
-from shared.records import EmbeddedChunk, EmbeddedChunkSet
+from shared.contract import sizes
+from shared.contract.records import EmbeddedChunk, EmbeddedChunkSet
 
 LIMIT = sizes.MIN_RECORD_BYTES
 

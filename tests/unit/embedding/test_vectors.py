@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from services.embedding.vectors import embed_sets, longest_chunk
-from shared.embedder import MODEL_ID, Encoder
-from shared.records import Chunk, ChunkSet
+from shared.contract.records import Chunk, ChunkSet
+from shared.encoder.embedder import MODEL_ID, Encoder
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import numpy as np
 
 from services.inference.search.gather import Gather, GatherResult, ShardAnswer
 from services.inference.search.scatter import SearchQuery
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 DIM = 64
 T = TypeVar("T")

@@ -9,7 +9,7 @@ from unittest.mock import AsyncMock
 
 from services.inference import agents
 from services.inference.search.feedback import boost, rerank
-from shared.records import Feedback
+from shared.contract.records import Feedback
 from tests.unit.inference.fakes import drive_agent, hit
 
 

@@ -10,7 +10,7 @@ from unittest.mock import AsyncMock
 
 from services.inference import agents
 from services.inference.telemetry.streamstats import StatRow, WindowCounts
-from shared.records import StreamCounts
+from shared.contract.records import StreamCounts
 from tests.unit.inference.fakes import drive_agent
 
 

@@ -19,9 +19,9 @@ from services.ingest.app import (
     source_clocks,
     stats_topic,
 )
-from shared.boundary import counts
-from shared.codec import encode
-from shared.records import Document, Position
+from shared.contract.codec import encode
+from shared.contract.records import Document, Position
+from shared.worker.boundary import counts
 
 
 def run(coro):  # noqa: ANN001, ANN201

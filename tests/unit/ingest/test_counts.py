@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.ingest.counts import CountsBuffer, change_counts, parse_failure_counts
 from services.ingest.dedup import apply_change
-from shared.records import Document, Position
+from shared.contract.records import Document, Position
 
 
 def doc(text: str, lsn: int, op: str = "upsert") -> Document:

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.ingest.dedup import SeenVersion, apply_change, seen
+from shared.contract.records import Document, Op, Position
 from shared.errors import InvalidInput
-from shared.records import Document, Op, Position
 
 
 def doc(h: str, op: Op = "upsert", *, at: int | None = None, doc_id: str = "d",

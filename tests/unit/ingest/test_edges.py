@@ -19,10 +19,10 @@ from services.ingest.dedup import apply_change, truncated
 from services.ingest.identifiers import pii_kind
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.settings import FieldMapping, IngestSettings
-from shared.codec import encode
-from shared.dlq import build_dead_letter
+from shared.contract.codec import encode
+from shared.contract.dlq import build_dead_letter
+from shared.contract.records import Document, TableTruncate
 from shared.errors import InvalidInput
-from shared.records import Document, TableTruncate
 from tests.support.hiding import HIDDEN
 
 S = IngestSettings()

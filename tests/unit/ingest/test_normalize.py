@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.settings import IngestSettings
-from shared.codec import decode, encode
+from shared.contract.codec import decode, encode
+from shared.contract.records import Document
 from shared.errors import InvalidInput
-from shared.records import Document
 from tests.hostile import Raw, hostile_record
 
 S = IngestSettings(max_payload_bytes=4096)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.ordering import binlog_file_number, compare, pg_lsn
 from services.ingest.settings import FieldMapping, IngestSettings
+from shared.contract.records import Position
 from shared.errors import InvalidInput
-from shared.records import Position
 
 S = IngestSettings()
 KAFKA_TS = 1_700_000_000.0

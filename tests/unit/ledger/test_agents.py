@@ -15,10 +15,10 @@ from pydantic import SecretStr
 from services.ledger.anchors import batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import AnchorRejected
-from shared.audit_signing import DEV_SIGNER as SIGNER
-from shared.audit_signing import DEV_SIGNING_KEY, sign
-from shared.codec import decode, encode
-from shared.records import Anchor, AuditBatch, AuditLeaf, DeadLetter
+from shared.contract.audit_signing import DEV_SIGNER as SIGNER
+from shared.contract.audit_signing import DEV_SIGNING_KEY, sign
+from shared.contract.codec import decode, encode
+from shared.contract.records import Anchor, AuditBatch, AuditLeaf, DeadLetter
 from tests.support.polling import eventually_async
 
 ROOT = "ab" * 32

@@ -12,7 +12,7 @@ from services.ledger.chain import AnchorClient
 from services.ledger.errors import AnchorConflict, LedgerUnavailable
 from services.ledger.settings import LedgerServiceSettings
 from services.ledger.transactions import REVERTS, Sender
-from shared.audit_signing import DEV_SIGNER as SIGNER
+from shared.contract.audit_signing import DEV_SIGNER as SIGNER
 from shared.errors import ConfigError, InvalidInput
 from shared.settings import LedgerSettings
 from tests.unit.ledger.keys import INTRUDER_KEY

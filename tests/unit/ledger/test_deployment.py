@@ -18,7 +18,7 @@ from services.ledger.deployment import (
     write_record,
 )
 from services.ledger.settings import LedgerServiceSettings
-from shared.audit_signing import DEV_SIGNER as SIGNER
+from shared.contract.audit_signing import DEV_SIGNER as SIGNER
 from shared.errors import ConfigError
 from shared.settings import LedgerSettings
 

@@ -16,9 +16,9 @@ from web3 import Web3
 from services.ledger.anchors import batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.reconcile import recent, reconcile
-from shared.audit_signing import DEV_SIGNER as SIGNER
-from shared.codec import decode
-from shared.records import Anchor
+from shared.contract.audit_signing import DEV_SIGNER as SIGNER
+from shared.contract.codec import decode
+from shared.contract.records import Anchor
 
 IDS = [f"docs.normalized.v1/0/{i}-{i}" for i in range(5)]
 ROOTS = [hashlib.sha256(i.encode()).hexdigest() for i in IDS]

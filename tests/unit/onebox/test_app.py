@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.topics import ONEBOX_APP, SEARCH_REPLIES, SERVICE_INPUTS, SERVICES, TABLES
+from shared.contract.topics import ONEBOX_APP, SEARCH_REPLIES, SERVICE_INPUTS, SERVICES, TABLES
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = """

@@ -7,8 +7,8 @@ from pydantic import SecretStr
 
 from services.redaction.audit import Tip, build_batch, leaf_for
 from services.redaction.verify import OnChain
-from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
-from shared.records import AuditBatch, Document, RedactedDocument
+from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
+from shared.contract.records import AuditBatch, Document, RedactedDocument
 
 TOPIC = "docs.normalized.v1"
 KEY = SecretStr(DEV_SIGNING_KEY)

@@ -11,9 +11,9 @@ from pydantic import SecretStr
 from services.redaction import auditor
 from services.redaction.auditor import ANCHORS_ABI, build_parser, proof_document, render_proof
 from services.redaction.onchain import ANCHORED_ABI
-from shared.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.cli.main import build_parser as streamrag_parser
-from shared.records import Anchor
+from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
+from shared.contract.records import Anchor
 from tests.unit.redaction.audit_history import KNOWN, chain_of, history
 
 LEDGER_ABI = Path(__file__).resolve().parents[3] / "services/ledger/contract/AuditAnchor.json"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
-from shared.visible import reading_view
+from shared.text.visible import reading_view
 from tests.support.hiding import HIDDEN, ODD_SPACES, digit_forms
 from tests.support.pii_corpus import FILLER
 

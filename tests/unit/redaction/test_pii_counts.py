@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.redaction.pii_counts import pii_counts
-from shared.records import RedactedDocument
+from shared.contract.records import RedactedDocument
 
 
 def red(source: str, domain: str, **found: int) -> RedactedDocument:

@@ -10,7 +10,7 @@ from pydantic import SecretStr, ValidationError
 from services.redaction.pseudonyms import pseudonym
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
-from shared.records import Document
+from shared.contract.records import Document
 from tests.support.pii_corpus import FILLER, PRIVATE_KEY, TEMPLATES, VALUES
 
 KEY = "unit-test-pseudonym-key"

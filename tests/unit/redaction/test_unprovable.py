@@ -10,8 +10,8 @@ import pytest
 
 from services.redaction import auditor
 from services.redaction.verify import ChainAnchor, Report, batch_key, verify
-from shared.audit_signing import DEV_SIGNER
-from shared.records import Anchor, AuditBatch, RedactedDocument
+from shared.contract.audit_signing import DEV_SIGNER
+from shared.contract.records import Anchor, AuditBatch, RedactedDocument
 from tests.unit.redaction.audit_history import KNOWN, chain_of, history
 
 

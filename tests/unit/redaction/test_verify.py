@@ -10,8 +10,8 @@ from pydantic import SecretStr
 
 from services.redaction.audit import prove
 from services.redaction.verify import OnChain, Report, verify
-from shared.audit_signing import DEV_SIGNER, sign
-from shared.records import AuditBatch, RedactedDocument
+from shared.contract.audit_signing import DEV_SIGNER, sign
+from shared.contract.records import AuditBatch, RedactedDocument
 from tests.unit.redaction.audit_history import KEY, KNOWN, PER_BATCH, TOPIC, chain_of, history
 
 STRANGER_KEY = SecretStr("0x" + "42" * 32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from services.retrieval.index import IndexConfig, Shard
-from shared.records import EmbeddedChunk, EmbeddedChunkSet, encode_vector
+from shared.contract.records import EmbeddedChunk, EmbeddedChunkSet, encode_vector
 
 DIM = 8
 EXACT_IVF = IndexConfig(ivf_threshold=1, nprobe=1_000_000)  # IVF from the start, every list

@@ -7,8 +7,8 @@ import json
 from unittest.mock import AsyncMock, patch
 
 from services.retrieval import agents
-from shared.codec import encode
-from shared.records import EmbeddedChunkSet
+from shared.contract.codec import encode
+from shared.contract.records import EmbeddedChunkSet
 from tests.unit.retrieval.helpers import chunk_set
 
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.retrieval.index import Filters, IndexConfig, Shard
-from shared.codec import decode, encode
+from shared.contract.codec import decode, encode
+from shared.contract.records import QueryHits, SearchReply, encode_vector
 from shared.errors import InvalidInput, ModelMismatchError
-from shared.records import QueryHits, SearchReply, encode_vector
 from tests.unit.retrieval.helpers import DIM, EXACT_IVF, chunk_set, settle, unit
 
 

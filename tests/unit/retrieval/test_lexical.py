@@ -11,7 +11,7 @@ import pytest
 from services.retrieval import snapshot
 from services.retrieval.index import Filters, IndexConfig, Shard
 from services.retrieval.lexical import LexicalIndex, terms
-from shared.records import EmbeddedChunk, EmbeddedChunkSet, encode_vector
+from shared.contract.records import EmbeddedChunk, EmbeddedChunkSet, encode_vector
 from tests.unit.retrieval.helpers import DIM, EXACT_IVF, settle, unit
 
 CORPUS = ["The payment gateway certificate expired at midnight.",

@@ -9,7 +9,7 @@ from services.retrieval.index import Shard
 from services.retrieval.local import LocalShards
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards
-from shared.records import SearchReply, SearchRequest, SearchSpec, encode_vector
+from shared.contract.records import SearchReply, SearchRequest, SearchSpec, encode_vector
 from tests.unit.retrieval.helpers import DIM, unit
 
 PARTITIONS = [0, 1, 2, 3]

@@ -13,9 +13,9 @@ from services.retrieval import agents, models
 from services.retrieval.index import Filters
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
-from shared.codec import encode
+from shared.contract.codec import encode
+from shared.contract.records import EmbeddedChunkSet, SearchRequest, SearchSpec, encode_vector
 from shared.errors import InvalidInput, ModelMismatchError
-from shared.records import EmbeddedChunkSet, SearchRequest, SearchSpec, encode_vector
 from tests.unit.retrieval.helpers import DIM, chunk_set, unit
 
 OLD, NEW, NEW_DIM = "model-a", "model-b", 5

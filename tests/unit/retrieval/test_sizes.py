@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from unittest.mock import patch
 
 from services.retrieval import agents
-from shared import sizes
-from shared.codec import decode
-from shared.records import QueryHits, SearchHit, SearchReply
+from shared.contract import sizes
+from shared.contract.codec import decode
+from shared.contract.records import QueryHits, SearchHit, SearchReply
 
 LIMIT = sizes.MIN_RECORD_BYTES
 

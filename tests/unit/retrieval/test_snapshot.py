@@ -11,7 +11,7 @@ from services.retrieval import models, snapshot
 from services.retrieval.index import Filters, IndexConfig, Shard
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
-from shared.codec import encode
+from shared.contract.codec import encode
 from tests.unit.retrieval.helpers import DIM, EXACT_IVF, chunk_set, settle, unit
 
 

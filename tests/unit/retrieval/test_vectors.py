@@ -11,7 +11,7 @@ from services.retrieval import vectors as vectors_module
 from services.retrieval.columns import Columns, Filters
 from services.retrieval.ivf import build_ivf, gpu_count
 from services.retrieval.vectors import IndexConfig, VectorIndex
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 
 def clustered(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:

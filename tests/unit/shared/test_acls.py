@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared import acls, topics
-from shared.acls import Grant
+from shared.contract import acls, topics
+from shared.contract.acls import Grant
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "deploy" / "kafka-acls.sh"

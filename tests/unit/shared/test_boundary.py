@@ -14,8 +14,8 @@ from unittest.mock import AsyncMock
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from shared.boundary import Boundary, counts, dump_counts, is_fatal
 from shared.errors import InfrastructureError, InvalidInput
+from shared.worker.boundary import Boundary, counts, dump_counts, is_fatal
 
 
 def event(offset: int = 7) -> SimpleNamespace:
@@ -110,7 +110,7 @@ def test_by_default_a_fatal_failure_exits_the_process_without_a_clean_stop() -> 
 import asyncio, logging, sys
 from types import SimpleNamespace
 from unittest.mock import AsyncMock
-from shared.boundary import Boundary
+from shared.worker.boundary import Boundary
 logging.basicConfig(stream=sys.stderr)
 event = SimpleNamespace(message=SimpleNamespace(topic="t", partition=0, offset=3, key=None,
                                                 value=b"v"))

@@ -7,11 +7,16 @@ import json
 
 import pytest
 
-from shared.codec import decode, encode
-from shared.dlq import build_dead_letter
-from shared.errors import InvalidInput
-from shared.records import Document, SearchRequest, SearchSpec, decode_vector, encode_vector
-from shared.topics import (
+from shared.contract.codec import decode, encode
+from shared.contract.dlq import build_dead_letter
+from shared.contract.records import (
+    Document,
+    SearchRequest,
+    SearchSpec,
+    decode_vector,
+    encode_vector,
+)
+from shared.contract.topics import (
     CHUNKS_EMBEDDED,
     SEARCH_REQUESTS,
     SERVICE_INPUTS,
@@ -19,6 +24,7 @@ from shared.topics import (
     TABLES,
     all_topic_specs,
 )
+from shared.errors import InvalidInput
 
 
 def test_names_are_versioned_and_unique() -> None:
@@ -110,7 +116,7 @@ def test_decode_or_dead_letter_returns_the_record_or_sends_the_reason() -> None:
     from types import SimpleNamespace
     from unittest.mock import AsyncMock
 
-    from shared.dlq import decode_or_dead_letter
+    from shared.contract.dlq import decode_or_dead_letter
 
     def event(value: bytes) -> SimpleNamespace:
         return SimpleNamespace(message=SimpleNamespace(
@@ -131,7 +137,7 @@ def test_every_table_in_the_contract_is_a_table_of_its_service() -> None:
     audit_chain) would be a topic nobody uses."""
     from pathlib import Path
 
-    from shared import topics
+    from shared.contract import topics
     root = Path(__file__).resolve().parents[3]
     for table in TABLES:
         var = next(k for k, v in vars(topics).items() if v is table)

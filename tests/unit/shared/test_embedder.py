@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.embedder import Encoder
+from shared.encoder.embedder import Encoder
 
 
 def test_two_encoders_share_the_weights_but_not_the_tokenizer() -> None:

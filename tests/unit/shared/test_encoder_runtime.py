@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared import encoder_runtime, onnx_encoder
-from shared.encoder_runtime import EncoderSettings, choose, load_encoder
-from shared.onnx_encoder import graph_path, int8_path
+from shared.encoder import onnx as onnx_encoder
+from shared.encoder import runtime as encoder_runtime
+from shared.encoder.onnx import graph_path, int8_path
+from shared.encoder.runtime import EncoderSettings, choose, load_encoder
 
 pytest.importorskip("onnxruntime")
 

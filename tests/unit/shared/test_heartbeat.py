@@ -16,9 +16,9 @@ import faust
 import pytest
 from faust.exceptions import Skip
 
-from shared import boundary, heartbeat, poison
-from shared.boundary import Boundary, skip_exhausted
 from shared.cli.status import GroupStatus, lag_by_topic, render_progress, stage_progress
+from shared.worker import boundary, heartbeat, poison
+from shared.worker.boundary import Boundary, skip_exhausted
 
 
 def message(offset: int = 7, topic: str = "t.v1") -> SimpleNamespace:
@@ -67,7 +67,7 @@ def test_a_blocked_loop_exits_naming_the_record_in_hand(
         assert fired.wait(30)  # blocks the loop until the heartbeat gives up on it
         held.leave(other)
 
-    with caplog.at_level(logging.CRITICAL, logger="shared.heartbeat"):
+    with caplog.at_level(logging.CRITICAL, logger="shared.worker.heartbeat"):
         asyncio.run(main())
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
     assert "chunking on t.v1/1@7" in line and "secret" not in line

@@ -8,17 +8,17 @@ import textwrap
 from pathlib import Path
 
 from shared.errors import InvalidInput
-from shared.logsafe import WITHHELD, describe, format_exception
+from shared.worker.logsafe import WITHHELD, describe, format_exception
 
 ROOT = Path(__file__).resolve().parents[3]
 PII = "Jennifer Lawrence 4111 1111 1111 1111 jl@example.com"
 
 # Every channel by which Python and the frameworks report a failure, in one child process
-# that installs the filter the way every service does (shared.runner.run_worker), then a
+# that installs the filter the way every service does (shared.worker.runner.run_worker), then a
 # real Faust agent that crashes on a PII-laden record.
 CHILD = textwrap.dedent(f'''
     import asyncio, logging, threading, warnings
-    from shared import logsafe
+    from shared.worker import logsafe
     logsafe.install()
     from mode.utils.logging import setup_logging
     setup_logging(loglevel="DEBUG")  # the formatter Faust workers log through

@@ -12,9 +12,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 from faust.exceptions import ProducerSendError
 
-from shared import poison
-from shared.boundary import Boundary
 from shared.errors import InfrastructureError
+from shared.worker import poison
+from shared.worker.boundary import Boundary
 
 
 def event(offset: int = 7) -> SimpleNamespace:

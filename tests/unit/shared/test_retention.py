@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared.admin import contract_specs, evidence_config_problems
-from shared.retention import AuditRetentionSettings
-from shared.topics import (
+from shared.contract.retention import AuditRetentionSettings
+from shared.contract.topics import (
     AUDIT_BATCHES,
     CHUNKS,
     DOCS_NORMALIZED,
@@ -18,6 +17,7 @@ from shared.topics import (
     TOPICS,
     WEEK_MS,
 )
+from shared.kafka.admin import contract_specs, evidence_config_problems
 
 
 def test_the_evidence_topics_are_what_a_proof_reads() -> None:

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from shared import sizes
+from shared.contract import sizes
+from shared.contract.topics import all_topic_specs
 from shared.errors import InvalidInput
 from shared.settings import KafkaSettings
-from shared.topics import all_topic_specs
 
 ROOT = Path(__file__).resolve().parents[3]
 # From a byte to the input limit and one past it, densest near both ends.

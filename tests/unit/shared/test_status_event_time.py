@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.cli.status import event_time, render_event_time, render_stats
-from shared.status_files import EVENT_TIME_FILE, write_json
+from shared.worker.status_files import EVENT_TIME_FILE, write_json
 
 T0 = 1_800_000_000.0
 HIST = {"<=0s": 0, "<=1s": 0, "<=10s": 0}

@@ -8,7 +8,7 @@ from pathlib import Path
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards
 from shared.cli.status import index_models, render_models
-from shared.status_files import MODELS_FILE, write_json
+from shared.worker.status_files import MODELS_FILE, write_json
 from tests.unit.retrieval.helpers import chunk_set
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from shared.encoder_model import default_model_path, load_tokenizer
-from shared.lean_imports import forgo
+from shared.encoder.model import default_model_path, load_tokenizer
+from shared.worker.lean_imports import forgo
 
 TEXTS = [
     "why did checkout fail",

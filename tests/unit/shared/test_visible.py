@@ -1,4 +1,4 @@
-"""shared.visible: the view a reader sees, and its map back to the original characters."""
+"""shared.text.visible: the view a reader sees, and its map back to the original characters."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.visible import blank, reading_view
+from shared.text.visible import blank, reading_view
 from tests.support.hiding import HIDDEN, ODD_SPACES, digit_forms
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from shared.embedder import pick_device
+from shared.encoder.embedder import pick_device
 
 
 def pick_dtype(device: torch.device) -> torch.dtype:

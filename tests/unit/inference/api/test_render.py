@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from services.inference.api import convert
 from services.inference.api.render import clean_hit, iso
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 from tests.unit.inference.fakes import hit
 
 

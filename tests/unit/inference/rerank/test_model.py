@@ -22,7 +22,7 @@ from services.inference.runtime import load_reranker
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import InferenceMetrics
 from shared.batching.queue import BatchLimits
-from shared.passage import passage
+from shared.encoder.passage import passage
 from tests.support.tinyreranker import build_tiny_reranker
 from tests.unit.inference.fakes import hit
 

@@ -12,7 +12,7 @@ from services.inference.errors import NotReadyError
 from services.inference.rerank.stage import RerankStage, score_batch
 from services.inference.telemetry.metrics import InferenceMetrics
 from shared.batching.queue import BatchLimits, QueueFullError
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 from tests.unit.inference.fakes import hit
 from tests.unit.inference.rerank.fakes import GatedScorer, TableScorer
 
@@ -42,7 +42,7 @@ async def _reorders_by_the_scorer_and_cuts_to_top_k() -> None:
         await s.stop()
     assert [h.chunk_id for h in out.hits] == ["c1", "c3", "c0"]
     assert out.scores == (3.0, 2.0, 0.5)
-    # The scorer saw the question beside each passage, title first (shared.passage).
+    # The scorer saw the question beside each passage, title first (shared.encoder.passage).
     assert scorer.calls == [[("what broke", f"t\npassage {i} score={v}")
                              for i, v in enumerate((0.5, 3.0, -1.0, 2.0))]]
 

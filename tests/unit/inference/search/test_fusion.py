@@ -6,7 +6,7 @@ import pytest
 
 from services.inference.search.fusion import Fusion, fuse
 from services.inference.search.gather import ShardAnswer, merge_hits
-from shared.records import SearchHit
+from shared.contract.records import SearchHit
 
 
 def hit(chunk: str, score: float, lexical: float) -> SearchHit:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from services.inference.search.gather import Gather, ShardAnswer, merge_hits, split_reply
 from services.inference.search.scatter import SearchQuery, build_requests
-from shared.records import QueryHits, SearchReply, decode_vector
+from shared.contract.records import QueryHits, SearchReply, decode_vector
 from tests.unit.inference.fakes import hit
 
 

@@ -13,9 +13,9 @@ from faust.types import TP
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.boundary import exit_now
 from shared.kafka import delivery
 from shared.kafka.delivery import DeliveryGate, committable
+from shared.worker.boundary import exit_now
 
 
 def test_settle_waits_for_every_record_still_on_its_way() -> None:

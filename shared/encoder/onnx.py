@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from shared.batching.padding import encode_in_groups
-from shared.encoder_model import MODEL_ID, default_model_path, load_tokenizer
+from shared.encoder.model import MODEL_ID, default_model_path, load_tokenizer
 
 log = logging.getLogger(__name__)
 EXPORT_VERSION = 1  # bump when the exported graph changes (inputs, pooling, opset)
@@ -122,7 +122,7 @@ def _export_in_child(model_path: Path, target: Path) -> None:
     root = Path(__file__).resolve().parents[1]  # the folder that holds `shared`
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
-    subprocess.run([sys.executable, "-m", "shared.onnx_encoder",
+    subprocess.run([sys.executable, "-m", "shared.encoder.onnx",
                     str(model_path.resolve()), str(target.resolve())],
                    check=True, env=env, cwd=root)
 
@@ -236,5 +236,5 @@ class OnnxEncoder:
         return np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
 
 
-if __name__ == "__main__":  # export_once's child: python -m shared.onnx_encoder MODEL TARGET
+if __name__ == "__main__":  # export_once's child: python -m shared.encoder.onnx MODEL TARGET
     export(Path(sys.argv[1]), Path(sys.argv[2]))

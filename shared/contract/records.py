@@ -1,6 +1,6 @@
 """Records that travel on the mesh's topics, one model per topic value.
 
-Every record carries `schema_version`; `shared.codec.decode` accepts the versions
+Every record carries `schema_version`; `shared.contract.codec.decode` accepts the versions
 a reader knows and raises InvalidInput(unknown_schema_version) for the rest.
 """
 
@@ -216,7 +216,7 @@ class AuditBatch(Record):
     # The incarnation of the audit log (new when a partition's chain starts afresh, e.g. on
     # a fresh embedded broker), so batch ids never repeat across incarnations.
     epoch: str = ""
-    # Address of the redaction key and its EIP-191 signature (shared.audit_signing).
+    # Address of the redaction key and its EIP-191 signature (shared.contract.audit_signing).
     signer: str = ""
     signature: str = ""
 
@@ -244,7 +244,7 @@ class DeadLetter(Record):
     source_topic: str
     partition: int
     offset: int
-    key: str | None = None  # up to 1 KiB as given; a longer one cut (shared.dlq.bounded_key)
+    key: str | None = None  # up to 1 KiB as given; a longer one cut (contract.dlq.bounded_key)
     key_sha256: str | None = None
     key_size: int = 0
     payload_sha256: str

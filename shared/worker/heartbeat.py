@@ -11,10 +11,10 @@ the loop re-arms a timer every second; when it has not for the stall time, the t
 the stage and record in hand (topic, partition, offset: never content) and ends the
 process, so the record replays in a new worker.
 
-`InHand` is the list of records inside a boundary (shared/boundary.py) right now, per
+`InHand` is the list of records inside a boundary (shared/worker/boundary.py) right now, per
 asyncio task, mirrored to `records-in-hand.json` under the worker's data dir on every
 change (one small pwrite, no fsync: it must outlive the process, not the machine). The
-next start reads what the last process died holding and counts it (shared/poison.py
+next start reads what the last process died holding and counts it (shared/worker/poison.py
 `after_death`): `Hang` for the one record the heartbeat named, `ProcessDied` for every
 record in hand at an unannounced death (kill -9, an out-of-memory kill); a clean stop and
 a fatal failure the boundary already counted leave nothing to count.
@@ -46,12 +46,12 @@ from prometheus_client import Gauge
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared import poison
+from shared.worker import poison
 
 log = logging.getLogger(__name__)
 IN_HAND_FILE = "records-in-hand.json"
 PROGRESS_FILE = "stage-progress.json"
-EXIT_HUNG = 70  # as shared.boundary.EXIT_FATAL: the supervisor restarts the worker
+EXIT_HUNG = 70  # as shared.worker.boundary.EXIT_FATAL: the supervisor restarts the worker
 
 LAST_PROGRESS = Gauge("streamrag_stage_last_progress_timestamp_seconds",
                       "When a record last left the stage's boundary (Unix time)", ["stage"])
@@ -80,7 +80,7 @@ class WatchdogSettings(BaseSettings):
 @dataclass
 class Held:
     stage: str
-    key: str  # shared.poison.record_key: stage|topic|partition|offset
+    key: str  # shared.worker.poison.record_key: stage|topic|partition|offset
     task: Any  # the asyncio task handling it (the one a blocked loop is stuck in)
     since: float  # time.monotonic()
 
@@ -154,7 +154,7 @@ class InHand:
 
     def open(self, directory: Path) -> list[str]:
         """Count what the last process here died holding; from now on mirror ours.
-        The keys now dead-lettered on sight (shared/poison.py)."""
+        The keys now dead-lettered on sight (shared/worker/poison.py)."""
         if self._fd is not None:  # Faust sends on_worker_init twice: count one death once
             return []
         self.path = directory / IN_HAND_FILE
@@ -221,7 +221,7 @@ def _read_marks(path: Path) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-in_hand = InHand()  # one worker per process; shared.boundary enters and leaves it
+in_hand = InHand()  # one worker per process; shared.worker.boundary enters and leaves it
 
 
 def _exit_hung() -> None:

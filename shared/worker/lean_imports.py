@@ -8,7 +8,7 @@ already take when the package is absent. Only a process's entry point calls `for
 what none of its services needs (services/<name>/__main__.py): redaction and chunking
 always, embedding, inference and the one-process worker when their settings run no torch
 model (`may_run_torch`: ONNX on CPU, no generator or reranker; the ONNX export then runs
-in a child process, shared/onnx_encoder.py).
+in a child process, shared/encoder/onnx.py).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
-from shared.codec import decode, encode
+from shared.contract.codec import decode, encode
+from shared.contract.records import DeadLetter, Record
 from shared.errors import InvalidInput
-from shared.records import DeadLetter, Record
 
 R = TypeVar("R", bound=Record)
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from shared.encoder.passage import TITLE_MAX_TOKENS
 from shared.errors import InvalidInput
-from shared.passage import TITLE_MAX_TOKENS
 
 MIB = 1 << 20
 MAX_INPUT_BYTES = MIB  # a docs.raw.v1 value (ingest's STREAMRAG_INGEST_MAX_PAYLOAD_BYTES)
@@ -59,7 +59,7 @@ def check(value: bytes, key: bytes | None, what: str,
 
 # --- the largest derived records, planned from an input's size (pure arithmetic) ---
 
-VECTOR_DIM = 384  # all-MiniLM-L6-v2 (shared/encoder_model.py MODEL_DIM)
+VECTOR_DIM = 384  # all-MiniLM-L6-v2 (shared/encoder/model.py MODEL_DIM)
 MAX_ID_CHARS = 512  # ingest's max_id_length default
 # Each chunk's JSON beside its text and id: field names, ordinal, counts, the chunk id's
 # "#v<version>#<ordinal>#<12 hex>" and the vector's own quotes (generous: 160 measured 119).

@@ -1,6 +1,6 @@
 """Records that stop their stage again and again: counted across restarts, then dead-lettered.
 
-A fatal failure (shared/boundary.py) stops the worker so the record replays; if the record
+A fatal failure (shared/worker/boundary.py) stops the worker so the record replays; if the record
 itself causes it (an OSError from its content, a MemoryError, the broker refusing what it
 made), it would stop the worker on every replay and hold its partition for good. So each
 fatal failure is written down per stage, topic, partition and offset, with the error's
@@ -13,7 +13,7 @@ ledger node, the model; connection errors, timeouts, Kafka errors marked retriab
 anywhere in the exception's chain) are never counted: the record is fine and must wait.
 
 A record can also stop the worker without raising: it blocks the event loop (the heartbeat,
-shared/heartbeat.py, ends the process and names it: `Hang`) or kills the process outright
+shared/worker/heartbeat.py, ends the process and names it: `Hang`) or kills the process outright
 (an out-of-memory kill, a segfault: `ProcessDied`). Those are counted from the records the
 worker had in hand when it died (`after_death`), by a stricter rule, since an ordinary
 `kill -9` also finds records in hand: a record is dead-lettered only when it was in hand at
@@ -21,7 +21,7 @@ MAX_FAILURES *consecutive* deaths of the worker, with the same cause each time. 
 that did not find it in hand (another record hung, a fatal error elsewhere, a kill while
 idle) starts its count again, and so does handling it to the end. It cannot be
 dead-lettered when it is reached again (handling it would hang or kill once more), so it
-is marked `skip` and shared.heartbeat's stream processor dead-letters it before any agent
+is marked `skip` and shared.worker.heartbeat's stream processor dead-letters it before any agent
 sees it.
 """
 

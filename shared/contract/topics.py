@@ -8,7 +8,7 @@ a document stay on one partition, in order.
 
 What an audit proof needs (the redacted versions, the audit records and the anchor
 announcements) is marked `evidence`: those topics are kept for the audit retention
-(shared/retention.py, default forever), never for an operational default.
+(shared/contract/retention.py, default forever), never for an operational default.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field, replace
 
-from shared.encoder_model import MODEL_ID
-from shared.sizes import MAX_RECORD_BYTES
+from shared.contract.sizes import MAX_RECORD_BYTES
+from shared.encoder.model import MODEL_ID
 
 PARTITIONS = 4  # docs and chunks; search requests must match chunks.embedded.v1
 HOUR_MS = 3_600_000
@@ -41,7 +41,7 @@ class TopicSpec:
     evidence: bool = False
 
     def broker_config(self) -> dict[str, str]:
-        # Every topic takes the contract's largest record (shared/sizes.py); real Kafka
+        # Every topic takes the contract's largest record (shared/contract/sizes.py); real Kafka
         # enforces it (the embedded broker does not), and producers never send more.
         cfg = {"cleanup.policy": "compact" if self.compacted else "delete",
                "max.message.bytes": str(MAX_RECORD_BYTES)}
@@ -171,7 +171,7 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
 }
 
 # What each service produces to (its tables' changelogs aside). Only redaction writes
-# redacted documents and audit records: the broker's ACLs (shared/acls.py) hold it to that.
+# redacted documents and audit records: the broker's ACLs (shared/contract/acls.py) hold it to that.
 SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER, STREAM_STATS),
     "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER, STREAM_STATS),

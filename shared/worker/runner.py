@@ -8,7 +8,7 @@ from pathlib import Path
 
 import faust
 
-from shared import logsafe
+from shared.worker import logsafe
 
 
 def run_worker(app: faust.App, log_level: str = "INFO") -> None:

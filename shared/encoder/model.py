@@ -1,7 +1,7 @@
 """The sentence encoder the mesh uses (all-MiniLM-L6-v2): its id, size, files and tokenizer.
 
 Names only at import time, and the tokenizer comes from the `tokenizers` library alone
-(shared/tokenizer.py): settings modules, chunking and the ONNX encoder never load
+(shared/encoder/tokenizer.py): settings modules, chunking and the ONNX encoder never load
 transformers or torch for it.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.tokenizer import FastTokenizer
+    from shared.encoder.tokenizer import FastTokenizer
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIM = 384
@@ -32,6 +32,6 @@ def offline_hub() -> None:
 
 
 def load_tokenizer(model_path: Path | None = None) -> FastTokenizer:
-    from shared.tokenizer import FastTokenizer  # deferred: reads the tokenizer file
+    from shared.encoder.tokenizer import FastTokenizer  # deferred: reads the tokenizer file
 
     return FastTokenizer(model_path or default_model_path())

@@ -16,10 +16,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
+from shared.contract.retention import AuditRetentionSettings
+from shared.contract.topics import TopicSpec, all_topic_specs, with_audit_retention
 from shared.errors import InfrastructureError
-from shared.retention import AuditRetentionSettings
 from shared.settings import KafkaSettings
-from shared.topics import TopicSpec, all_topic_specs, with_audit_retention
 
 EVIDENCE_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes")
 

@@ -3,7 +3,7 @@
 It governs every topic the contract marks `evidence` (docs.redacted.v1, audit.batches.v1,
 ledger.anchors.v1): what `streamrag audit prove` and `verify` need for as long as the
 anchors on chain may be asked about. The default keeps them forever; bring-up creates
-them with it and refuses a broker whose topics say otherwise (shared/admin.py).
+them with it and refuses a broker whose topics say otherwise (shared/kafka/admin.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topics import FOREVER
+from shared.contract.topics import FOREVER
 
 
 class AuditRetentionSettings(BaseSettings):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.tokenizer import TextTokenizer
+    from shared.encoder.tokenizer import TextTokenizer
 
 TITLE_MAX_TOKENS = 64
 SEPARATOR = "\n"  # whitespace: no token of its own for a WordPiece tokenizer

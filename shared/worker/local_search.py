@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from shared.records import SearchReply, SearchRequest
+from shared.contract.records import SearchReply, SearchRequest
 
 
 class LocalSearch(Protocol):

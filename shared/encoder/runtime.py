@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings
 
-from shared.encoder_model import MODEL_ID
+from shared.encoder.model import MODEL_ID
 
 log = logging.getLogger(__name__)
 Runtime = Literal["torch", "onnx"]
@@ -72,7 +72,7 @@ class EncoderSettings(BaseSettings):
     def encoder_may_run_torch(self, model_path: Path | None, int8: bool = False) -> bool:
         """Whether `load_encoder` with these settings runs torch for `model_path`, or may
         (a GPU is there): a process none of whose stages may run it can forgo torch
-        (shared/lean_imports.py; the ONNX export then runs in a child process)."""
+        (shared/worker/lean_imports.py; the ONNX export then runs in a child process)."""
         if self.encoder_runtime == "torch" or (self.device != "cpu" and _gpu_present()):
             return True
         return not onnx_ready(model_path, self.model_cache_dir, int8)
@@ -85,8 +85,8 @@ def onnx_available(need_export: bool) -> bool:
 
 def onnx_ready(model_path: Path | None, cache_dir: Path, int8: bool) -> bool:
     """ONNX Runtime is installed, and so is onnx if the graph must first be exported."""
-    from shared.encoder_model import default_model_path
-    from shared.onnx_encoder import graph_path, int8_path
+    from shared.encoder.model import default_model_path
+    from shared.encoder.onnx import graph_path, int8_path
 
     graph = graph_path(model_path or default_model_path(), cache_dir)
     cached = (int8_path(graph) if int8 else graph).exists()
@@ -107,7 +107,7 @@ def _gpu_present() -> bool:
 
 def _wants_cuda(device: str) -> bool:
     # Importing torch only to learn there is no GPU costs an ONNX-only process ~380 MB.
-    # A process that forwent torch (shared/lean_imports.py) has None in its place.
+    # A process that forwent torch (shared/worker/lean_imports.py) has None in its place.
     if device == "cpu" or (sys.modules.get("torch") is None and not _gpu_present()):
         return False
     import torch
@@ -120,7 +120,7 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
                  model_path: Path | None = None, model_id: str | None = None,
                  int8: bool = False, workers: int = 1) -> SentenceEncoder:
     """The encoder on the runtime `choose` allows; a fallback to torch is logged. `int8`:
-    ONNX runs its int8 copy of the graph (shared/onnx_encoder.py); torch ignores it, and
+    ONNX runs its int8 copy of the graph (shared/encoder/onnx.py); torch ignores it, and
     `workers` (ONNX's forward passes side by side) too."""
     cuda = runtime == "onnx" and _wants_cuda(device)
     ready = runtime != "onnx" or cuda or onnx_ready(model_path, cache_dir, int8)
@@ -131,10 +131,10 @@ def load_encoder(runtime: Runtime = "torch", device: str = "auto", threads: int 
         log.warning("encoder runtime %s requested but onnxruntime (or onnx) is not installed: "
                     "using torch", runtime)
     if chosen == "onnx":
-        from shared.onnx_encoder import OnnxEncoder
+        from shared.encoder.onnx import OnnxEncoder
 
         return OnnxEncoder(cache_dir, model_path, threads, model_id=model_id or MODEL_ID,
                            int8=int8, workers=workers)
-    from shared.embedder import Encoder
+    from shared.encoder.embedder import Encoder
 
     return Encoder(model_path, device, threads=threads, model_id=model_id or MODEL_ID)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shared.batching.padding import encode_in_groups
-from shared.encoder_model import MODEL_ID, default_model_path, offline_hub
+from shared.encoder.model import MODEL_ID, default_model_path, offline_hub
 
 offline_hub()
 

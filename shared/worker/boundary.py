@@ -17,17 +17,17 @@ the agent dies. So nothing may rely on crash-and-restart for a bad record; inste
   survive anyway. Cancellation and other BaseExceptions (a rebalance, Ctrl-C) pass
   through untouched.
 - the same fatal failure of the same record the MAX_FAILURES-th time, across restarts
-  (shared/poison.py): dead-lettered `repeated_failure` (detail: stage and error type), so
+  (shared/worker/poison.py): dead-lettered `repeated_failure` (detail: stage and error type), so
   a record that stops the worker every time cannot hold its partition for good.
 - a record that blocks the event loop or kills the process: the boundary keeps it in
-  shared.heartbeat's `in_hand` while inside, so the heartbeat can name it and the next
-  start can count the death against it (shared/poison.py `after_death`); the MAX_FAILURES-th
+  shared.worker.heartbeat's `in_hand` while inside, so the heartbeat can name it and the next
+  start can count the death against it (shared/worker/poison.py `after_death`); the MAX_FAILURES-th
   time running it is dead-lettered on sight by a processor on every stream of the app
   (`export_counts` installs it), before any agent handles it again.
 
 Counters (prometheus_client, default registry): `streamrag_records_processed_total{stage}`
 counts every record that passed a boundary whatever became of it,
-`streamrag_records_dead_lettered_total{stage,reason}` every dead letter (shared.dlq counts
+`streamrag_records_dead_lettered_total{stage,reason}` every dead letter (shared.contract.dlq counts
 them), `streamrag_records_internal_error_total{stage,error}` the internal errors by
 exception type. `counts()` reads them back; `dump_counts` writes them to a file that
 `streamrag status` reads.
@@ -51,9 +51,9 @@ from faust.exceptions import FaustError, Skip
 from faust.streams import current_event
 from prometheus_client import REGISTRY, Counter, start_http_server
 
-from shared import heartbeat, poison
-from shared.dlq import send_dead_letter
+from shared.contract.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
+from shared.worker import heartbeat, poison
 
 log = logging.getLogger(__name__)
 

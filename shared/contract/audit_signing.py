@@ -18,7 +18,7 @@ from eth_account.messages import encode_defunct
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.records import AuditBatch
+from shared.contract.records import AuditBatch
 
 # A dev-only key so the embedded mesh works out of the box: it is public (derived from
 # this phrase), so anyone can sign as it. Set STREAMRAG_REDACTION_AUDIT_SIGNING_KEY and

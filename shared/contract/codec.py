@@ -7,8 +7,8 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from shared.contract.records import Record
 from shared.errors import InvalidInput
-from shared.records import Record
 
 R = TypeVar("R", bound=Record)
 
