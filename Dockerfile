@@ -20,7 +20,7 @@ RUN pip install -c requirements.lock ".[$FAISS]" \
 # The encoders' ONNX graphs, exported now (the app dir is read-only at run time): fp32 and the
 # query encoder's int8 copy; with FAISS=gpu there is no onnxruntime and this loads torch and
 # exports nothing.
-RUN python -c "from pathlib import Path; from shared.encoder_runtime import load_encoder; \
+RUN python -c "from pathlib import Path; from shared.encoder.runtime import load_encoder; \
 load_encoder('onnx', 'cpu', cache_dir=Path('/app/models')); \
 load_encoder('onnx', 'cpu', cache_dir=Path('/app/models'), int8=True)"
 
