@@ -23,7 +23,7 @@ from shared.kafka import fetch_wait
 from shared.settings import KafkaSettings
 
 # The releases the fixes were read and tested against: exactly these.
-VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
+VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0", "mode-streaming": "0.7.1"}
 
 # (module, class, attribute) -> the module of this package that replaces or overrides it.
 PATCHED = {

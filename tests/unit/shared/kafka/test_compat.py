@@ -15,7 +15,7 @@ from shared.kafka.seam import original, replace, replaced
 from shared.settings import KafkaSettings
 
 # inspect.signature of each original in faust-streaming 0.15.3 / aiokafka 0.14.0 /
-# mode-streaming (names, kinds and defaults; annotations left out, their repr varies).
+# mode-streaming 0.7.1 (names, kinds and defaults; annotations left out, their repr varies).
 SIGNATURES = {
     "Channel.as_future_message": "(self, key=None, value=None, partition=None, timestamp=None,"
     " headers=None, schema=None, key_serializer=None, value_serializer=None, callback=None,"
@@ -115,3 +115,15 @@ def test_replace_keeps_the_first_original() -> None:
     second = replace(Target, "method", lambda self: "second")
     assert first is second is original(Target, "method")
     assert Target().method() == "second"
+
+
+def test_another_mode_release_names_the_watchdog_to_reverify(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda dist: "0.8.0" if dist == "mode-streaming" else real(dist))
+    with pytest.raises(patches.UnverifiedVersionError) as raised:
+        patches.check_versions(KafkaSettings())
+    assert "mode-streaming 0.8.0 is installed" in str(raised.value)
+    assert "shared/kafka/watchdog.py" in str(raised.value)
+    assert "shared/kafka/fetch_wait.py" not in str(raised.value)
