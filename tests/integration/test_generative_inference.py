@@ -24,6 +24,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from scripts.benchlib.tinylm import build_tiny_lm
 from services.inference.answer.generative.prompt import pack_prompt
 from shared.cli.mesh import Endpoints, free_port
 from shared.cli.procs import Child, service_argv, spawn, stop
@@ -31,7 +32,6 @@ from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import chunks_of, produce, uid
 from tests.support.polling import eventually
-from tests.support.tinylm import build_tiny_lm
 
 pytestmark = pytest.mark.integration
 DOC = ("The nightly ledger export stalled because the object store bucket ran out of quota; "

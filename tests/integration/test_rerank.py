@@ -23,6 +23,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from scripts.benchlib.tinyreranker import build_tiny_reranker
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from shared.cli.mesh import Endpoints
@@ -32,7 +33,6 @@ from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from shared.settings import KafkaSettings
 from tests.support.mesh import produce, uid
 from tests.support.polling import eventually
-from tests.support.tinyreranker import build_tiny_reranker
 
 pytestmark = pytest.mark.integration
 QUESTION = "why did the nightly invoice run fail"

@@ -16,28 +16,26 @@ import re
 import shutil
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
+from scripts.benchlib.shard_client import Asker
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
-from shared.contract.codec import decode, encode
+from shared.contract.codec import encode
 from shared.contract.records import (
     EmbeddedChunk,
     EmbeddedChunkSet,
     QueryHits,
     SearchHit,
     SearchReply,
-    SearchRequest,
-    SearchSpec,
     encode_vector,
 )
-from shared.contract.topics import CHUNKS_EMBEDDED, PARTITIONS, SEARCH_REPLIES, SEARCH_REQUESTS
+from shared.contract.topics import CHUNKS_EMBEDDED, PARTITIONS
 from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings
 from tests.support.polling import eventually
@@ -137,47 +135,6 @@ def generation(bootstrap: str, live: Live, start: int, docs: int, seed: int) -> 
     produce(bootstrap, sets, live)
 
 
-class Asker:
-    """Asks every shard the way inference does: one SearchRequest per partition."""
-
-    def __init__(self, bootstrap: str, model: str = MODEL, dim: int = DIM) -> None:
-        self.model, self.dim = model, dim
-        self.consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                         fetch_max_wait_ms=10)
-        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-
-    async def __aenter__(self) -> Asker:
-        await self.consumer.start()
-        await self.producer.start()
-        tps = [TopicPartition(SEARCH_REPLIES.name, p) for p in range(PARTITIONS)]
-        self.consumer.assign(tps)
-        await self.consumer.seek_to_end(*tps)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.consumer.stop()
-        await self.producer.stop()
-
-    async def scatter(self, q: np.ndarray, top_k: int, domain: str | None) -> list[SearchReply]:
-        """The replies of every shard that answered within 10 s, by partition."""
-        rid = uuid.uuid4().hex
-        spec = SearchSpec(query_id="q", vector=encode_vector(q), top_k=top_k, domain=domain)
-        for p in range(PARTITIONS):
-            req = SearchRequest(request_id=rid, partition=p, model_id=self.model, dim=self.dim,
-                                deadline=time.time() + 10, queries=(spec,))
-            await self.producer.send_and_wait(SEARCH_REQUESTS.name, encode(req),
-                                              key=rid.encode(), partition=p)
-        replies: dict[int, SearchReply] = {}
-        deadline = time.monotonic() + 10
-        while len(replies) < PARTITIONS and time.monotonic() < deadline:
-            for records in (await self.consumer.getmany(timeout_ms=200)).values():
-                for r in records:
-                    reply = decode(SearchReply, r.value)
-                    if reply.request_id == rid:
-                        replies.setdefault(reply.partition, reply)
-        return [replies[p] for p in sorted(replies)]
-
-
 QUERIES = [(unit(10_000 + i), domain) for i, domain in enumerate([None, "pay", "ops"] * 3)]
 Answers = list[list[tuple[str, float]]]
 
@@ -192,7 +149,7 @@ def hits_of(reply: SearchReply) -> tuple[SearchHit, ...]:
 def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
     """Every query's merged top 15, once all 4 shards answer and hold exactly `live`."""
     async def go() -> Answers:
-        async with Asker(bootstrap) as ask:
+        async with Asker(bootstrap, MODEL, DIM) as ask:
             deadline = time.monotonic() + timeout_s
             last: object = None
             while time.monotonic() < deadline:

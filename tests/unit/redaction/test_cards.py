@@ -7,8 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scripts.benchlib.pii_corpus import luhn_check_digit
 from services.redaction.cards import ISSUER_RANGES, CardRecognizer, find_cards
-from tests.support.pii_corpus import luhn_check_digit
 
 REC = CardRecognizer()
 

@@ -14,11 +14,11 @@ from faker import Faker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scripts.benchlib.pii_corpus import FILLER
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from shared.text.visible import reading_view
 from tests.support.hiding import HIDDEN, ODD_SPACES, digit_forms
-from tests.support.pii_corpus import FILLER
 
 LOCALES = ["en_US", "de_DE", "fr_FR", "en_IN", "pt_BR", "nl_NL"]
 SLOW = settings(max_examples=40, deadline=None,

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from scripts.benchlib.pii_generated import TUNE_SEEDS, conversations
 from services.redaction.names import NameRecognizer, common_word, given_names
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
-from tests.support.pii_generated import TUNE_SEEDS, conversations
 
 NAMES = NameRecognizer()
 

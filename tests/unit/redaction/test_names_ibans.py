@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scripts.benchlib.pii_generated import TECH, generate
 from services.redaction.ibans import find_ibans, iban_ok
 from services.redaction.names import NameRecognizer
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
-from tests.support.pii_generated import TECH, generate
 
 NAMES = NameRecognizer()
 

@@ -9,8 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
+from scripts.benchlib.pii_corpus import VALUES
 from services.redaction.phones import PossiblePhoneRecognizer, snippets
-from tests.support.pii_corpus import VALUES
 
 REGIONS = ["US", "GB", "DE", "FR", "IN"]
 PRESIDIO = PhoneRecognizer(supported_regions=REGIONS)

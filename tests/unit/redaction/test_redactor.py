@@ -7,11 +7,11 @@ import re
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from scripts.benchlib.pii_corpus import FILLER, PRIVATE_KEY, TEMPLATES, VALUES
 from services.redaction.pseudonyms import pseudonym
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from shared.contract.records import Document
-from tests.support.pii_corpus import FILLER, PRIVATE_KEY, TEMPLATES, VALUES
 
 KEY = "unit-test-pseudonym-key"
 

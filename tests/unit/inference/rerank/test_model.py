@@ -16,6 +16,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from scripts.benchlib.tinyreranker import build_tiny_reranker
 from services.inference.rerank.model import CrossEncoder, RerankerLoadError
 from services.inference.rerank.stage import RerankStage
 from services.inference.runtime import load_reranker
@@ -23,7 +24,6 @@ from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import InferenceMetrics
 from shared.batching.queue import BatchLimits
 from shared.encoder.passage import passage
-from tests.support.tinyreranker import build_tiny_reranker
 from tests.unit.inference.fakes import hit
 
 QUESTION = "why did the payment gateway time out at checkout"

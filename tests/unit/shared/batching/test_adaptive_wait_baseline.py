@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from scripts.benchlib.adaptive_wait import AdaptiveWaitBatcher, EmbeddingWait, InferenceWait
 from shared.batching.queue import BatchLimits, Request, RequestQueue
-from tests.support.adaptive_wait import AdaptiveWaitBatcher, EmbeddingWait, InferenceWait
 
 LIMITS = BatchLimits(max_tokens=100, max_requests=4)
 

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from scripts.benchlib.tinylm import build_tiny_lm
 from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
 from services.inference.answer.generative.model import CausalLM
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
-from tests.support.tinylm import build_tiny_lm
 
 PROMPTS = ["The broker disk filled up because", "Rotate the logs when",
            "Payments failed at noon since the certificate", "Why?"]

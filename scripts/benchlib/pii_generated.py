@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from faker import Faker
 
-from tests.support.pii_corpus import Labelled, Span
+from scripts.benchlib.pii_corpus import Labelled, Span
 
 SLICES = {
     "dev": (("en_US", "en_GB", "de_DE", "fr_FR"), 5101),

@@ -1,6 +1,6 @@
 """The adaptive-wait batching that shared/batching replaced, rebuilt over its queue: a baseline.
 
-Benches only: `python -m tests.support.adaptive_wait inference|embedding` runs that service
+Benches only: `python -m scripts.benchlib.adaptive_wait inference|embedding` runs that service
 with its batchers swapped for this one, so one run can measure the old policy beside the
 current one (scripts/bench_query, scripts/bench_ingest). Reproduced from the code before
 the merge of wip-batching (75184ef). A batch is cut when it is full (requests or padded

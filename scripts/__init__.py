@@ -1,0 +1,1 @@
+"""What a person runs; a package only so that tests and benchmarks import scripts.benchlib."""
