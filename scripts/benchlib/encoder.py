@@ -29,6 +29,7 @@ import numpy as np
 
 from scripts.benchlib.paths import RESULTS
 from shared.encoder.runtime import load_encoder
+from shared.encoder.tokenizer import TextTokenizer
 
 WORDS = [
     "the", "checkout", "service", "returned", "HTTP", "502", "errors", "after", "a",
@@ -47,7 +48,7 @@ def texts(n: int, words: int) -> list[str]:
             for i in range(n)]
 
 
-def chunked(corpus: Path | None, docs: int, tokenizer: object) -> list[str]:
+def chunked(corpus: Path | None, docs: int, tokenizer: TextTokenizer) -> list[str]:
     """The passages the embedding stage encodes for `docs` documents (title in front)."""
     from services.chunking.documents import DocumentChunker
     from services.chunking.settings import ChunkingSettings

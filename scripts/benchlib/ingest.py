@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,8 +135,9 @@ def chunk_sets(encoder: SentenceEncoder, n: int) -> list[ChunkSet]:
 def raw_throughput(encoder: SentenceEncoder, sets: list[ChunkSet], env: dict[str, str],
                    ) -> float:
     """Docs/s of the model alone, in the batches the service forms when all are pending."""
-    settings = EmbeddingSettings(**{k.removeprefix("STREAMRAG_EMBEDDING_").lower(): v
-                                    for k, v in env.items()})
+    fields: dict[str, Any] = {k.removeprefix("STREAMRAG_EMBEDDING_").lower(): v
+                              for k, v in env.items()}
+    settings = EmbeddingSettings(**fields)
     queue: RequestQueue[ChunkSet] = RequestQueue(settings.limits(), len(sets))
     for s in sets:
         queue.push(s, len(s.chunks), longest_chunk(s))
@@ -357,13 +359,16 @@ def print_table(results: dict[str, Any]) -> None:
     base = comb[BASELINE]
     print(f"\n{'measure':<48}" + "".join(f"{n:>14}" for n in names)
           + "".join(f"{n + ' / base':>22}" for n in names if n != BASELINE))
-    rows = [("(b) end-to-end throughput, docs/s (median)", lambda c: c["docs_per_s"])]
+    Get = Callable[[dict[str, Any]], float]
+    rows: list[tuple[str, Get]] = [
+        ("(b) end-to-end throughput, docs/s (median)", lambda c: c["docs_per_s"])]
+
+    def at(field: str, key: str) -> Get:
+        return lambda c: float(c[field][key])
     for key in ("p50", "p95", "p99"):
-        rows.append((f"(c) produce->embedded {key} ms (pooled)",
-                     lambda c, key=key: c["latency_ms"][key]))
+        rows.append((f"(c) produce->embedded {key} ms (pooled)", at("latency_ms", key)))
     for key in ("burst p50", "burst p99", "paced p50", "paced p99"):
-        rows.append((f"embedding hop {key} ms (median)",
-                     lambda c, key=key: c["embed_hop_ms"][key]))
+        rows.append((f"embedding hop {key} ms (median)", at("embed_hop_ms", key)))
     rows.append(("(c) last doc produce->gRPC-searchable ms", lambda c: c["last_searchable_ms"]))
     for label, get in rows:
         print(f"{label:<48}" + "".join(f"{get(comb[n]):14.1f}" for n in names)

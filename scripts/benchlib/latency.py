@@ -145,7 +145,7 @@ async def freshness(bootstrap: str, target: str, docs: int, gap_s: float, warm_u
 
 
 async def hop_times(bootstrap: str, sent: dict[str, float], fresh: list[float],
-                    ) -> dict[str, dict[str, float]]:
+                    ) -> dict[str, dict[str, Any]]:
     """Per-hop delay (ms) from the Kafka timestamps of consecutive pipeline topics."""
     stamps: dict[str, dict[str, int]] = {t: {} for t in STAGES}
     consumer = AIOKafkaConsumer(*STAGES, bootstrap_servers=bootstrap, group_id=None,
@@ -162,7 +162,7 @@ async def hop_times(bootstrap: str, sent: dict[str, float], fresh: list[float],
                         stamps[tp.topic].setdefault(key, r.timestamp)
     finally:
         await consumer.stop()
-    out = {}
+    out: dict[str, list[float]] = {}
     for a, b in zip(STAGES, STAGES[1:], strict=False):
         out[f"{a} -> {b}"] = [float(stamps[b][k] - stamps[a][k]) for k in sent
                               if k in stamps[a] and k in stamps[b]]
@@ -307,9 +307,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     before = dict(kv.split("=", 1) for kv in args.before)
-    configs = [(m, {}) for m in args.modes]
-    if before:
-        configs = [c for m in args.modes for c in ((m, {}), (f"{m} before", before))]
+    configs: list[tuple[str, dict[str, str]]] = []
+    for m in args.modes:
+        configs += [(m, {}), (f"{m} before", before)] if before else [(m, {})]
     print("in-process baseline ...", flush=True)
     floor_ingest, floor_query = in_process_floor(args.docs)
     res: dict[str, Any] = {"args": vars(args), "before": before, "floor": {

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import requests
 from eth_keys.backends import get_backend
@@ -47,7 +48,7 @@ def free_port() -> int:
 def start_anvil(port: int, state: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([str(ANVIL), "--port", str(port), "--state", str(state),
                              "--silent"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
     for _ in range(300):
         try:
             if requests.post(f"http://127.0.0.1:{port}", json=body, timeout=1).ok:
@@ -66,7 +67,8 @@ def run(client: AnchorClient, size: int, batches: int, tag: str) -> dict[str, fl
         closed = time.time()  # the batch's created_at in the service
         receipt = client.anchor(f"bench/{tag}/{size}/{i}", root, prev, size, signer=DEV_SIGNER)
         latency.append((receipt.anchored_at - closed) * 1000)
-        gas.append(client.w3.eth.get_transaction_receipt(receipt.tx_hash)["gasUsed"])
+        tx = receipt.tx_hash  # the 0x-hex string web3 gave back (typed there as HexStr)
+        gas.append(client.w3.eth.get_transaction_receipt(tx)["gasUsed"])  # type: ignore[arg-type]
         prev = root
     print(f"  batch size {size}: {batches} anchored", flush=True)
     return {"batches": batches, "docs_per_batch": size, "latency_p50_ms": pct(latency, 50),

@@ -158,7 +158,7 @@ async def wait_searchable(stub: pb_grpc.InferenceStub, source: str, docs: int) -
 
 
 async def closed_loop(stub: pb_grpc.InferenceStub, clients: int, seconds: float,
-                      stream: bool, max_new_tokens: int = 0) -> dict[str, float]:
+                      stream: bool, max_new_tokens: int = 0) -> dict[str, Any]:
     latencies: list[float] = []
     cites: list[float] = []
     firsts: list[float] = []
@@ -210,7 +210,7 @@ async def closed_loop(stub: pb_grpc.InferenceStub, clients: int, seconds: float,
 
 
 async def retrieve_loop(stub: pb_grpc.InferenceStub, clients: int,
-                        seconds: float) -> dict[str, float]:
+                        seconds: float) -> dict[str, Any]:
     """Closed-loop Retrieve calls, every question distinct: QPS, p50, p99 (ms), errors, and
     the server's own p50 split (encoding the question; scatter/gather)."""
     latencies: list[float] = []
@@ -275,7 +275,7 @@ async def measure_retrieve(servers: list[Server], bootstraps: list[str],
             await ch.close()
 
 
-def pooled_retrieve(rows: list[dict[str, Any]]) -> dict[str, float]:
+def pooled_retrieve(rows: list[dict[str, Any]]) -> dict[str, Any]:
     latencies = [x for r in rows for x in r["latencies"]]
     return {"clients": rows[0]["clients"], "n": len(latencies),
             "errors": sum(r["errors"] for r in rows),
@@ -440,7 +440,7 @@ def main_tuning(args: argparse.Namespace) -> int:
 
 
 def print_retrieve(servers: list[Server], clients: list[int], baseline: str,
-                   cpu: bool = False) -> dict[str, list[dict[str, float]]]:
+                   cpu: bool = False) -> dict[str, list[dict[str, Any]]]:
     table = {s.name: [pooled_retrieve(s.rows[c]) for c in clients] for s in servers}
     if cpu:
         for s in servers:
@@ -556,7 +556,7 @@ async def one_level(server: Server, stub: pb_grpc.InferenceStub, clients: int,
     return row
 
 
-def pooled(rows: list[dict[str, Any]]) -> dict[str, float]:
+def pooled(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One row over every round: latencies pooled, QPS over the summed time."""
     latencies = [x for r in rows for x in r["latencies"]]
     nan = float("nan")
@@ -577,7 +577,7 @@ def pooled(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def print_table(servers: list[Server], clients: list[int], baseline: str,
-                ) -> dict[str, list[dict[str, float]]]:
+                ) -> dict[str, list[dict[str, Any]]]:
     table = {s.name: [pooled(s.rows[c]) for c in clients] for s in servers}
     base = {r["clients"]: r for r in table[baseline]}
     base_rows = {s.name: s.rows for s in servers}[baseline]
@@ -613,8 +613,8 @@ def main_int8_quality(beir: Path) -> int:
 
     import faiss
     import numpy as np
-
     from services.inference.search.relevance import evaluate
+
     from shared.encoder.onnx import OnnxEncoder
 
     split = "test" if (beir / "qrels/test.tsv").exists() else "train"

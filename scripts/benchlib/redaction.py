@@ -74,7 +74,8 @@ class PresidioDefault:
         for text, found in zip(texts, self.analyze(texts), strict=True):
             ops = {e: OperatorConfig("replace", {"new_value": f"<{e}>"})
                    for e in {r.entity_type for r in found}}
-            out.append(self.anonymizer.anonymize(text, found, ops).text)
+            # presidio_anonymizer declares its own RecognizerResult: the analyzer's has its fields
+            out.append(self.anonymizer.anonymize(text, found, ops).text)  # type: ignore[arg-type]
         return out
 
 
@@ -141,12 +142,12 @@ def quality(analyze: Analyze, corpus: list[Labelled]) -> dict[str, dict[str, flo
             total[s.entity] += 1
             cover = {i for r in results for i in range(r.start, r.end)}
             whole[s.entity] += all(i in cover for i in range(s.start, s.end))
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for e in sorted(total):
-        p = tp[e] / (tp[e] + fp[e]) if tp[e] + fp[e] else 0.0
-        r = tp[e] / (tp[e] + fn[e]) if tp[e] + fn[e] else 0.0
-        f2 = 5 * p * r / (4 * p + r) if p + r else 0.0
-        out[e] = {"precision": p, "recall": r, "f2": f2, "masked": whole[e] / total[e],
+        prec = tp[e] / (tp[e] + fp[e]) if tp[e] + fp[e] else 0.0
+        rec = tp[e] / (tp[e] + fn[e]) if tp[e] + fn[e] else 0.0
+        f2 = 5 * prec * rec / (4 * prec + rec) if prec + rec else 0.0
+        out[e] = {"precision": prec, "recall": rec, "f2": f2, "masked": whole[e] / total[e],
                   "values": total[e]}
     return out
 
@@ -280,8 +281,8 @@ def person_on_prose(path: Path, redactor: Redactor, skip: int, n: int) -> dict[s
                 rows.append(f"{row.get('title', '')}\n{row['text']}")
     rng = random.Random(2718)
     fakers = [Faker(loc) for loc in PROSE_LOCALES]
-    for k, f in enumerate(fakers):
-        f.seed_instance(2718 + k)
+    for k, faker in enumerate(fakers):
+        faker.seed_instance(2718 + k)
     planted: list[Labelled] = []
     for text in rows:
         fake = rng.choice(fakers)
@@ -419,12 +420,12 @@ def main() -> int:
 
     print(f"\n{'docs/s':<8} {'stage':<22} {'wall':>8} {'CPU':>8} {'CPU vs baseline':>16}")
     for size, rows in speed.items():
-        b = rows["baseline"]["cpu_docs_s"]
+        base_docs_s = rows["baseline"]["cpu_docs_s"]
         for stage, s in rows.items():
             label = {"baseline": "Presidio defaults", "tuned": "tuned redactor",
                      "embedding": f"embedding ({s.get('chunks_per_doc', 0):.1f} chunks/doc)"}
             print(f"{size:<8} {label[stage]:<22} {s['wall_docs_s']:8.1f} {s['cpu_docs_s']:8.1f} "
-                  f"{s['cpu_docs_s'] / b:15.2f}x")
+                  f"{s['cpu_docs_s'] / base_docs_s:15.2f}x")
     print(f"\n{'entity':<14} {'n':>4} {'P base':>7} {'R base':>7} {'F2 base':>8} "
           f"{'P':>6} {'R':>6} {'F2':>6} {'masked':>7}")
     for e, t in qual["tuned"].items():

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import faiss
@@ -59,6 +60,10 @@ def mixture(n: int, seed: int, centres: int) -> np.ndarray:
     return out
 
 
+def nearest(index: VectorIndex, q: np.ndarray) -> list[int]:
+    return [i for _, i in index.search(q, K, None)]
+
+
 def timed(queries: np.ndarray, fn: Callable[[np.ndarray], list[int]]
           ) -> tuple[dict[str, float], list[list[int]]]:
     lat, results = [], []
@@ -78,7 +83,7 @@ def recall(got: list[list[int]], truth: list[list[int]]) -> float:
 def fill_shard(x: np.ndarray, config: IndexConfig, strategy: str) -> Shard:
     """A shard with n chunks: metadata columns and vectors, added in bulk as replay would."""
     rng = np.random.default_rng(7)
-    shard = Shard("bench", DIM, config, strategy)  # type: ignore[arg-type]
+    shard = Shard("bench", DIM, config, strategy)
     slots = [shard.columns.add(SearchHit(
         chunk_id=f"c{i}", doc_id=f"d{i}", version=1, score=0.0,
         event_time=NOW - float(rng.uniform(0, 10 * DAY)), text="", domain=f"dom{i % DOMAINS}",
@@ -128,7 +133,7 @@ def bench_size(n: int, nq: int, cfg: IndexConfig, rows: list[dict]) -> None:
     cases: list[tuple[str, Filters]] = [("no filter", nofilter), ("filter ~2%", selective),
                                         ("filter ~0.2%", rare)]
     for label, f in cases:
-        base, truth = timed(queries, lambda q, f=f: ids_of(exact, q, f, "selector"))
+        base, truth = timed(queries, partial(ids_of, exact, f=f, strategy="selector"))
         variants = [("exact, bitmap selector", exact, "selector"), ("exact, over-fetch", exact,
                     "overfetch"), (f"IVF nprobe={cfg.nprobe}, bitmap selector", ivf,
                                    "selector"), (f"IVF nprobe={cfg.nprobe}, over-fetch", ivf,
@@ -136,16 +141,16 @@ def bench_size(n: int, nq: int, cfg: IndexConfig, rows: list[dict]) -> None:
         if f.empty:  # how recall moves with nprobe: the data is not trivially separable
             for nprobe in sorted({1, 4, cfg.nprobe, 4 * cfg.nprobe} - {cfg.nprobe}):
                 probe = VectorIndex(DIM, IndexConfig(nprobe=nprobe), ivf.vectors.index)
-                stats, got = timed(queries, lambda q, v=probe: [i for _, i in v.search(q, K, None)])
+                stats, got = timed(queries, partial(nearest, probe))
                 rows.append(row(n, label, f"IVF nprobe={nprobe}", stats, base, recall(got, truth)))
         if not f.empty:
-            stats, got = timed(queries, lambda q, f=f: old_scan_search(exact, q, f))
+            stats, got = timed(queries, partial(old_scan_search, exact, f=f))
             rows.append(row(n, label, "exact, Python scan + id set (old)", stats, base,
                             recall(got, truth)))
         for name, shard, strategy in variants:
             if f.empty and strategy == "overfetch":
                 continue
-            stats, got = timed(queries, lambda q, s=shard, f=f, st=strategy: ids_of(s, q, f, st))
+            stats, got = timed(queries, partial(ids_of, shard, f=f, strategy=strategy))
             rows.append(row(n, label, name, stats, base, recall(got, truth)))
         print(f"[{n:,}] {label}: done", flush=True)
     rows.append({"n": n, "case": "build", "build_exact_s": build_exact,
@@ -170,11 +175,11 @@ def bench_vectors_only(n: int, nq: int, cfg: IndexConfig, rows: list[dict]) -> N
     del x
     print(f"[{n:,}] IVF nlist={ivf.index.nlist} built in {build_ivf_s:.1f}s; searching ...",
           flush=True)
-    base, truth = timed(queries, lambda q: [i for _, i in exact.search(q, K, None)])
+    base, truth = timed(queries, partial(nearest, exact))
     rows.append(row(n, "no filter", "exact (vectors only)", base, base, 1.0))
     for nprobe in sorted({cfg.nprobe, 4 * cfg.nprobe, 16 * cfg.nprobe}):
         probe = VectorIndex(DIM, IndexConfig(nprobe=nprobe), ivf.index)
-        stats, got = timed(queries, lambda q, v=probe: [i for _, i in v.search(q, K, None)])
+        stats, got = timed(queries, partial(nearest, probe))
         rows.append(row(n, "no filter", f"IVF nprobe={nprobe} (vectors only)", stats, base,
                         recall(got, truth)))
     rows.append({"n": n, "case": "build", "build_exact_s": build_exact,
@@ -184,7 +189,7 @@ def bench_vectors_only(n: int, nq: int, cfg: IndexConfig, rows: list[dict]) -> N
 
 def ids_of(shard: Shard, q: np.ndarray, f: Filters, strategy: str) -> list[int]:
     mask = None if f.empty else shard.columns.mask(f)
-    return [i for _, i in shard.vectors.search(q, K, mask, strategy)]  # type: ignore[arg-type]
+    return [i for _, i in shard.vectors.search(q, K, mask, strategy)]
 
 
 def row(n: int, case: str, method: str, stats: dict, base: dict, rec: float) -> dict:

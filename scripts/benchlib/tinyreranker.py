@@ -25,7 +25,8 @@ def build_tiny_reranker(folder: Path, seed: int = 11, shape: str = "tiny",
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     torch.manual_seed(seed)
     hidden, layers, heads = SHAPES[shape]
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=hidden,
+    # num_labels goes to PretrainedConfig through **kwargs, which transformers' hints omit
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=hidden,  # type: ignore[call-arg]
                         num_hidden_layers=layers, num_attention_heads=heads,
                         intermediate_size=4 * hidden, max_position_embeddings=512,
                         num_labels=labels, initializer_range=0.5 if shape == "tiny" else 0.02)
