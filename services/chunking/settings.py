@@ -11,8 +11,8 @@ from shared.settings import ServiceSettings
 class ChunkingSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_CHUNKING_", frozen=True)
 
-    # Measured with the embedding model's own tokenizer, special tokens excluded; the
-    # model sees 256 with [CLS] and [SEP]. The overlap counts inside this budget.
+    # The most tokens in a chunk, counted with the embedding model's own tokenizer, special
+    # tokens excluded: the model sees 256 with [CLS] and [SEP]. The overlap counts inside it.
     max_tokens: int = Field(default=254, ge=16, le=510)
     # Tokens of the previous chunk repeated at the start of the next (context for search).
     overlap_tokens: int = Field(default=0, ge=0)

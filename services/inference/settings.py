@@ -17,102 +17,125 @@ from shared.settings import ServiceSettings
 class InferenceSettings(ServiceSettings, EncoderSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True)
 
-    # Localhost only by default: set auth_token (and TLS) before listening more widely.
+    # The address the gRPC server listens on: localhost by default; set auth_token (and
+    # TLS) before listening more widely.
     grpc_host: str = "127.0.0.1"
+    # The gRPC server's port.
     grpc_port: int = Field(default=50051, ge=0, le=65535)
-    # TLS when both are set; plaintext otherwise.
+    # TLS certificate chain (PEM); TLS when both it and tls_key are set, plaintext otherwise.
     tls_cert: Path | None = None
+    # TLS private key (PEM) of tls_cert.
     tls_key: Path | None = None
     # Calls must send "authorization: Bearer <token>" when set (health checks are exempt).
     auth_token: SecretStr | None = None
-    # Prometheus /metrics; 0 disables it (the default, so parallel meshes never collide).
+    # Port of Prometheus /metrics; 0 disables it (the default, so parallel meshes never collide).
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Hits returned when a request does not say how many.
     default_top_k: int = Field(default=5, ge=1)
+    # The most hits a request may ask for (more: INVALID_ARGUMENT).
     max_top_k: int = Field(default=50, ge=1, le=1000)
     # How long a gather waits for the slowest shard before answering with what it has.
     shard_timeout_s: float = Field(default=2.0, gt=0)
+    # The longest question accepted, in characters.
     max_question_chars: int = Field(default=4000, ge=1)
+    # Sentences in an extractive answer.
     answer_sentences: int = Field(default=3, ge=1)
+    # The most texts one Embed call may send.
     max_embed_texts: int = Field(default=64, ge=1)
-    # The query encoder (device, threads, graph cache: shared/encoder/runtime.py). ONNX
-    # Runtime encodes a question 1.7x as fast as torch on CPU (scripts/bench_encoder);
-    # CUDA devices and machines without onnxruntime run torch.
+    # Which runtime encodes questions (device, threads, graph cache: shared/encoder/runtime.py).
+    # ONNX Runtime encodes a lone question markedly faster than torch on CPU
+    # (docs/benchmarks.md, "Encoder runtime"); CUDA devices and machines without onnxruntime
+    # run torch.
     encoder_runtime: Runtime = "onnx"
-    # encoder_threads stays 0 (one per core): pinned to one thread, ONNX took 296 ms to
-    # encode the questions of 8 clients against 29 ms with two (bench_query --retrieve
-    # --onnx-threads 2); unlike torch, ONNX Runtime's second thread did not collapse under
-    # load (scripts/bench_encoder).
-    # The query encoder's model (model_path / model_id, shared/encoder/runtime.py) must be
-    # the embedding model whose index the shards search. A model change: set next_model_path
-    # and next_model_id to the new embedding deployment's; queries keep using the current
-    # model until every shard's index of the next one has caught up (probed every
-    # switch_check_s), then switch to it (services/inference/switch.py).
+
+    # encoder_threads stays 0 (one per core) for the query encoder: pinned to one thread,
+    # ONNX encoded concurrent clients' questions many times slower, and unlike torch its
+    # second thread does not collapse under load (docs/benchmarks.md, "Encoder runtime").
+
+    # The model_path of the next embedding deployment, for a model change: queries keep
+    # using the current model (which must be the one whose index the shards search) until
+    # every shard's index of the next one has caught up, then switch to it
+    # (services/inference/switch.py).
     next_model_path: Path | None = None
+    # The model id of the next embedding deployment (needed with next_model_path).
     next_model_id: str | None = None
+    # How often the shards are asked whether the next model's index has caught up.
     switch_check_s: float = Field(default=1.0, gt=0)
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
 
-    # Query-encoder batches (shared/batching: cut whenever the encoder is free). A request
-    # (one question, one answer's candidate sentences, or one Embed call) is one item;
-    # max_batch counts requests, token_budget the batch's padded tokens (texts x longest).
+    # The most requests in one query-encoder batch (shared/batching: cut whenever the encoder
+    # is free). A request is one question, one answer's candidate sentences, or one Embed call.
     embed_max_batch: int = Field(default=16, ge=1)
+    # The most padded tokens (texts x the longest) in one query-encoder batch.
     embed_token_budget: int = Field(default=16_384, ge=1)
-    queue_capacity: int = Field(default=256, ge=1)  # per batcher; beyond: RESOURCE_EXHAUSTED
+    # Requests that may wait per batcher; beyond it a call gets RESOURCE_EXHAUSTED.
+    queue_capacity: int = Field(default=256, ge=1)
     # Questions released together by the encoder batcher share one search request per
     # shard, up to this many; 1 sends every question on its own.
     search_max_batch: int = Field(default=16, ge=1, le=256)
     # One-process mode: search the retrieval shards of this worker directly when it owns
-    # them all (services/retrieval/local.py); False always goes through the broker.
+    # them all (services/retrieval/local.py); false always goes through the broker.
     local_search: bool = True
-    # Extractive answers: vectors of recently seen chunk sentences, so a popular chunk's
-    # sentences are encoded once, not on every query that cites it (~1.6 KiB each; 0: off).
+    # Vectors of recently seen chunk sentences kept for extractive answers, so a popular
+    # chunk's sentences are encoded once, not on every query that cites it (~1.6 KiB each; 0: off).
     sentence_cache_size: int = Field(default=50_000, ge=0)
-    # Vectors of recently asked questions (lower-cased, spaces collapsed): a repeated
+    # Vectors of recently asked questions (lower-cased, spaces collapsed) kept, so a repeated
     # question skips the encoder (~1.6 KiB each; 0: off).
     question_cache_size: int = Field(default=4096, ge=0)
-    # Of a cold answer's candidate sentences (up to 64), only this many, the best by BM25
-    # with the question, are encoded and ranked by cosine (scripts/bench_answer measures
-    # what that keeps of answer quality); 0 encodes them all.
+    # How many of a cold answer's candidate sentences (up to 64), the best by BM25 with the
+    # question, are encoded and ranked by cosine; 0 encodes them all (scripts/bench_answer
+    # measures what that keeps of answer quality).
     answer_shortlist: int = Field(default=8, ge=0)
 
-    # Generator: a Hugging Face causal LM folder; None keeps the extractive answers.
+    # A Hugging Face causal LM folder that writes answers; unset keeps the extractive answers.
     generator_path: Path | None = None
+    # The most rows (answers) in one generation batch.
     gen_max_batch: int = Field(default=8, ge=1)
-    # Padded tokens of a generation batch: rows x the longest (prompt + new tokens).
+    # The most padded tokens of a generation batch: rows x the longest (prompt + new tokens).
     gen_token_budget: int = Field(default=8192, ge=1)
     # Continuous batching: requests that arrive mid-generation join at the next step (up
     # to gen_max_batch rows) instead of waiting for the whole batch to finish.
     gen_continuous: bool = True
+    # The most tokens of a generator's prompt (question and retrieved passages).
     prompt_token_budget: int = Field(default=1024, ge=16)
+    # New tokens generated when a request does not say how many.
     default_max_new_tokens: int = Field(default=128, ge=1)
+    # The most new tokens a request may ask for (more are cut to this).
     max_new_tokens_cap: int = Field(default=512, ge=1)
 
-    # Hybrid search: each shard also returns its BM25 top k for the question's words, and
-    # the candidates are fused (services/inference/search/fusion.py): inner product plus
-    # lexical_weight x BM25 / best BM25, or reciprocal rank fusion with rrf_k. Defaults chosen
-    # by scripts/bench_quality on the tuning half of scifact-train (docs/benchmarks.md,
-    # "Retrieval quality"); the fused score stays on the inner product's scale, which the feedback
-    # boost below was set for.
+    # Hybrid search: each shard also returns its BM25 top k for the question's words and the
+    # candidates are fused (services/inference/search/fusion.py). The fusion defaults were
+    # chosen by scripts/bench_quality on the tuning half of scifact-train (docs/benchmarks.md,
+    # "Retrieval quality").
     hybrid: bool = True
+    # How dense and lexical hits are fused: normalised (inner product plus lexical_weight x
+    # BM25 / best BM25, on the inner product's scale, which the feedback boost was set for)
+    # or rrf (reciprocal rank fusion).
     fusion_method: Literal["rrf", "normalised"] = "normalised"
+    # The k of reciprocal rank fusion: each list adds its weight / (k + rank).
     rrf_k: int = Field(default=60, ge=1)
+    # Weight of the dense hits in the fusion (of their inner product, or their ranks under rrf).
     dense_weight: float = Field(default=1.0, ge=0)
+    # Weight of the lexical hits in the fusion (of their normalised BM25, or their ranks under rrf).
     lexical_weight: float = Field(default=0.1, ge=0)
 
-    # Feedback: each net click (minus skips) in the last hour adds this to a chunk's score.
+    # Added to a chunk's score for each net click (clicks minus skips) in the last hour.
     feedback_weight: float = Field(default=0.02, ge=0)
+    # The most feedback may add to one chunk's score.
     feedback_max_boost: float = Field(default=0.2, ge=0)
 
-    # Stream statistics (stats.counts.v1): how long each window table keeps its windows,
-    # and the hour windows' hop. Stats for an instant older than the retention: OUT_OF_RANGE.
+    # How long the minute windows of stream statistics (stats.counts.v1) are kept; stats
+    # for an instant older than the retention: OUT_OF_RANGE.
     stats_minute_retention_s: float = Field(default=3600.0, ge=60)
+    # How long the hour windows of stream statistics are kept.
     stats_hour_retention_s: float = Field(default=86_400.0, ge=3600)
+    # The hop of the hour windows (a window starts every this many seconds).
     stats_hour_step_s: float = Field(default=300.0, ge=1, le=3600)
 
     # The query encoder on ONNX runs an int8 copy of its graph (shared/encoder/onnx.py):
-    # 0.58x the CPU per question; SciFact nDCG@10 +0.0024 against fp32 question vectors
-    # (scripts/bench_query --int8-quality). Chunk vectors stay fp32; torch ignores it.
+    # markedly less CPU per question at the same retrieval quality (docs/benchmarks.md,
+    # "Query path speed"). Chunk vectors stay fp32; torch ignores it.
     encoder_int8: bool = True
 
     def may_run_torch(self) -> bool:
@@ -139,18 +162,18 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             raise ValueError("set both STREAMRAG_INFERENCE_TLS_CERT and _TLS_KEY, or neither")
         return self
 
-    # Reranking (services/inference/rerank/): a cross-encoder re-scores the first
-    # rerank_candidates hits of every Query, StreamQuery and Retrieve and orders them by
-    # its score before the cut to top_k (the search fetches at least that many). A Hugging
-    # Face sequence-classification folder with one output, loaded offline on `device`;
-    # None (the default) keeps the first stage's order. Its batches are cut like the
-    # encoder's: one query is one request, bounded by rerank_max_batch queries and
-    # rerank_token_budget padded tokens (pairs x the longest, each pair cut to
-    # rerank_max_length tokens).
+    # A cross-encoder that re-scores the first rerank_candidates hits of every Query,
+    # StreamQuery and Retrieve before the cut to top_k (services/inference/rerank/): a Hugging
+    # Face sequence-classification folder with one output, loaded offline on `device`; unset
+    # keeps the first stage's order.
     reranker_path: Path | None = None
+    # Hits the reranker re-scores per query (the search fetches at least that many).
     rerank_candidates: int = Field(default=20, ge=1, le=1000)
+    # The most queries in one reranker batch (its batches are cut like the encoder's).
     rerank_max_batch: int = Field(default=8, ge=1)
+    # The most padded tokens (pairs x the longest) in one reranker batch.
     rerank_token_budget: int = Field(default=16_384, ge=1)
+    # Each question-passage pair is cut to this many tokens.
     rerank_max_length: int = Field(default=256, ge=8, le=8192)
 
     @model_validator(mode="after")

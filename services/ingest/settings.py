@@ -31,13 +31,17 @@ class FieldMapping(BaseModel):
 class IngestSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INGEST_", frozen=True)
 
+    # The largest raw record accepted, in bytes; larger ones are refused.
     max_payload_bytes: int = Field(default=1_048_576, ge=1024)
+    # The longest document id accepted, in characters.
     max_id_length: int = Field(default=512, ge=1)
-    # Checked on the raw text before parsing: deeper nesting or longer digit runs are refused.
+    # The deepest JSON nesting accepted, checked on the raw text before parsing.
     max_json_depth: int = Field(default=64, ge=2, le=500)
+    # The longest run of digits in a JSON number accepted, checked before parsing.
     max_number_digits: int = Field(default=40, ge=16, le=4000)
-    # Event times outside [min, max) are refused (event_time_out_of_range).
+    # The earliest event time accepted; earlier is refused (event_time_out_of_range).
     min_event_time: AwareDatetime = datetime(1970, 1, 1, tzinfo=UTC)
+    # Event times at or after this are refused (event_time_out_of_range).
     max_event_time: AwareDatetime = datetime(2100, 1, 1, tzinfo=UTC)
     # A change whose event time is this far behind the newest seen on its source and
     # partition is late (counted; still applied when newer for its document).
@@ -45,11 +49,13 @@ class IngestSettings(ServiceSettings):
     # A Debezium truncate deletes every document of its table (true), or is refused as
     # truncate_refused (false: the default, since one record then removes a whole table).
     apply_truncates: bool = False
-    # Debezium tables: "<db>.<table>" or "<table>" -> mapping of the row's columns.
+    # Where Debezium rows keep a document's parts: "<db>.<table>" or "<table>" (or "*")
+    # -> mapping of the row's columns.
     cdc_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
         "*": FieldMapping(id="id", text="body", title="title", default_domain="database"),
     })
-    # API sources, chosen by the record header `streamrag-source`.
+    # Where API records keep a document's parts, per source (chosen by the record header
+    # `streamrag-source`) -> mapping of the record's fields.
     api_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
         "tickets": FieldMapping(
             id="ticket.id", text="ticket.description", title="ticket.subject",

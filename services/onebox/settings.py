@@ -12,10 +12,10 @@ from shared.settings import ServiceSettings
 class OneboxSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_ONEBOX_", frozen=True)
 
-    # The one consumer also carries retrieval's search requests, so it waits the query
-    # path's time by default (None: STREAMRAG_KAFKA_QUERY_FETCH_MAX_WAIT_MS).
+    # The fetch wait of the worker's one consumer (unset: STREAMRAG_KAFKA_QUERY_FETCH_MAX_WAIT_MS):
+    # it also carries retrieval's search requests, so it waits the query path's time. The
+    # idle fetch wait is every process's: STREAMRAG_KAFKA_IDLE_FETCH_MAX_WAIT_MS.
     fetch_max_wait_ms: int | None = Field(default=None, ge=1, le=60_000)
-    # The idle fetch wait is every process's: STREAMRAG_KAFKA_IDLE_FETCH_MAX_WAIT_MS.
     # Which services this worker hosts (JSON list); a bench may run one of them on its own.
     services: tuple[str, ...] = tuple(SERVICES)
 

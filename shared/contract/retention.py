@@ -15,10 +15,13 @@ from shared.contract.topics import FOREVER
 
 
 class AuditRetentionSettings(BaseSettings):
-    """STREAMRAG_AUDIT_RETENTION_MS: milliseconds, or -1 (the default) for forever."""
+    """How long the audit evidence is kept (env prefix STREAMRAG_AUDIT_, shared with
+    shared.contract.audit_signing; the two keep their field names apart)."""
 
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_AUDIT_", frozen=True)
 
+    # How long the evidence topics (docs.redacted.v1, audit.batches.v1, ledger.anchors.v1)
+    # keep records, in ms; -1 (the default): forever.
     retention_ms: int = FOREVER
 
     @field_validator("retention_ms")

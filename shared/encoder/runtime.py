@@ -42,7 +42,11 @@ class SentenceEncoder(Protocol):
 class EncoderSettings(BaseSettings):
     """The encoder fields of a service's settings (it sets the env prefix and defaults)."""
 
-    device: str = "auto"  # auto: CUDA (fp16, torch) when present, else CPU (fp32)
+    # Where the encoder runs: auto (CUDA, fp16 on torch, when present, else CPU fp32), cpu,
+    # or a torch device such as cuda:1.
+    device: str = "auto"
+    # Which runtime encodes: torch, or ONNX Runtime (CPU only; a CUDA device or a machine
+    # without onnxruntime runs torch, with a warning).
     encoder_runtime: Runtime = "torch"
     # Intra-op threads of one forward pass; 0: the runtime's default (one per core).
     encoder_threads: int = Field(default=0, ge=0)
@@ -50,13 +54,13 @@ class EncoderSettings(BaseSettings):
     # usable core), all on the one session; torch ignores it. A question is one pass, so
     # only embedding (long batches) defaults to more than one.
     encoder_workers: int = Field(default=1, ge=0)
-    # The exported ONNX graph (~90 MB) is cached here, shared by every service and mesh
+    # Where the exported ONNX graph (~90 MB) is cached, shared by every service and mesh
     # that runs from the same directory; exported once per model.
     model_cache_dir: Path = Path(".run/models")
-    # The sentence-transformers model: a local folder (None: all-MiniLM-L6-v2 from its
-    # wheel) and the id its vectors travel under. The id names the model's index in
-    # retrieval, so another folder must come with its own id (vectors never mix).
+    # A local sentence-transformers model folder (unset: all-MiniLM-L6-v2 from its wheel).
     model_path: Path | None = None
+    # The id the model's vectors travel under; it names the model's index in retrieval, so
+    # another folder must come with its own id (vectors never mix).
     model_id: str | None = None
 
     @model_validator(mode="after")

@@ -66,14 +66,19 @@ class WatchdogSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_WATCHDOG_", frozen=True)
 
-    # Generous: the loop only does bookkeeping between awaits, but a 1 MiB document is
-    # chunked on it (seconds) and a retrieval snapshot is written from it. 0: never exit.
+    # A worker whose event loop has not turned for this long names the record in hand and
+    # exits so it restarts (0: never). Generous: the loop only does bookkeeping between
+    # awaits, but a 1 MiB document is chunked on it (seconds) and a retrieval snapshot is
+    # written from it.
     loop_stall_s: float = Field(default=60.0, ge=0)
+    # How often the heartbeat thread checks that the event loop turned.
     check_interval_s: float = Field(default=1.0, gt=0, le=60)
+    # How often each stage's progress file (stage-progress.json) is written.
     progress_interval_s: float = Field(default=2.0, gt=0, le=600)
-    # /metrics of the default registry (stage counters and gauges); 0: not served. With one
-    # process per service every process needs its own port.
+    # Port of /metrics of the default registry (stage counters and gauges); 0: not served.
+    # With one process per service every process needs its own port.
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
     metrics_host: str = "127.0.0.1"
 
 
