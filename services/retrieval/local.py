@@ -1,6 +1,6 @@
 """This worker's shards answering search requests in-process (one-process mode's fast path).
 
-The answer is the broker path's own handler (`agents.answer`), called per partition, so
+The answer is the broker path's own handler (`search.answer`), called per partition, so
 filters, freshness and hit types are the same; only the broker round trip is skipped. It
 answers only while this worker's consumer is assigned every partition asked, its shard
 for each has caught up, and no rebalance is under way (a shard revoked but not yet released

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from unittest.mock import patch
 
 import pytest
 
-from services.retrieval import agents, models
+from services.retrieval import models
 from services.retrieval.index import Filters
+from services.retrieval.search import answer
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
 from shared.contract.codec import encode
@@ -186,29 +186,27 @@ def test_a_search_names_its_model_and_gets_only_that_index(tmp_path: Path) -> No
     log.put(shards, 0, old("d1"))
     log.put(shards, 0, old("d2"))
     log.put(shards, 0, new("d1"))
-    with patch.object(agents, "shards", shards):
-        assert agents.answer(request(NEW, NEW_DIM), 0).error == "catching_up"
-        assert agents.answer(request("unknown", DIM), 0).error == "model_mismatch"
-        assert agents.answer(request(OLD, NEW_DIM), 0).error == "model_mismatch"
-        hits = agents.answer(request(OLD, DIM), 0).results[0].hits
-        assert {h.doc_id for h in hits} == {"d1", "d2"}
-        log.put(shards, 0, new("d2"))
-        reply = agents.answer(request(NEW, NEW_DIM), 0)
-        assert not reply.error
-        # Scored with the new model's vectors (5 numbers), not the old one's (8).
-        q = unit(1, NEW_DIM)
-        scores = {h.doc_id: h.score for h in reply.results[0].hits}
-        assert scores == pytest.approx(
-            {d: float(unit(hash(d) % 1000, NEW_DIM) @ q) for d in ("d1", "d2")}, abs=1e-5)
+    assert answer(shards, request(NEW, NEW_DIM), 0).error == "catching_up"
+    assert answer(shards, request("unknown", DIM), 0).error == "model_mismatch"
+    assert answer(shards, request(OLD, NEW_DIM), 0).error == "model_mismatch"
+    hits = answer(shards, request(OLD, DIM), 0).results[0].hits
+    assert {h.doc_id for h in hits} == {"d1", "d2"}
+    log.put(shards, 0, new("d2"))
+    reply = answer(shards, request(NEW, NEW_DIM), 0)
+    assert not reply.error
+    # Scored with the new model's vectors (5 numbers), not the old one's (8).
+    q = unit(1, NEW_DIM)
+    scores = {h.doc_id: h.score for h in reply.results[0].hits}
+    assert scores == pytest.approx(
+        {d: float(unit(hash(d) % 1000, NEW_DIM) @ q) for d in ("d1", "d2")}, abs=1e-5)
 
 
 def test_a_partition_without_documents_answers_every_model_with_nothing(tmp_path: Path) -> None:
     shards, log = started(tmp_path, partitions=(0, 1)), Log()
-    with patch.object(agents, "shards", shards):
-        fresh = agents.answer(request(OLD, DIM), 0)  # a fresh mesh: no model known yet
-        assert not fresh.error and [r.hits for r in fresh.results] == [()]
-        log.put(shards, 0, old("d1"))
-        assert agents.answer(request(NEW, NEW_DIM), 0).error == "model_mismatch"
-        # Partition 1 holds no document of any model: the new one is not waited for there.
-        reply = agents.answer(request(NEW, NEW_DIM), 1)
-        assert not reply.error and [r.query_id for r in reply.results] == ["q"]
+    fresh = answer(shards, request(OLD, DIM), 0)  # a fresh mesh: no model known yet
+    assert not fresh.error and [r.hits for r in fresh.results] == [()]
+    log.put(shards, 0, old("d1"))
+    assert answer(shards, request(NEW, NEW_DIM), 0).error == "model_mismatch"
+    # Partition 1 holds no document of any model: the new one is not waited for there.
+    reply = answer(shards, request(NEW, NEW_DIM), 1)
+    assert not reply.error and [r.query_id for r in reply.results] == ["q"]

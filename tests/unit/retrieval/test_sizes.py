@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from unittest.mock import patch
-
-from services.retrieval import agents
+from services.retrieval.search import reply_bytes
 from shared.contract import sizes
 from shared.contract.codec import decode
 from shared.contract.records import QueryHits, SearchHit, SearchReply
@@ -22,9 +19,8 @@ def reply(hits: int) -> SearchReply:
 
 
 def test_a_reply_within_the_limit_is_sent_whole_and_one_over_it_says_why() -> None:
-    with patch.object(agents, "kafka", SimpleNamespace(max_record_bytes=LIMIT)):
-        small = decode(SearchReply, agents.reply_bytes(reply(10), b"r1"))
-        large = decode(SearchReply, agents.reply_bytes(reply(100), b"r1"))
+    small = decode(SearchReply, reply_bytes(reply(10), b"r1", LIMIT))
+    large = decode(SearchReply, reply_bytes(reply(100), b"r1", LIMIT))
     assert small == reply(10)
     assert (large.error, large.partition, large.shard_size, large.results) == (
         "reply_too_large", 3, 9, ())
