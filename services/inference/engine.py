@@ -1,4 +1,4 @@
-"""A query end to end without gRPC: embed the question, scatter-gather, rerank, answer.
+"""A query end to end without gRPC: embed, scatter-gather, feedback boost, rerank, answer.
 
 The coordinator only: each step lives in its own module. Encoder calls go through one
 shared.batching Batcher (queries ahead of bulk Embed calls); the answer is extractive
@@ -20,8 +20,8 @@ import numpy as np
 
 from services.inference.answer import extractive
 from services.inference.answer.extractor import Extractor
-from services.inference.answer.generative.answerer import Generator
-from services.inference.answer.generative.decode import GenerationRunner, Job
+from services.inference.answer.generative.answerer import GenerativeAnswerer
+from services.inference.answer.generative.decode import GenerationRunner
 from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
 from services.inference.api import render
@@ -29,7 +29,7 @@ from services.inference.api.params import QueryParams
 from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
 from services.inference.errors import NoShardsError, NotReadyError
 from services.inference.rerank.stage import RerankStage
-from services.inference.search.feedback import FeedbackView, rerank
+from services.inference.search.feedback import FeedbackView, boost_by_feedback
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
 from services.inference.settings import InferenceSettings
@@ -60,7 +60,7 @@ class Retrieval:
     started: float  # time.perf_counter() when the query began
     embed_ms: float
     retrieval_ms: float
-    generation: int = 0  # the engine's encoder generation `vector` came from
+    encoder_epoch: int = 0  # the engine's encoder epoch `vector` came from
     rerank_ms: float = 0.0
     # Per hit, its cross-encoder score; empty with the reranker off (rerank/order.py).
     rerank_scores: tuple[float | None, ...] = ()
@@ -80,15 +80,15 @@ class QueryEngine:
         self.questions = VectorCache(s.question_cache_size)
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
                                    self.metrics, s.answer_shortlist)
-        self.generative: Generator | None = None
+        self.generative: GenerativeAnswerer | None = None
         self.reranker: RerankStage | None = None
         if s.reranker_path is not None:
             self.reranker = RerankStage(
                 s.rerank_candidates, BatchLimits(s.rerank_token_budget, s.rerank_max_batch),
                 s.queue_capacity, s.rerank_max_length, self.metrics)
         # Bumped when the encoder is replaced by the next model's (switch.py): vectors of
-        # two generations never meet in one search, answer or cache.
-        self.model_generation = 0
+        # two epochs never meet in one search, answer or cache.
+        self.encoder_epoch = 0
 
     @property
     def ready(self) -> bool:
@@ -98,10 +98,6 @@ class QueryEngine:
     @property
     def lm(self) -> CausalLM | None:
         return None if self.generative is None else self.generative.lm
-
-    @property
-    def generator(self) -> Batcher[Job, None] | None:
-        return None if self.generative is None else self.generative.batcher
 
     @property
     def answer_mode(self) -> str:
@@ -123,12 +119,12 @@ class QueryEngine:
         """From now on encode with `encoder` (the next embedding model's); the vectors
         cached for the old one go with it."""
         self.encoder = encoder
-        self.model_generation += 1
+        self.encoder_epoch += 1
         self.questions = VectorCache(self.settings.question_cache_size)
         self.extractor.cache = VectorCache(self.settings.sentence_cache_size)
 
     def attach_generator(self, lm: CausalLM, runner: GenerationRunner | None = None) -> None:
-        self.generative = Generator(lm, self.settings, self.metrics, runner)
+        self.generative = GenerativeAnswerer(lm, self.settings, self.metrics, runner)
         self.generative.start()
 
     async def encode(self, texts: Sequence[str], priority: int = INTERACTIVE) -> np.ndarray:
@@ -138,9 +134,9 @@ class QueryEngine:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
         longest = max(estimate_tokens(t) for t in texts)
         while True:
-            generation = self.model_generation
+            epoch = self.encoder_epoch
             vectors = await self.embedder.submit(list(texts), len(texts), longest, priority)
-            if generation == self.model_generation:  # no switch while it was encoded
+            if epoch == self.encoder_epoch:  # no switch while it was encoded
                 return vectors
 
     async def _run_encoder(self, requests: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -155,7 +151,7 @@ class QueryEngine:
             raise NotReadyError("warming up: the reranker is not loaded yet")
         started = time.perf_counter()
         vector = await self._question_vector(params.question)
-        generation = self.model_generation  # the vector's: no await since it was made
+        epoch = self.encoder_epoch  # the vector's: no await since it was made
         embedded = time.perf_counter()
         # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
         fetch = params.top_k
@@ -173,20 +169,20 @@ class QueryEngine:
             raise NoShardsError(_no_shards_message(result, self.search.partitions, timeout_s))
         result = replace(result, hits=self._renderable(result.hits))
         if self.feedback is not None:
-            hits = rerank(result.hits, self.feedback, self.settings.feedback_weight,
-                          self.settings.feedback_max_boost)
+            hits = boost_by_feedback(result.hits, self.feedback, self.settings.feedback_weight,
+                                     self.settings.feedback_max_boost)
             keep = params.top_k if self.reranker is None else fetch
             result = replace(result, hits=hits[:keep])
         searched = time.perf_counter()
         if self.reranker is None:
             return Retrieval(params, vector, result, started, (embedded - started) * 1000,
-                             (searched - embedded) * 1000, generation)
+                             (searched - embedded) * 1000, epoch)
         # The cross-encoder picks from the (feedback-ordered) candidates and has the last
         # word on their order.
         reranked = await self.reranker.rerank(params.question, result.hits, params.top_k)
         return Retrieval(params, vector, replace(result, hits=reranked.hits), started,
                          (embedded - started) * 1000, (searched - embedded) * 1000,
-                         generation, (time.perf_counter() - searched) * 1000, reranked.scores)
+                         epoch, (time.perf_counter() - searched) * 1000, reranked.scores)
 
     async def _question_vector(self, question: str) -> np.ndarray:
         """The question's vector; a question asked before (up to case and spacing, which the
@@ -229,20 +225,20 @@ class QueryEngine:
         again if the encoder was switched meanwhile (see switch_encoder)."""
         vector = retrieval.vector
         while True:
-            generation = self.model_generation
-            if generation != retrieval.generation:
+            epoch = self.encoder_epoch
+            if epoch != retrieval.encoder_epoch:
                 vector = await self._question_vector(retrieval.params.question)
-                generation = self.model_generation
+                epoch = self.encoder_epoch
             try:
                 answer = await self.extractor.answer(retrieval.params, vector,
                                                      retrieval.result.hits)
             except ValueError:  # two models' vectors of different sizes met mid-switch
-                if generation == self.model_generation:
+                if epoch == self.encoder_epoch:
                     raise
                 continue
-            if generation == self.model_generation:
+            if epoch == self.encoder_epoch:
                 return answer
-            retrieval = replace(retrieval, generation=-1)  # encode the question again
+            retrieval = replace(retrieval, encoder_epoch=-1)  # encode the question again
 
     async def answer(self, retrieval: Retrieval) -> Answer:
         async for event in self.answer_stream(retrieval):

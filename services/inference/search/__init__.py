@@ -1,2 +1,2 @@
 """Retrieval over Kafka: scatter requests to every shard, gather and merge their replies,
-the time-window filter, and the feedback rerank."""
+the time-window filter, hybrid fusion, and the feedback boost."""

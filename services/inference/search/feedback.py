@@ -39,8 +39,8 @@ def boost(clicks: int, skips: int, weight: float, cap: float) -> float:
     return max(-cap, min(cap, weight * (clicks - skips)))
 
 
-def rerank(hits: Sequence[SearchHit], view: FeedbackView, weight: float,
-           cap: float) -> tuple[SearchHit, ...]:
+def boost_by_feedback(hits: Sequence[SearchHit], view: FeedbackView, weight: float,
+                      cap: float) -> tuple[SearchHit, ...]:
     """Hits ordered by score plus boost; the scores shown stay the retrieval scores."""
     if weight <= 0:
         return tuple(hits)

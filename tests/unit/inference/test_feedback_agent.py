@@ -8,7 +8,7 @@ import time
 from unittest.mock import AsyncMock
 
 from services.inference import agents
-from services.inference.search.feedback import boost, rerank
+from services.inference.search.feedback import boost, boost_by_feedback
 from shared.contract.records import Feedback
 from tests.unit.inference.fakes import drive_agent, hit
 
@@ -37,14 +37,14 @@ def test_clicks_and_skips_are_counted_in_the_current_hour_and_bad_ones_dead_lett
     assert letter["payload_b64"] is None  # past ingest: a hash only
 
 
-def test_boost_is_clamped_and_rerank_keeps_scores() -> None:
+def test_boost_is_clamped_and_boosting_keeps_scores() -> None:
     assert boost(100, 0, 0.02, 0.2) == 0.2 and boost(0, 100, 0.02, 0.2) == -0.2
     hits = [hit("a", 0.80), hit("b", 0.75)]
 
     class View:
         def counts(self, chunk_id: str) -> tuple[int, int]:
             return (4, 0) if chunk_id == "b" else (0, 0)
-    ranked = rerank(hits, View(), 0.02, 0.2)
+    ranked = boost_by_feedback(hits, View(), 0.02, 0.2)
     assert [h.chunk_id for h in ranked] == ["b", "a"]  # 0.75 + 0.08 > 0.80
     assert [h.score for h in ranked] == [0.75, 0.80]
-    assert [h.chunk_id for h in rerank(hits, View(), 0.0, 0.2)] == ["a", "b"]
+    assert [h.chunk_id for h in boost_by_feedback(hits, View(), 0.0, 0.2)] == ["a", "b"]

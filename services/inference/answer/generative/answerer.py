@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configure
 ANSWER_MODE = "generative"
 
 
-class Generator:
+class GenerativeAnswerer:
     def __init__(self, lm: CausalLM, settings: InferenceSettings, metrics: InferenceMetrics,
                  runner: GenerationRunner | None = None) -> None:
         s = self.settings = settings
