@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from services.inference import render
 from services.inference.answer import extractive
 from services.inference.answer.extractor import Extractor
 from services.inference.answer.generative.answerer import GenerativeAnswerer
 from services.inference.answer.generative.decode import GenerationRunner
 from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
-from services.inference.api import render
-from services.inference.api.params import QueryParams
 from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
 from services.inference.errors import NoShardsError, NotReadyError
+from services.inference.query import QueryParams
 from services.inference.rerank.stage import RerankStage
 from services.inference.search.feedback import FeedbackView, boost_by_feedback
 from services.inference.search.gather import GatherResult

@@ -15,7 +15,7 @@ import numpy as np
 from services.inference.answer import extractive, lexical
 from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
-from services.inference.api.params import QueryParams
+from services.inference.query import QueryParams
 from services.inference.telemetry.metrics import InferenceMetrics
 from shared.contract.records import SearchHit
 

@@ -1,2 +1,2 @@
-"""The gRPC API: server and handlers, the status-mapping and auth interceptors, request
-checks (params) and the conversion to and from protobuf (convert, render)."""
+"""The gRPC API: server and handlers, the status-mapping and auth interceptors, and the
+conversion to and from protobuf (convert). It imports the engine; the engine never imports it."""

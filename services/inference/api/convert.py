@@ -10,9 +10,9 @@ import numpy as np
 
 from services.inference.answer.generative.prompt import cited_chunk_ids
 from services.inference.answer.result import Answer
-from services.inference.api.params import QueryParams, parse_params
-from services.inference.api.render import iso
 from services.inference.engine import QueryEngine, Retrieval
+from services.inference.query import QueryParams, parse_params
+from services.inference.render import iso
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import WindowCounts

@@ -19,9 +19,9 @@ from grpc_reflection.v1alpha import reflection
 from services.inference.answer.result import Answer
 from services.inference.api import convert
 from services.inference.api.auth import BearerAuth
-from services.inference.api.params import QueryParams
 from services.inference.api.status import DeadlineError, StatusMapper
 from services.inference.engine import QueryEngine, Retrieval
+from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from services.inference.api.params import QueryParams
 from services.inference.engine import QueryEngine
+from services.inference.query import QueryParams
 from services.inference.search.gather import Gather, GatherResult, ShardAnswer
 from services.inference.search.scatter import SearchQuery
 from services.inference.settings import InferenceSettings

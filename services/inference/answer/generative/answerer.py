@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
 from services.inference.answer.generative.prompt import pack_prompt
 from services.inference.answer.result import Answer
-from services.inference.api.params import QueryParams
+from services.inference.query import QueryParams
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetrics
 from shared.batching.batcher import Batcher

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.inference.api import convert
-from services.inference.api.render import clean_hit, iso
+from services.inference.render import clean_hit, iso
 from shared.contract.records import SearchHit
 from tests.unit.inference.fakes import hit
 

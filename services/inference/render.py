@@ -44,7 +44,7 @@ def clean_hit(hit: SearchHit) -> tuple[SearchHit, tuple[str, ...]]:
     named = tuple(empty)
     if not iso(hit.event_time):
         # The number as stored still travels (a double holds any); its ISO form, the one
-        # readers use, cannot exist: citations carry it empty (convert.citation uses iso).
+        # readers use, cannot exist: citations carry it empty (api/convert.py uses iso).
         named += ("event_time",)
     if not empty:
         return hit, named

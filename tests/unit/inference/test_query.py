@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from services.inference.api.params import parse_params
+from services.inference.query import parse_params
 from services.inference.settings import InferenceSettings
 from shared.errors import InvalidInput
 
