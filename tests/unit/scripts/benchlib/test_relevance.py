@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.inference.search.relevance import (
+from scripts.benchlib.relevance import (
     documents_by_best_chunk,
     documents_in_order,
     evaluate,
