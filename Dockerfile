@@ -26,9 +26,6 @@ load_encoder('onnx', 'cpu', cache_dir=Path('/app/models'), int8=True)"
 
 RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
 USER streamrag
-ENV STREAMRAG_INGEST_DATA_DIR=/data STREAMRAG_REDACTION_DATA_DIR=/data \
-    STREAMRAG_CHUNKING_DATA_DIR=/data STREAMRAG_EMBEDDING_DATA_DIR=/data \
-    STREAMRAG_RETRIEVAL_DATA_DIR=/data STREAMRAG_INFERENCE_DATA_DIR=/data \
-    STREAMRAG_LEDGERSVC_DATA_DIR=/data \
+ENV STREAMRAG_DATA_DIR=/data \
     STREAMRAG_INFERENCE_MODEL_CACHE_DIR=/app/models STREAMRAG_EMBEDDING_MODEL_CACHE_DIR=/app/models
 CMD ["streamrag", "--help"]

@@ -6,6 +6,7 @@ Nothing outside settings classes reads os.environ.
 
 from __future__ import annotations
 
+import os
 import ssl
 from pathlib import Path
 from typing import Any, Literal
@@ -24,50 +25,60 @@ class KafkaSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_KAFKA_", frozen=True)
 
+    # The broker's host:port list, comma-separated.
     bootstrap: str = "127.0.0.1:19092"
-    # The embedded broker does not answer a waiting fetch early (real Kafka does), so a
-    # caught-up consumer waits up to this long for the next record. Pipeline hops can
-    # afford 50 ms (freshness is judged in seconds), and fewer idle polls leave the CPU
-    # to the work; the interactive query path (retrieval's consumer, inference's reply
-    # reader) uses the shorter query wait.
+    # How long a caught-up pipeline consumer waits for the next record per fetch. The
+    # embedded broker does not answer a waiting fetch early (real Kafka does); pipeline hops
+    # can afford 50 ms, since freshness is judged in seconds, and fewer idle polls leave the
+    # CPU to the work.
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=60_000)
+    # The same wait on the interactive query path (retrieval's consumer, inference's reply
+    # reader), kept short because a person waits on it.
     query_fetch_max_wait_ms: int = Field(default=10, ge=1, le=60_000)
-    # Once nothing was fetched or produced for idle_after_s, every consumer waits
-    # idle_fetch_max_wait_ms per fetch instead (shared/kafka/fetch_wait.py; 0: never): an idle
-    # mesh then costs a fraction of a core. activity_file (set by `streamrag up` for each
-    # process it starts) shares "traffic seen" between the processes of one machine.
-    # One process per service, idle (scripts/bench_latency --modes processes --before
-    # STREAMRAG_KAFKA_IDLE_FETCH_MAX_WAIT_MS=500, one run): 200 ms cost 0.151 cores (broker
-    # 0.079), 500 ms 0.096 (broker 0.039); light-load freshness p50/p95 213/243 vs 206/246
-    # ms, the first document after a quiet spell p50/max 203/240 vs 329/496 ms.
+    # The fetch wait of every consumer once nothing was fetched or produced for idle_after_s
+    # (shared/kafka/fetch_wait.py; 0: never). An idle mesh then costs a fraction of a core,
+    # for a slower first document after a quiet spell (docs/benchmarks.md, "Idle fetch wait").
     idle_fetch_max_wait_ms: int = Field(default=500, ge=0, le=60_000)
+    # Seconds without traffic before consumers switch to idle_fetch_max_wait_ms.
     idle_after_s: float = Field(default=5.0, gt=0)
+    # A file the processes of one machine touch to share "traffic seen" (set by `streamrag up`
+    # for each process it starts); unset: each process judges idleness alone.
     activity_file: Path | None = None
     # Start even though faust-streaming or aiokafka is not the exact release the fixes in
     # shared/kafka/ were written against (shared/kafka/patches.py VERSIONS): only for a
     # release someone has re-verified them on.
     allow_unverified_versions: bool = False
+    # Consumer group session timeout: a member silent this long is dropped from the group.
     session_timeout_s: float = Field(default=10.0, gt=0)
+    # How long a rebalance waits for the group's members to rejoin.
     rebalance_timeout_s: float = Field(default=3.0, gt=0)
+    # How often a consumer tells the group coordinator it is alive.
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    # Replicas of each topic the mesh creates (1 on the embedded single broker).
     replication_factor: int = Field(default=1, ge=1)
+    # How long producers hold a record to batch it with the next (0: send at once, for latency).
     producer_linger_ms: int = Field(default=0, ge=0)
-    # The largest record any producer of the mesh sends and any consumer fetches (shared/
-    # sizes.py). Only lower than the topics' max.message.bytes (the contract's limit), so a
-    # record a producer sends is never one the broker refuses; tests lower it.
+    # The largest record any producer of the mesh sends and any consumer fetches
+    # (shared/contract/sizes.py). Only lower than the topics' max.message.bytes (the
+    # contract's limit), so a record a producer sends is never one the broker refuses.
     max_record_bytes: int = Field(default=sizes.MAX_RECORD_BYTES, ge=sizes.MIN_RECORD_BYTES,
                                   le=sizes.MAX_RECORD_BYTES)
     # Compression of the mesh's own producers. Consumers read every codec whatever this
     # says (gzip built in; snappy, lz4 and zstd through cramjam, a dependency).
     producer_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
-    # Apache Kafka with SASL (docker-compose): each service signs in as its own principal,
-    # whose ACLs (shared/contract/acls.py) allow exactly the topics it reads and writes. The
-    # embedded broker has no SASL: leave PLAINTEXT there.
+    # How clients connect to the broker: PLAINTEXT, or SASL without or with TLS. With Apache
+    # Kafka and SASL (docker-compose) each service signs in as its own principal, whose ACLs
+    # (shared/contract/acls.py) allow exactly the topics it reads and writes; the embedded
+    # broker has no SASL: PLAINTEXT.
     security_protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    # The SASL mechanism of the sign-in (services use SCRAM; the admin jobs PLAIN).
     sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    # The principal a SASL client signs in as.
     sasl_username: str = ""
+    # That principal's password.
     sasl_password: SecretStr = SecretStr("")
-    ssl_cafile: Path | None = None  # SASL_SSL: the CA that signed the broker's certificate
+    # SASL_SSL: the CA that signed the broker's certificate (unset: the system's CAs).
+    ssl_cafile: Path | None = None
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> KafkaSettings:
@@ -114,22 +125,75 @@ class KafkaSettings(BaseSettings):
 
 
 class LedgerSettings(BaseSettings):
-    """How to reach the Ethereum node that anchors audit roots (env prefix STREAMRAG_LEDGER_)."""
+    """How to reach the Ethereum node that anchors audit roots (env prefix STREAMRAG_LEDGER_,
+    shared with the ledger service's own settings; the two keep their field names apart)."""
 
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_LEDGER_", frozen=True)
 
+    # JSON-RPC URL of the node.
     rpc_url: str = "http://127.0.0.1:18545"
+    # The key the ledger service sends anchor transactions with (default: anvil's first dev
+    # account, for the embedded chain only).
     private_key: SecretStr = SecretStr(ANVIL_DEV_KEY)
-    # Empty: deploy the anchor contract on first start and remember it in state_dir.
+    # The anchor contract's address; empty: deploy it on first start and remember it in the
+    # data dir.
     contract_address: str = ""
+    # Blocks mined on top of an anchor before it counts as confirmed.
     confirmations: int = Field(default=0, ge=0)
+    # The chain id the node must report (unset: whatever it reports), so a key is never
+    # used on the wrong chain.
     chain_id: int | None = None
 
 
-class ServiceSettings(BaseSettings):
-    """Settings every service has; subclasses set their own env prefix."""
+# Read before every process took one data dir and one log level, and before the ledger
+# service's own knobs moved to STREAMRAG_LEDGER_: refused at start rather than ignored, so an
+# old .env never quietly starts a service on an empty data dir.
+RETIRED = {f"STREAMRAG_{prefix}_{name}": f"STREAMRAG_{name}"
+           for prefix in ("INGEST", "REDACTION", "CHUNKING", "EMBEDDING", "RETRIEVAL",
+                          "INFERENCE", "LEDGERSVC", "ONEBOX")
+           for name in ("DATA_DIR", "LOG_LEVEL")}
 
-    model_config = SettingsConfigDict(frozen=True)
 
-    log_level: str = "INFO"
-    data_dir: Path = Path(".run/data")
+def replacement(name: str) -> str | None:
+    """The variable that took over from a retired one; None for any other name."""
+    name = name.upper()
+    if name.startswith("STREAMRAG_LEDGERSVC_"):
+        return RETIRED.get(name, name.replace("_LEDGERSVC_", "_LEDGER_"))
+    return RETIRED.get(name)
+
+
+class ProcessSettings(BaseSettings):
+    """What every service process reads under the same name (env prefix STREAMRAG_): one
+    data dir and one log level per process, whichever services it hosts."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_", frozen=True, populate_by_name=True)
+
+    # Where each Faust app of the process keeps its tables, offsets and status files
+    # (<data_dir>/<app id>/); one per machine or container, shared by the services in it.
+    data_dir: Path = Field(default=Path(".run/data"), validation_alias="STREAMRAG_DATA_DIR")
+    # Python logging level of the worker and Faust (DEBUG, INFO, WARNING, ERROR).
+    log_level: str = Field(default="INFO", validation_alias="STREAMRAG_LOG_LEVEL")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_retired_names(cls, data: Any) -> Any:
+        for name in os.environ:
+            if (new := replacement(name)) is not None:
+                msg = f"{name} is no longer read: set {new}"
+                raise ValueError(msg)
+        return data
+
+
+class ServiceSettings(ProcessSettings):
+    """Settings every service has: the process's (STREAMRAG_DATA_DIR, STREAMRAG_LOG_LEVEL,
+    read under those names whatever the prefix) and its own, under the env prefix each
+    subclass sets."""
+
+    model_config = SettingsConfigDict(env_prefix="", frozen=True)
+
+
+def env_names(cls: type[BaseSettings]) -> dict[str, str]:
+    """Field name -> the environment variable it is read from (its alias, else prefix + name)."""
+    prefix = cls.model_config.get("env_prefix", "")
+    return {name: info.validation_alias if isinstance(info.validation_alias, str)
+            else (prefix + name).upper() for name, info in cls.model_fields.items()}

@@ -1,4 +1,5 @@
-"""Ledger service settings (env prefix STREAMRAG_LEDGERSVC_); the node is shared.LedgerSettings."""
+"""Ledger service settings (env prefix STREAMRAG_LEDGER_, shared with the node it anchors on:
+shared.settings.LedgerSettings; the two classes keep their field names apart)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,26 @@ from shared.settings import ServiceSettings
 
 
 class LedgerServiceSettings(ServiceSettings):
-    model_config = SettingsConfigDict(env_prefix="STREAMRAG_LEDGERSVC_", frozen=True)
+    """How the ledger service retries the node and reconciles its anchors."""
 
-    # Backoff while the node is unreachable: doubles from initial to max per wait, and
-    # gives up (LedgerUnavailable) once one call has been retrying for deadline seconds.
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_LEDGER_", frozen=True)
+
+    # First wait before retrying an unreachable node; each wait doubles up to retry_max_s.
     retry_initial_s: float = Field(default=0.5, gt=0)
+    # Longest wait between two retries of an unreachable node.
     retry_max_s: float = Field(default=8.0, gt=0)
+    # A call that has been retrying this long gives up (LedgerUnavailable).
     retry_deadline_s: float = Field(default=60.0, gt=0)
-    rpc_timeout_s: float = Field(default=10.0, gt=0)  # one JSON-RPC request
-    receipt_timeout_s: float = Field(default=120.0, gt=0)  # mined + confirmations
+    # Timeout of one JSON-RPC request to the node.
+    rpc_timeout_s: float = Field(default=10.0, gt=0)
+    # How long an anchor transaction may take to be mined and reach its confirmations.
+    receipt_timeout_s: float = Field(default=120.0, gt=0)
+    # How often a pending transaction's receipt is asked for.
     poll_interval_s: float = Field(default=0.2, gt=0)
-    # Reconciliation: every interval, check the anchors confirmed in the last window
-    # seconds (at most max_batches, newest first) are still on chain; re-anchor the missing.
+    # How often the anchors confirmed lately are checked to be still on chain (the missing
+    # are anchored again).
     reconcile_interval_s: float = Field(default=10.0, gt=0)
+    # How far back, in seconds of confirmation time, reconciliation looks.
     reconcile_window_s: float = Field(default=600.0, gt=0)
+    # The most anchors one reconciliation checks, newest first.
     reconcile_max_batches: int = Field(default=256, ge=1)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from web3 import Web3
 
 from services.redaction.audit import canonical, content_sha256, prove
-from services.redaction.onchain import LedgerRecordSettings, contracts_to_read, read_anchors
+from services.redaction.onchain import contracts_to_read, read_anchors, recorded_contract
 from services.redaction.reader import read_topic
 from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
@@ -30,7 +30,7 @@ from shared.contract.codec import decode
 from shared.contract.records import Anchor, AuditBatch, Record, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 from shared.errors import InvalidInput
-from shared.settings import KafkaSettings, LedgerSettings
+from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings
 
 # The one view of services/ledger's AuditAnchor the auditor needs (a unit test keeps it
 # equal to the committed ABI); anchors are keyed by sha256 of the batch id.
@@ -233,7 +233,7 @@ class ChainView:
 def read_chain(ledger: LedgerSettings, announced: list[Anchor], known: frozenset[str],
                contract: str | None) -> ChainView:
     contracts = contracts_to_read(contract or "", ledger.contract_address,
-                                  LedgerRecordSettings().recorded_contract(),
+                                  recorded_contract(ProcessSettings().data_dir),
                                   *(a.contract for a in reversed(announced)))
     if not contracts:
         return ChainView([], [])

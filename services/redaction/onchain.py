@@ -5,7 +5,7 @@ other way round.
 The contract keys anchors by sha256 of the batch id; the id itself is not on chain, so an
 anchor is named by the audit record or announcement whose id hashes to its key, else by
 the key alone. Which contracts: `--contract`, STREAMRAG_LEDGER_CONTRACT_ADDRESS, the
-ledger's deployment record (`<STREAMRAG_LEDGERSVC_DATA_DIR>/ledger/contract.json`, the
+ledger's deployment record (`<STREAMRAG_DATA_DIR>/ledger/contract.json`, the
 embedded default's), and every contract an announcement on ledger.anchors.v1 names.
 """
 
@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from web3 import Web3
 
 from services.redaction.verify import ChainAnchor
@@ -35,22 +34,17 @@ ANCHORED_ABI = {"anonymous": False, "inputs": [
 BLOCKS_PER_QUERY = 50_000  # eth_getLogs ranges: public nodes refuse very wide ones
 
 
-class LedgerRecordSettings(BaseSettings):
-    """Where the ledger service keeps its deployment record (the same variable it reads;
-    services do not import each other)."""
-
-    model_config = SettingsConfigDict(env_prefix="STREAMRAG_LEDGERSVC_", frozen=True,
-                                      extra="ignore")
-
-    data_dir: Path = Path(".run/data")
-
-    def recorded_contract(self) -> str:
-        path = self.data_dir / "ledger" / "contract.json"
-        try:
-            address = json.loads(path.read_text()).get("address", "")
-        except (OSError, ValueError, AttributeError):
-            return ""
-        return address if isinstance(address, str) else ""
+def recorded_contract(data_dir: Path) -> str:
+    """The address in the ledger service's deployment record under `data_dir` (the
+    process's STREAMRAG_DATA_DIR, which the ledger shares in the embedded mesh and in its
+    container); "" when there is none. Services do not import each other, so the path is
+    spelled here as in services/ledger/deployment.py."""
+    path = data_dir / "ledger" / "contract.json"
+    try:
+        address = json.loads(path.read_text()).get("address", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return address if isinstance(address, str) else ""
 
 
 def contracts_to_read(*candidates: str) -> list[str]:

@@ -38,7 +38,7 @@ from shared.cli.settings import MeshSettings
 from shared.cli.supervise import Backoff, Supervisor
 from shared.contract.topics import SERVICES
 from shared.kafka.admin import ensure_topics
-from shared.settings import KafkaSettings, LedgerSettings
+from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings
 
 log = logging.getLogger("streamrag.mesh")
 # Start order: consumers of later stages first, so nothing waits on a missing reader.
@@ -73,10 +73,12 @@ class Mesh:
     def __init__(self, mesh: MeshSettings, kafka: KafkaSettings, ledger: LedgerSettings,
                  env: dict[str, str] | None = None) -> None:
         self.settings, self.kafka, self.ledger = mesh, kafka, ledger
+        ProcessSettings()  # a retired variable in the environment fails here, not in each child
         # extra environment for the services (settings overrides); every process of this
-        # machine's mesh shares one activity file for its idle fetch wait.
+        # machine's mesh shares one activity file for its idle fetch wait, and one data dir
+        # under the run dir, where `streamrag status` reads their counters.
         self.env = {"STREAMRAG_KAFKA_ACTIVITY_FILE": str((mesh.run_dir / "activity").resolve()),
-                    **(env or {})}
+                    "STREAMRAG_DATA_DIR": str(mesh.run_dir / "data"), **(env or {})}
         self.supervisor = Supervisor(Backoff(mesh.restart_initial_s, 2.0, mesh.restart_max_s,
                                              mesh.restart_reset_after_s))
         self.journaled = False  # an embedded broker we started, journaled and restored
@@ -237,9 +239,6 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
     child_env = {"STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap,
                  "STREAMRAG_LEDGER_RPC_URL": ledger.rpc_url,
                  "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port)}
-    for prefix in ("INGEST", "REDACTION", "CHUNKING", "EMBEDDING", "RETRIEVAL", "INFERENCE",
-                   "LEDGERSVC", "ONEBOX"):
-        child_env[f"STREAMRAG_{prefix}_DATA_DIR"] = str(run_dir / "data")
     # STREAMRAG_MESH_* entries of `env` set the bring-up itself (benchmarks compare them).
     own: dict[str, Any] = {k.removeprefix("STREAMRAG_MESH_").lower(): v
                            for k, v in (env or {}).items() if k.startswith("STREAMRAG_MESH_")}

@@ -9,25 +9,35 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class MeshSettings(BaseSettings):
+    """The embedded bring-up of `streamrag up`: run dir, embedded broker and chain, supervision."""
+
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_MESH_", frozen=True)
 
+    # Where the embedded bring-up keeps its state: the services' STREAMRAG_DATA_DIR
+    # (run_dir/data), the broker's journal (run_dir/journal) and the dev chain's state.
     run_dir: Path = Path(".run")
+    # The anvil binary that runs the embedded dev chain.
     anvil_bin: Path = Path(".tools/node_modules/.bin/anvil")
-    # Start the embedded broker / dev chain unless something already answers there.
+    # Start the embedded broker unless something already answers at the bootstrap address.
     embedded_broker: bool = True
+    # Start the embedded dev chain unless something already answers at the ledger's RPC URL.
     embedded_chain: bool = True
     # Journal every record and group offset of the embedded broker under run_dir/journal
     # and replay it into the broker at each start (shared/cli/journal.py): the embedded
     # broker keeps topics in memory only. Off: a restarted mesh starts empty.
     durable: bool = True
-    # Every service's agents in one worker process (the default), or one process per
-    # service as docker-compose runs them (`streamrag up --processes`).
+    # One process per service as docker-compose runs them (`streamrag up --processes`)
+    # instead of every service's agents in one worker process (the default).
     processes: bool = False
+    # The inference gRPC address the CLI's query commands and readiness check use.
     inference_target: str = "127.0.0.1:50051"
+    # How long `streamrag up` waits for every service to be ready before giving up.
     ready_timeout_s: float = Field(default=300.0, gt=0)
+    # How long a stopping process is given before it is killed.
     stop_timeout_s: float = Field(default=15.0, gt=0)
-    # Restarting a process that exits: the first wait, doubling up to the cap; a process
-    # that ran this long before exiting starts the count over.
+    # The first wait before restarting a process that exited; it doubles up to restart_max_s.
     restart_initial_s: float = Field(default=1.0, gt=0)
+    # The longest wait before restarting a process that keeps exiting.
     restart_max_s: float = Field(default=30.0, gt=0)
+    # A process that ran this long before exiting starts the restart count over.
     restart_reset_after_s: float = Field(default=60.0, gt=0)

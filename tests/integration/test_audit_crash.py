@@ -89,12 +89,12 @@ class MiniMesh:
         self.run_dir, self.rpc_url, self.services = run_dir, rpc_url, services
         self.bootstrap = f"127.0.0.1:{free_port()}"
         self.kafka = KafkaSettings(bootstrap=self.bootstrap)
+        # Redaction's chain ends and the ledger's contract record outlive this mesh (the
+        # data_dir fixture); the other stages keep state under this run only.
+        self.data_dirs = {"redaction": data_dir, "ledger": data_dir}
         self.env = {"STREAMRAG_KAFKA_BOOTSTRAP": self.bootstrap,
                     "STREAMRAG_LEDGER_RPC_URL": rpc_url,
-                    "STREAMRAG_REDACTION_DATA_DIR": str(data_dir),
-                    "STREAMRAG_LEDGERSVC_DATA_DIR": str(data_dir),
-                    **{f"STREAMRAG_{s.upper()}_DATA_DIR": str(run_dir / "data")
-                       for s in ("chunking", "embedding", "retrieval")},
+                    "STREAMRAG_DATA_DIR": str(run_dir / "data"),
                     "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": KEY,
                     "STREAMRAG_AUDIT_SIGNERS": json.dumps([SIGNER])}
         self.children: dict[str, Child] = {}
@@ -109,7 +109,9 @@ class MiniMesh:
             self.start_service(name)
 
     def start_service(self, name: str) -> None:
-        self.children[name] = spawn(name, service_argv(name), self.run_dir, self.env)
+        data_dir = self.data_dirs.get(name, self.run_dir / "data")
+        self.children[name] = spawn(name, service_argv(name), self.run_dir,
+                                    {**self.env, "STREAMRAG_DATA_DIR": str(data_dir)})
 
     def kill(self, name: str, mid_stream: bool = False) -> None:
         child = self.children.pop(name)
@@ -195,7 +197,8 @@ class MiniMesh:
         return out
 
     def audit(self, *args: str) -> tuple[int, Any]:
-        env = {**os.environ, **self.env}
+        # The CLI finds the ledger's contract record under the ledger's data dir.
+        env = {**os.environ, **self.env, "STREAMRAG_DATA_DIR": str(self.data_dirs["ledger"])}
         done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args,
                                "--json"], capture_output=True, text=True, env=env, timeout=120,
                               check=False)

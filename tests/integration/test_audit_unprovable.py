@@ -59,7 +59,7 @@ def produce(bootstrap: str, records: list[tuple[str, int, bytes, bytes]]) -> Non
 
 def audit(bootstrap: str, anvil: Anvil, data_dir: Path, *args: str) -> tuple[int, Any]:
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": bootstrap,
-           "STREAMRAG_LEDGER_RPC_URL": anvil.url, "STREAMRAG_LEDGERSVC_DATA_DIR": str(data_dir)}
+           "STREAMRAG_LEDGER_RPC_URL": anvil.url, "STREAMRAG_DATA_DIR": str(data_dir)}
     env.pop("STREAMRAG_LEDGER_CONTRACT_ADDRESS", None)
     done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
                           capture_output=True, text=True, env=env, timeout=120, check=False)

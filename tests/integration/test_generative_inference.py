@@ -140,7 +140,7 @@ def generative(mesh: Endpoints, lm_dir: Path,
     env = {"STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
            "STREAMRAG_INFERENCE_GRPC_PORT": str(port),
            "STREAMRAG_INFERENCE_METRICS_PORT": str(metrics_port),
-           "STREAMRAG_INFERENCE_DATA_DIR": str(work / "data"),
+           "STREAMRAG_DATA_DIR": str(work / "data"),
            "STREAMRAG_INFERENCE_GENERATOR_PATH": str(lm_dir),
            # The reference decodes on the CPU in fp32; so must the worker, to match it.
            "STREAMRAG_INFERENCE_DEVICE": "cpu",

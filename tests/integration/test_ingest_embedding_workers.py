@@ -41,7 +41,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
         asyncio.run(ensure_topics(KafkaSettings(bootstrap=bootstrap)))
         for i in range(2):
             env = {"STREAMRAG_KAFKA_BOOTSTRAP": bootstrap,
-                   "STREAMRAG_EMBEDDING_DATA_DIR": str(run_dir / f"data{i}")}
+                   "STREAMRAG_DATA_DIR": str(run_dir / f"data{i}")}
             children.append(spawn(f"embedding{i}", service_argv("embedding"), run_dir, env))
         yield bootstrap, children
     finally:

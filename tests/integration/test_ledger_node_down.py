@@ -147,13 +147,13 @@ def test_worker_reanchors_what_the_restarted_node_lost(anvil: Anvil, tmp_path: P
         kafka = KafkaSettings(bootstrap=f"127.0.0.1:{port}")
         asyncio.run(ensure_topics(kafka))
         env = {"STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap, "STREAMRAG_LEDGER_RPC_URL": anvil.url,
-               "STREAMRAG_LEDGERSVC_DATA_DIR": str(data),
-               "STREAMRAG_LEDGERSVC_RECONCILE_INTERVAL_S": "1",
-               "STREAMRAG_LEDGERSVC_RETRY_INITIAL_S": "0.1",
-               "STREAMRAG_LEDGERSVC_RETRY_MAX_S": "0.5",
-               "STREAMRAG_LEDGERSVC_RETRY_DEADLINE_S": "20",
-               "STREAMRAG_LEDGERSVC_RECEIPT_TIMEOUT_S": "5",
-               "STREAMRAG_LEDGERSVC_POLL_INTERVAL_S": "0.05"}
+               "STREAMRAG_DATA_DIR": str(data),
+               "STREAMRAG_LEDGER_RECONCILE_INTERVAL_S": "1",
+               "STREAMRAG_LEDGER_RETRY_INITIAL_S": "0.1",
+               "STREAMRAG_LEDGER_RETRY_MAX_S": "0.5",
+               "STREAMRAG_LEDGER_RETRY_DEADLINE_S": "20",
+               "STREAMRAG_LEDGER_RECEIPT_TIMEOUT_S": "5",
+               "STREAMRAG_LEDGER_POLL_INTERVAL_S": "0.05"}
         worker = spawn("ledger", service_argv("ledger"), tmp_path / "run", env)
         children.append(worker)
         w3 = Web3(HTTPProvider(anvil.url, exception_retry_configuration=None))

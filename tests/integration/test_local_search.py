@@ -81,7 +81,7 @@ def broker_worker(onebox_mesh: Endpoints, tmp_path_factory: pytest.TempPathFacto
     env = {"STREAMRAG_KAFKA_BOOTSTRAP": onebox_mesh.bootstrap,
            "STREAMRAG_INFERENCE_GRPC_PORT": str(port),
            "STREAMRAG_INFERENCE_METRICS_PORT": str(metrics_port),
-           "STREAMRAG_INFERENCE_DATA_DIR": str(work / "data"),
+           "STREAMRAG_DATA_DIR": str(work / "data"),
            "STREAMRAG_INFERENCE_LOCAL_SEARCH": "false"}
     child = spawn("inference-broker-path", service_argv("inference"), work / "run", env)
     target = f"127.0.0.1:{port}"

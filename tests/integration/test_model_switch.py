@@ -63,8 +63,7 @@ def switch_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
         asyncio.run(ensure_topics(KafkaSettings(bootstrap=bootstrap)))
         env = {"STREAMRAG_KAFKA_BOOTSTRAP": bootstrap,
                "STREAMRAG_ONEBOX_SERVICES": json.dumps(["embedding", "retrieval", "inference"]),
-               **{f"STREAMRAG_{s}_DATA_DIR": str(run_dir / "data")
-                  for s in ("ONEBOX", "EMBEDDING", "RETRIEVAL", "INFERENCE")},
+               "STREAMRAG_DATA_DIR": str(run_dir / "data"),
                "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port),
                "STREAMRAG_INFERENCE_ENCODER_RUNTIME": "torch",  # one MiniLM load, shared
                "STREAMRAG_INFERENCE_HYBRID": "false",  # scores are inner products
@@ -141,7 +140,7 @@ def test_queries_switch_to_the_new_model_once_its_index_has_caught_up(
     assert model == MODEL_ID and response is not None and not response.partial
 
     env = {"STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
-           "STREAMRAG_EMBEDDING_DATA_DIR": str(mesh.run_dir / "data-tiny"),
+           "STREAMRAG_DATA_DIR": str(mesh.run_dir / "data-tiny"),
            "STREAMRAG_EMBEDDING_MODEL_PATH": str(mesh.tiny),
            "STREAMRAG_EMBEDDING_MODEL_ID": TINY_ID}
     mesh.children.append(spawn("embedding-tiny", service_argv("embedding"), mesh.run_dir, env))

@@ -70,7 +70,7 @@ class Workers:
 
     def start(self, name: str, data_dir: Path) -> Child:
         env = {"STREAMRAG_KAFKA_BOOTSTRAP": self.bootstrap,
-               "STREAMRAG_RETRIEVAL_DATA_DIR": str(data_dir),
+               "STREAMRAG_DATA_DIR": str(data_dir),
                # IVF past 100 chunks per shard, every list probed: exact, so comparable.
                "STREAMRAG_RETRIEVAL_IVF_THRESHOLD": "100",
                "STREAMRAG_RETRIEVAL_NPROBE": "100000",

@@ -21,7 +21,7 @@ from shared.contract import acls
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
-from shared.settings import KafkaSettings, LedgerSettings
+from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose", path=str(Path(sys.executable).parent))
@@ -52,8 +52,9 @@ def resolved(*files: str) -> dict:
 
 
 def settings_classes() -> list[type[BaseSettings]]:
-    classes: list[type[BaseSettings]] = [KafkaSettings, LedgerSettings, MeshSettings,
-                                         AuditSignerSettings, AuditRetentionSettings]
+    classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, LedgerSettings,
+                                         MeshSettings, AuditSignerSettings,
+                                         AuditRetentionSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)
@@ -62,11 +63,7 @@ def settings_classes() -> list[type[BaseSettings]]:
 
 
 def known_env_vars() -> set[str]:
-    out = set()
-    for cls in settings_classes():
-        prefix = cls.model_config.get("env_prefix", "")
-        out |= {(prefix + field).upper() for field in cls.model_fields}
-    return out
+    return {name for cls in settings_classes() for name in env_names(cls).values()}
 
 
 def test_every_service_runs_its_real_entrypoint() -> None:
@@ -144,6 +141,21 @@ def test_gpu_override_reserves_a_gpu_for_embedding_and_inference() -> None:
 def test_a_typo_in_an_env_var_would_be_caught() -> None:
     assert "STREAMRAG_KAFKA_BOOTSTRAP" in known_env_vars()
     assert "STREAMRAG_KAFKA_BOOTSTRAPP" not in known_env_vars()
+    assert "STREAMRAG_DATA_DIR" in known_env_vars()
+    assert "STREAMRAG_INGEST_DATA_DIR" not in known_env_vars()  # one name for every service
+
+
+def test_every_data_volume_is_mounted_where_its_service_keeps_state() -> None:
+    services = resolved("docker-compose.yml", "docker-compose.gpu.yml")["services"]
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ").split()
+    assert "STREAMRAG_DATA_DIR=/data" in dockerfile
+    stateful = {n for n, s in services.items() if s.get("image") == "streamrag:latest"
+                and s.get("volumes")}
+    assert {"ingest", "redaction", "retrieval", "ledger"} <= stateful
+    for name in stateful:
+        svc = services[name]
+        data_dir = ProcessSettings(data_dir=svc["environment"]["STREAMRAG_DATA_DIR"]).data_dir
+        assert [Path(v["target"]) for v in svc["volumes"]] == [data_dir], name
 
 
 def test_the_broker_takes_only_sasl_and_denies_what_no_acl_allows() -> None:

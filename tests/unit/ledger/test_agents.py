@@ -62,7 +62,7 @@ class Recorder:
 @pytest.fixture
 def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient,
            ) -> Iterator[ModuleType]:
-    monkeypatch.setenv("STREAMRAG_LEDGERSVC_DATA_DIR", str(tmp_path / "svc"))
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
     module = importlib.import_module("services.ledger.agents")
     monkeypatch.setattr(module, "_client", client)
     yield module

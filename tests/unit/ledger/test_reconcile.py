@@ -95,7 +95,7 @@ def test_a_lost_anchor_recorded_without_its_prev_root_is_reported_not_guessed(
 def test_the_agents_timer_reanchors_from_the_table_and_announces_it(
     w3: Web3, client: AnchorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("STREAMRAG_LEDGERSVC_DATA_DIR", str(tmp_path / "svc"))
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
     agents = importlib.import_module("services.ledger.agents")
     monkeypatch.setattr(agents, "_client", client)
     monkeypatch.setattr(agents, "_checkpoint", None)

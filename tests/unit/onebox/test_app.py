@@ -34,7 +34,7 @@ def built(tmp_path: Path, **env: str) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT),
-             "STREAMRAG_ONEBOX_DATA_DIR": str(tmp_path), **env}, timeout=300)
+             "STREAMRAG_DATA_DIR": str(tmp_path), **env}, timeout=300)
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 

@@ -135,7 +135,7 @@ def test_the_contract_comes_from_the_flag_the_setting_the_record_and_announcemen
     record = tmp_path / "ledger" / "contract.json"  # type: ignore[operator]
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"address": "0x" + "bb" * 20}))
-    monkeypatch.setenv("STREAMRAG_LEDGERSVC_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path))
     seen: list[list[str]] = []
     monkeypatch.setattr(auditor, "read_anchors",
                         lambda _w3, cs, _k: seen.append(cs) or [])

@@ -73,3 +73,12 @@ def test_every_process_shares_one_activity_file_under_the_run_dir(
              for s in started(monkeypatch, tmp_path, processes)}
     assert files == {str((tmp_path / "activity").resolve())}
     assert all(s.env["STREAMRAG_X"] == "1" for s in started(monkeypatch, tmp_path, processes))
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_every_process_keeps_its_state_under_the_run_dir(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path, processes: bool) -> None:
+    got = started(monkeypatch, tmp_path, processes)
+    # where `streamrag status` reads the stage counters
+    assert {s.env["STREAMRAG_DATA_DIR"] for s in got} == {str(tmp_path / "data")}
+

@@ -1,0 +1,61 @@
+"""One data dir and one log level per process: every service reads STREAMRAG_DATA_DIR and
+STREAMRAG_LOG_LEVEL, and the names they replaced stop a service instead of being ignored."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from shared.contract.topics import SERVICES
+from shared.settings import ProcessSettings, ServiceSettings, replacement
+
+
+def service_classes() -> list[type[ServiceSettings]]:
+    out = []
+    for name in [*SERVICES, "onebox"]:
+        module = importlib.import_module(f"services.{name}.settings")
+        out += [c for c in vars(module).values() if isinstance(c, type)
+                and issubclass(c, ServiceSettings) and c.__module__ == module.__name__]
+    return out
+
+
+def test_every_service_reads_the_one_data_dir_and_log_level(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STREAMRAG_LOG_LEVEL", "DEBUG")
+    classes = service_classes()
+    assert len(classes) == len(SERVICES) + 1
+    for cls in [ProcessSettings, *classes]:
+        settings = cls()
+        assert (settings.data_dir, settings.log_level) == (tmp_path, "DEBUG"), cls.__name__
+
+
+def test_an_argument_still_beats_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", "/elsewhere")
+    from services.retrieval.settings import RetrievalSettings
+    assert RetrievalSettings(data_dir=tmp_path).snapshot_dir == tmp_path / "retrieval-shards"
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("STREAMRAG_INGEST_DATA_DIR", "STREAMRAG_DATA_DIR"),
+    ("STREAMRAG_ONEBOX_LOG_LEVEL", "STREAMRAG_LOG_LEVEL"),
+    ("STREAMRAG_LEDGERSVC_DATA_DIR", "STREAMRAG_DATA_DIR"),
+    ("STREAMRAG_LEDGERSVC_RETRY_MAX_S", "STREAMRAG_LEDGER_RETRY_MAX_S"),
+])
+def test_a_retired_name_stops_a_service_naming_its_replacement(
+        monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
+    assert replacement(old) == new
+    monkeypatch.setenv(old, "x")
+    from services.chunking.settings import ChunkingSettings
+    with pytest.raises(ValidationError, match=f"{old} is no longer read: set {new} "):
+        ChunkingSettings()
+
+
+def test_names_still_read_are_not_retired() -> None:
+    for name in ("STREAMRAG_DATA_DIR", "STREAMRAG_LEDGER_RPC_URL", "STREAMRAG_LEDGER_RETRY_MAX_S",
+                 "STREAMRAG_INGEST_MAX_ID_LENGTH", "STREAMRAG_KAFKA_BOOTSTRAP"):
+        assert replacement(name) is None, name
