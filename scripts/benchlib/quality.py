@@ -60,17 +60,17 @@ import numpy as np
 
 from scripts.benchlib.paths import ANVIL, RESULTS, ROOT
 from scripts.benchlib.progress import Progress
-from services.chunking.documents import DocumentChunker
-from services.chunking.settings import ChunkingSettings
-from services.embedding.vectors import embed_sets
-from services.inference.search.fusion import Fusion
-from services.inference.search.gather import ShardAnswer, merge_hits
-from services.inference.search.relevance import (
+from scripts.benchlib.relevance import (
     Qrels,
     documents_by_best_chunk,
     documents_in_order,
     evaluate,
 )
+from services.chunking.documents import DocumentChunker
+from services.chunking.settings import ChunkingSettings
+from services.embedding.vectors import embed_sets
+from services.inference.search.fusion import Fusion
+from services.inference.search.gather import ShardAnswer, merge_hits
 from services.inference.settings import InferenceSettings
 from services.retrieval.index import Filters, Shard
 from services.retrieval.lexical import terms

@@ -613,8 +613,8 @@ def main_int8_quality(beir: Path) -> int:
 
     import faiss
     import numpy as np
-    from services.inference.search.relevance import evaluate
 
+    from scripts.benchlib.relevance import evaluate
     from shared.encoder.onnx import OnnxEncoder
 
     split = "test" if (beir / "qrels/test.tsv").exists() else "train"
