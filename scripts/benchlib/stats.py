@@ -1,4 +1,4 @@
-"""Percentiles and summaries of latency samples, and ratios to a baseline of the same run."""
+"""Percentiles and summaries of latency samples."""
 
 from __future__ import annotations
 
@@ -15,7 +15,3 @@ def summary(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p50": pct(xs, 50), "p95": pct(xs, 95), "p99": pct(xs, 99),
             "mean": statistics.fmean(xs) if xs else float("nan")}
 
-
-def ratio(value: float, base: float) -> float:
-    """value / base, nan where the baseline is zero or missing (nan)."""
-    return value / base if base else float("nan")
