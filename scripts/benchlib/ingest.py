@@ -313,7 +313,7 @@ async def stage_times(bootstrap: str, ids: set[str]) -> dict[str, Any]:
 def start_embedding(mesh: Endpoints, name: str, env: dict[str, str]) -> Child:
     """An embedding worker for configuration `name` on the mesh's broker."""
     child_env = {"STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
-                 "STREAMRAG_EMBEDDING_DATA_DIR": str(mesh.run_dir / "data"), **env}
+                 "STREAMRAG_DATA_DIR": str(mesh.run_dir / "data"), **env}
     return spawn(f"embedding-{name.replace(' ', '-')}", [sys.executable, "-m", *WORKERS[name]],
                  mesh.run_dir, child_env)
 

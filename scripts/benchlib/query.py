@@ -503,7 +503,7 @@ def spawn_inference(mesh: Endpoints, name: str, module: list[str], env: dict[str
     slug = name.replace(" ", "-")
     child_env = {"STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
                  "STREAMRAG_LEDGER_RPC_URL": mesh.rpc_url,
-                 "STREAMRAG_INFERENCE_DATA_DIR": str(mesh.run_dir / f"data-{slug}"),
+                 "STREAMRAG_DATA_DIR": str(mesh.run_dir / f"data-{slug}"),
                  "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port),
                  "STREAMRAG_INFERENCE_METRICS_PORT": str(metrics_port), **env}
     child = spawn(f"inference-{slug}", [sys.executable, "-m", *module], mesh.run_dir, child_env)

@@ -277,7 +277,7 @@ def bench_broker_recovery(n: int) -> dict:
 
             asyncio.run(produce())
             env = {"STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap,
-                   "STREAMRAG_RETRIEVAL_DATA_DIR": str(run / "data"),
+                   "STREAMRAG_DATA_DIR": str(run / "data"),
                    "STREAMRAG_RETRIEVAL_SNAPSHOT_INTERVAL_S": "3600"}
 
             def start_and_wait(name: str) -> float:
