@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tldextract
 from presidio_analyzer import (
     AnalysisExplanation,
     EntityRecognizer,
@@ -9,6 +10,7 @@ from presidio_analyzer import (
     PatternRecognizer,
     RecognizerResult,
 )
+from presidio_analyzer.predefined_recognizers import EmailRecognizer
 
 
 def finding(recognizer: EntityRecognizer, entity: str, start: int, end: int, score: float,
@@ -35,3 +37,20 @@ def secret_recognizer() -> PatternRecognizer:
         Pattern("url_password", r"(?<=://)[^\s:/@]+:[^\s@/]+(?=@)", 0.9),
     ]
     return PatternRecognizer(supported_entity="SECRET", patterns=patterns, name="SecretRecognizer")
+
+
+class MailboxRecognizer(EmailRecognizer):
+    """Presidio's email pattern, accepting every domain that ends in a public suffix.
+
+    Presidio's EmailRecognizer keeps a match only when tldextract finds a registrable
+    domain in it, so a mailbox whose domain is itself a public suffix is left in clear:
+    the Public Suffix List names thousands (Brazil's city domains such as aparecida.br,
+    Japan's prefectures, Norway's municipalities), and each is a real mail domain. Here a
+    known suffix at the end is enough; a name that ends in none (`v1.2`) still is not.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="MailboxRecognizer")
+
+    def validate_result(self, pattern_text: str) -> bool:
+        return bool(tldextract.extract(pattern_text).suffix)

@@ -31,7 +31,7 @@ from services.redaction.nlp import (
 )
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
-from services.redaction.recognizers import secret_recognizer
+from services.redaction.recognizers import MailboxRecognizer, secret_recognizer
 from services.redaction.settings import RedactionSettings
 from services.redaction.windows import merge, shifted, windows
 from shared.contract.records import Document, RedactedDocument
@@ -79,6 +79,8 @@ class Redactor:
         analyzer.registry.add_recognizer(CardRecognizer())
         analyzer.registry.remove_recognizer("IbanRecognizer")
         analyzer.registry.add_recognizer(Mod97IbanRecognizer())
+        analyzer.registry.remove_recognizer("EmailRecognizer")
+        analyzer.registry.add_recognizer(MailboxRecognizer())
         self.names = NameRecognizer(settings.allow_list)
         self.names.load()  # the gazetteer (~1.7 s) at start-up, not in the first batch
         self.secrets = secret_recognizer()

@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+import tldextract
+from faker import Faker
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr, ValidationError
 
 from scripts.benchlib.pii_corpus import FILLER, PRIVATE_KEY, TEMPLATES, VALUES
@@ -125,3 +129,30 @@ def test_presidio_never_logs_text_even_when_the_service_debugs(
         redactor.redact_texts(["Call Robert Miller at +1 415-555-0199 about ssn 536-22-1098."])
     assert not [r for r in caplog.records if "miller" in r.getMessage().lower()
                 or "555" in r.getMessage()]
+
+
+# Every suffix of the Public Suffix List snapshot that redaction reads (ASCII, no wildcard):
+# a mail domain may be one itself (aparecida.br, usuki.oita.jp), and Presidio's own check
+# kept such an address in clear because it has no registrable part.
+PUBLIC_SUFFIXES = sorted(s for s in tldextract.TLDExtract(suffix_list_urls=()).tlds
+                         if s.isascii() and "*" not in s and not s.startswith("!"))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(suffix=st.sampled_from(PUBLIC_SUFFIXES), host=st.sampled_from(["", "mail.", "eu-1."]),
+       seed=st.integers(0, 2**32 - 1), locale=st.sampled_from(["pt_BR", "ja_JP", "no_NO",
+                                                                "en_US", "de_DE"]))
+def test_a_mailbox_on_any_public_suffix_is_masked(redactor: Redactor, suffix: str, host: str,
+                                                 seed: int, locale: str) -> None:
+    fake = Faker(locale)
+    fake.seed_instance(seed)
+    user = fake.user_name()
+    domain = f"{host}{suffix}" if "." in f"{host}{suffix}" else f"mail.{suffix}"  # no user@ai
+    (out,) = redactor.redact_texts([f"Replies went to {user}@{domain} on Monday."])
+    assert out.counts["EMAIL_ADDRESS"] == 1 and f"{user}@" not in out.text, out.text
+
+
+def test_a_dotted_name_without_a_public_suffix_is_not_a_mailbox(redactor: Redactor) -> None:
+    (out,) = redactor.redact_texts(["pin the image to build@v1.2 and retry@step.zzqx later"])
+    assert out.counts["EMAIL_ADDRESS"] == 0, out.text
