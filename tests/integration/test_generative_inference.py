@@ -21,7 +21,6 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from scripts.benchlib.tinylm import build_tiny_lm
@@ -30,6 +29,7 @@ from shared.cli.mesh import Endpoints, free_port
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
+from tests.support.grpc_worker import wait_serving
 from tests.support.mesh import chunks_of, produce, uid
 from tests.support.polling import eventually
 
@@ -109,28 +109,6 @@ def reference(lm_dir: Path) -> Reference:
     return Reference(lm_dir)
 
 
-def _wait_serving(target: str, child: Child, timeout_s: float) -> None:
-    with grpc.insecure_channel(target) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-
-        def serving() -> bool:
-            if not child.alive():
-                raise RuntimeError(f"the generative worker exited:\n{_log_tail(child)}")
-            try:
-                status = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
-            except grpc.RpcError:
-                return False  # not listening yet
-            return bool(status == health_pb2.HealthCheckResponse.SERVING)
-        try:
-            eventually(serving, f"SERVING on {target}", timeout_s, 0.5)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{_log_tail(child)}") from None
-
-
-def _log_tail(child: Child, lines: int = 40) -> str:
-    return "\n".join(child.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
 @pytest.fixture(scope="module")
 def generative(mesh: Endpoints, lm_dir: Path,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generative]:
@@ -142,6 +120,7 @@ def generative(mesh: Endpoints, lm_dir: Path,
            "STREAMRAG_INFERENCE_METRICS_PORT": str(metrics_port),
            "STREAMRAG_DATA_DIR": str(work / "data"),
            "STREAMRAG_INFERENCE_GENERATOR_PATH": str(lm_dir),
+           "STREAMRAG_INFERENCE_ANSWER_MODE": "generative",
            # The reference decodes on the CPU in fp32; so must the worker, to match it.
            "STREAMRAG_INFERENCE_DEVICE": "cpu",
            "STREAMRAG_INFERENCE_PROMPT_TOKEN_BUDGET": str(PROMPT_BUDGET),
@@ -150,7 +129,7 @@ def generative(mesh: Endpoints, lm_dir: Path,
     child = spawn("inference-generative", service_argv("inference"), work / "run", env)
     target = f"127.0.0.1:{port}"
     try:
-        _wait_serving(target, child, 240)
+        wait_serving(target, child, 240)
         doc_id, source = uid("gen"), uid("gen-src")
         produce(mesh, [json.dumps({"id": doc_id, "text": DOC, "source": source,
                                    "title": "Ledger export stall"}).encode()],

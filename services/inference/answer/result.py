@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.inference.answer.citations import CitationCheck
 from services.inference.answer.extractive import ANSWER_MODE
 
 
@@ -16,6 +17,12 @@ class Answer:
     answer_ms: float
     mode: str = ANSWER_MODE
     unit: str = "words"
+    # Generative: the 1-based numbers of the citations the model was shown (its prompt's
+    # passages); None for an extractive answer, which shows nothing and quotes.
+    shown: tuple[int, ...] | None = None
+    # Which chunks the answer cites and how well they ground it (answer/citations.py), set
+    # by the engine once the answer is whole.
+    citations: CitationCheck | None = None
 
     @property
     def text(self) -> str:

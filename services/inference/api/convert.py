@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from services.inference.answer.generative.prompt import cited_chunk_ids
+from services.inference.answer import citations as citation_rules
+from services.inference.answer.modes import ModeChoice
 from services.inference.answer.result import Answer
 from services.inference.engine import QueryEngine, Retrieval
 from services.inference.query import QueryParams, parse_params
@@ -25,7 +26,7 @@ def params(request: pb.QueryRequest, settings: InferenceSettings, now: float) ->
         settings, question=request.question, top_k=request.top_k, since=request.since,
         until=request.until, domain=request.domain, source=request.source,
         max_new_tokens=request.max_new_tokens, temperature=request.temperature,
-        stop=tuple(request.stop), now=now,
+        stop=tuple(request.stop), answer_mode=request.answer_mode, now=now,
     )
 
 
@@ -65,18 +66,30 @@ def _usage(answer: Answer) -> pb.Usage:
                     completion_tokens=answer.completion_tokens, unit=answer.unit)
 
 
-def _cited(retrieval: Retrieval, answer: Answer) -> list[str]:
-    return cited_chunk_ids(answer.text, [h.chunk_id for h in retrieval.result.hits])
+def _checked(retrieval: Retrieval, answer: Answer) -> citation_rules.CitationCheck:
+    if answer.citations is not None:
+        return answer.citations
+    hits = retrieval.result.hits
+    return citation_rules.check_quoted(answer.text, [h.chunk_id for h in hits],
+                                       [h.text for h in hits])
 
 
-def query_response(retrieval: Retrieval, answer: Answer) -> pb.QueryResponse:
-    result = retrieval.result
+def citation_check(check: citation_rules.CitationCheck) -> pb.CitationCheck:
+    return pb.CitationCheck(cited_by=check.cited_by, uncited=check.uncited,
+                            unknown_markers=list(check.unknown_markers),
+                            supported_share=check.supported_share)
+
+
+def query_response(retrieval: Retrieval, answer: Answer, choice: ModeChoice | None = None,
+                   ) -> pb.QueryResponse:
+    result, check = retrieval.result, _checked(retrieval, answer)
     return pb.QueryResponse(
         answer=answer.text, citations=citations(retrieval),
         answer_mode=answer.mode, partial=result.partial, missing_shards=result.unanswered,
         shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
         finish_reason=answer.finish_reason, usage=_usage(answer),
-        cited_chunk_ids=_cited(retrieval, answer),
+        cited_chunk_ids=list(check.cited_ids), citation_check=citation_check(check),
+        answer_mode_reason=choice.reason if choice else "",
     )
 
 
@@ -91,19 +104,21 @@ def retrieve_response(retrieval: Retrieval) -> pb.RetrieveResponse:
     )
 
 
-def stream_start(retrieval: Retrieval, mode: str) -> pb.StreamQueryResponse:
+def stream_start(retrieval: Retrieval, choice: ModeChoice) -> pb.StreamQueryResponse:
     result = retrieval.result
     return pb.StreamQueryResponse(start=pb.StreamStart(
-        citations=citations(retrieval), answer_mode=mode,
+        citations=citations(retrieval), answer_mode=choice.mode,
         partial=result.partial, missing_shards=result.unanswered,
-        shard_errors=dict(result.errors),
+        shard_errors=dict(result.errors), answer_mode_reason=choice.reason,
     ))
 
 
 def stream_end(retrieval: Retrieval, answer: Answer) -> pb.StreamQueryResponse:
+    check = _checked(retrieval, answer)
     return pb.StreamQueryResponse(end=pb.StreamEnd(
         finish_reason=answer.finish_reason, usage=_usage(answer),
-        timings=_timings(retrieval, answer), cited_chunk_ids=_cited(retrieval, answer),
+        timings=_timings(retrieval, answer), cited_chunk_ids=list(check.cited_ids),
+        citation_check=citation_check(check),
     ))
 
 

@@ -58,18 +58,22 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         started = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
             retrieval = await self._retrieve(await self._params(request, context), context)
-            answer = await self.engine.answer(retrieval)
+            choice = self.engine.choose_mode(
+                retrieval.params, _time_left(context, request.deadline_ms, started))
+            answer = await self.engine.answer(retrieval, choice)
         self._finished("Query", started)
-        return convert.query_response(retrieval, answer)
+        return convert.query_response(retrieval, answer, choice)
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
         started = last = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
             retrieval = await self._retrieve(await self._params(request, context), context)
+            choice = self.engine.choose_mode(
+                retrieval.params, _time_left(context, request.deadline_ms, started))
         # Citations first: the reader sees the sources early.
-        yield convert.stream_start(retrieval, self.engine.answer_mode)
-        events = self.engine.answer_stream(retrieval)
+        yield convert.stream_start(retrieval, choice)
+        events = self.engine.answer_stream(retrieval, choice)
         answer: Answer | None = None
         first = True
         while answer is None:
@@ -203,6 +207,15 @@ class _Guard:
 
 def _remaining(context: grpc.aio.ServicerContext) -> float | None:
     return context.time_remaining()
+
+
+def _time_left(context: grpc.aio.ServicerContext, deadline_ms: int, started: float,
+               ) -> float | None:
+    """Seconds left of the earlier of the request's deadline_ms and the call's deadline."""
+    left = [r for r in (_remaining(context),) if r is not None]
+    if deadline_ms:
+        left.append(deadline_ms / 1000 - (time.perf_counter() - started))
+    return min(left) if left else None
 
 
 def build_server(engine: QueryEngine, health: health_aio.HealthServicer,

@@ -1,6 +1,7 @@
 """Every failure of a gRPC call mapped to a status code in one place, a server interceptor.
 
 OutOfRangeError           -> OUT_OF_RANGE, naming the field (same metadata as below)
+NoGeneratorError          -> FAILED_PRECONDITION, naming the field (same metadata)
 InvalidInput              -> INVALID_ARGUMENT, naming the field (metadata streamrag-field,
                              streamrag-reason)
 QueueFullError            -> RESOURCE_EXHAUSTED, saying so
@@ -24,7 +25,7 @@ from typing import Any
 
 import grpc
 
-from services.inference.errors import OutOfRangeError
+from services.inference.errors import NoGeneratorError, OutOfRangeError
 from shared.batching.queue import QueueFullError
 from shared.errors import InfrastructureError, InvalidInput, StreamragError
 
@@ -42,6 +43,7 @@ def status_of(exc: BaseException) -> Status:
     if isinstance(exc, InvalidInput):
         field = exc.field or "request"
         code = (grpc.StatusCode.OUT_OF_RANGE if isinstance(exc, OutOfRangeError)
+                else grpc.StatusCode.FAILED_PRECONDITION if isinstance(exc, NoGeneratorError)
                 else grpc.StatusCode.INVALID_ARGUMENT)
         return (code,
                 f"invalid {field} ({exc.reason}): {exc.detail}", exc.reason,

@@ -60,6 +60,22 @@ class InferenceMetrics:
                                     "returned empty", ["field"], registry=r)
         self.failures = Counter("streamrag_inference_failures_total",
                                 "Failed calls by reason", ["method", "reason"], registry=r)
+        self.answer_modes = Counter("streamrag_inference_answer_modes_total",
+                                    "Answer paths taken, by why (requested, default, fits, "
+                                    "no_generator, overload, deadline)", ["mode", "reason"],
+                                    registry=r)
+        self.answers_cited = Counter("streamrag_inference_answers_cited_total",
+                                     "Answers by how their citations were found: quoted, "
+                                     "model (its [n] markers), overlap (attributed), none",
+                                     ["mode", "cited_by"], registry=r)
+        self.citation_flags = Counter("streamrag_inference_citation_flags_total",
+                                      "Answers flagged: uncited (passages given, none named) "
+                                      "or unknown_marker (an [n] naming no passage shown)",
+                                      ["mode", "flag"], registry=r)
+        self.answer_support = Histogram("streamrag_inference_answer_supported_share",
+                                        "Share of an answer's sentences grounded in a cited "
+                                        "chunk (word overlap, answer/citations.py)", ["mode"],
+                                        buckets=(0.0, 0.25, 0.5, 0.75, 0.999, 1.0), registry=r)
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on host:port (a daemon thread; it ends with the process)."""

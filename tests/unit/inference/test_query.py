@@ -24,6 +24,8 @@ def test_defaults_and_normalisation() -> None:
     assert (p.since, p.until, p.stop, p.max_new_tokens) == (None, None, (), 0)
     assert parse(top_k=20, since="1h").top_k == 20
     assert parse(since="1h").since == NOW - 3600
+    assert [parse(answer_mode=m).answer_mode for m in ("", " Generative ", "auto")] == [
+        "", "generative", "auto"]
 
 
 @pytest.mark.parametrize(("kw", "field", "reason"), [
@@ -41,6 +43,7 @@ def test_defaults_and_normalisation() -> None:
     ({"temperature": float("nan")}, "temperature", "temperature_out_of_range"),
     ({"stop": ("a", "b", "c", "d", "e")}, "stop", "too_many_stop_sequences"),
     ({"stop": ("",)}, "stop", "bad_stop_sequence"),
+    ({"answer_mode": "creative"}, "answer_mode", "unknown_answer_mode"),
 ])
 def test_refusals_name_the_field(kw: dict[str, Any], field: str, reason: str) -> None:
     with pytest.raises(InvalidInput) as err:

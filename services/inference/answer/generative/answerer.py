@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
 from services.inference.answer.generative.prompt import pack_prompt
+from services.inference.answer.modes import GeneratorLoad
 from services.inference.answer.result import Answer
 from services.inference.query import QueryParams
 from services.inference.settings import InferenceSettings
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configure
     from services.inference.answer.generative.model import CausalLM
 
 ANSWER_MODE = "generative"
+PACE_WEIGHT = 0.2  # of the newest answer in the moving averages of the pace
 
 
 class GenerativeAnswerer:
@@ -38,6 +40,9 @@ class GenerativeAnswerer:
         runner.on_step = metrics.decode_rows.observe
         if s.gen_continuous:
             runner.admit, runner.max_rows = self.batcher.admit, s.gen_max_batch
+        # The recent pace, for `auto` mode's estimate: seconds to the first token and per
+        # token after it (moving averages; the warm-up's figures until answers come).
+        self.first_token_s, self.per_token_s = lm.warm_first_token_s, lm.warm_per_token_s
 
     def start(self) -> None:
         self.batcher.start()
@@ -45,24 +50,49 @@ class GenerativeAnswerer:
     async def stop(self) -> None:
         await self.batcher.stop()
 
+    def max_new_tokens(self, params: QueryParams) -> int:
+        s = self.settings
+        return min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
+
+    def load(self, params: QueryParams) -> GeneratorLoad:
+        """How busy the generator is and how long `params`' answer would take now."""
+        waiting = len(self.batcher.queue)
+        rows = self.settings.gen_max_batch
+        estimate = (self.first_token_s + self.max_new_tokens(params) * self.per_token_s)
+        # Each full batch ahead runs about one answer's time before this one starts.
+        return GeneratorLoad(overloaded=waiting >= rows,
+                             estimate_s=estimate * (1 + waiting // rows))
+
     async def stream(self, params: QueryParams, texts: Sequence[str],
                      ) -> AsyncIterator[str | Answer]:
         """The answer's text deltas, then the Answer itself as the last item."""
         started, s = time.perf_counter(), self.settings
-        max_new = min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
+        max_new = self.max_new_tokens(params)
         budget = min(s.prompt_token_budget, self.lm.prompt_room(max_new))
-        prompt, _ = pack_prompt(params.question, list(texts), self.lm.count_tokens, budget)
+        prompt, shown = pack_prompt(params.question, list(texts), self.lm.count_tokens,
+                                    budget, self.lm.render)
         job = Job(prompt, max_new, params.temperature, params.stop)
         request, _ = self.batcher.enqueue(job, 1, budget + max_new, INTERACTIVE)
         pieces: list[str] = []
+        first: float | None = None
         try:
             while not isinstance(event := await job.events.get(), Finished):
                 if isinstance(event, BaseException):
                     raise InfrastructureError(f"generation failed: {event}") from event
+                if first is None:
+                    first = time.perf_counter()
                 pieces.append(event)
                 yield event
         finally:
             job.cancelled = True  # a no-op once finished; frees the row if the caller left
             self.batcher.cancel(request)
+        ended = time.perf_counter()
+        self._observe(started, first, ended, event.completion_tokens)
         yield Answer(tuple(pieces), event.reason, event.prompt_tokens, event.completion_tokens,
-                     (time.perf_counter() - started) * 1000, ANSWER_MODE, "tokens")
+                     (ended - started) * 1000, ANSWER_MODE, "tokens", shown)
+
+    def _observe(self, started: float, first: float | None, ended: float, tokens: int) -> None:
+        if first is None or tokens < 2:
+            return
+        self.first_token_s += PACE_WEIGHT * ((first - started) - self.first_token_s)
+        self.per_token_s += PACE_WEIGHT * ((ended - first) / (tokens - 1) - self.per_token_s)

@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from services.inference.answer.generative import weights
+from services.inference.answer.generative.prompt import plain
 from shared.encoder.embedder import pick_device
 
 
@@ -31,29 +33,52 @@ class DecodeState:
 
 
 class CausalLM:
-    def __init__(self, path: Path, device: str = "auto") -> None:
+    def __init__(self, path: Path, device: str = "auto", cache_dir: Path | None = None,
+                 ) -> None:
+        """`path`: a Hugging Face folder, or a .gguf file dequantised once into `cache_dir`
+        (weights.py)."""
         self.device = pick_device(device)
         self.dtype = pick_dtype(self.device)
+        folder = weights.loadable(path, cache_dir or path.parent)
         # Left padding lines up every row's last token; left truncation, should a prompt
         # still be too long, drops the oldest context, never the question at its end.
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path), padding_side="left",
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder), padding_side="left",
                                                        truncation_side="left")
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        # An instruct model is prompted in its chat template, which writes its own special
+        # tokens: the tokenizer must not add more.
+        self.chat = bool(getattr(self.tokenizer, "chat_template", None))
         # A second tokenizer for counting on the event loop: a fast tokenizer used from
         # two threads at once fails ("Already borrowed").
-        self.counter = AutoTokenizer.from_pretrained(str(path))
-        self._specials = len(self.counter("")["input_ids"])  # what tokenizing a prompt adds
-        self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype)
+        self.counter = AutoTokenizer.from_pretrained(str(folder))
+        self._specials = 0 if self.chat else len(self.counter("")["input_ids"])
+        self.model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=self.dtype)
         # PreTrainedModel.to is @wraps(Module.to), which typeshed types as unbound (the
         # device lands on `self`); the call itself is right.
         self.model = self.model.to(self.device).eval()  # type: ignore[arg-type]
-        self.model_id = path.name
+        self.model_id = weights.model_name(path)
         config = self.model.config
-        eos = {self.tokenizer.eos_token_id, getattr(config, "eos_token_id", None)}
-        self.eos_ids = frozenset(i for i in eos if isinstance(i, int))
+        ends: list[object] = [self.tokenizer.eos_token_id, getattr(config, "eos_token_id", None)]
+        generation = getattr(self.model, "generation_config", None)
+        found = getattr(generation, "eos_token_id", None)
+        ends += found if isinstance(found, list) else [found]
+        if self.chat and weights.CHATML_END in self.tokenizer.get_vocab():
+            ends.append(self.tokenizer.convert_tokens_to_ids(weights.CHATML_END))
+        self.eos_ids = frozenset(i for i in ends if isinstance(i, int))
         self.max_positions = int(getattr(config, "max_position_embeddings", 0)
                                  or getattr(config, "n_positions", 2048))
+        # The pace measured at warm-up (services/inference/runtime.py load_generator).
+        self.warm_first_token_s = 0.5
+        self.warm_per_token_s = 0.05
+
+    def render(self, instruction: str, user: str) -> str:
+        """The prompt text: the chat template's system and user turns, or plain text."""
+        if not self.chat:
+            return plain(instruction, user)
+        turns = [{"role": "system", "content": instruction}, {"role": "user", "content": user}]
+        return str(self.tokenizer.apply_chat_template(turns, tokenize=False,
+                                                      add_generation_prompt=True))
 
     def prompt_room(self, max_new_tokens: int) -> int:
         """Tokens a prompt may count (as count_tokens does) and still fit with its answer."""
@@ -69,7 +94,8 @@ class CausalLM:
     def prefill(self, prompts: list[str], room: int) -> DecodeState:
         """Run the prompts (left-padded, cut to leave `room` positions for new tokens)."""
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
-                             max_length=max(1, self.max_positions - room)).to(self.device)
+                             max_length=max(1, self.max_positions - room),
+                             add_special_tokens=not self.chat).to(self.device)
         mask = enc["attention_mask"]
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=pos,

@@ -1,29 +1,35 @@
-"""The generative answer's text rules: prompt packing, stop sequences, cited chunk ids.
+"""The generative answer's text rules: prompt packing and stop sequences.
 
 Pure: token counting is passed in, so the rules test without a model.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
-INSTRUCTION = ("Answer the question using only the numbered sources below. Cite every "
-               "claim with its source number in brackets, like [1]. If the sources do not "
-               "answer it, say so.\n\n")
-_MARKER = re.compile(r"\[(\d+)\]")
+INSTRUCTION = ("Answer the question using only the numbered passages below, in one or two "
+               "short sentences. Cite the passage you used in brackets, like [1]. Copy "
+               "placeholders such as <PERSON> exactly as written. If the passages do not "
+               "answer it, say so.")
+Render = Callable[[str, str], str]  # (instruction, user turn) -> the model's prompt text
+
+
+def plain(instruction: str, user: str) -> str:
+    """The prompt of a model without a chat template."""
+    return f"{instruction}\n\n{user}\nAnswer:"
 
 
 def pack_prompt(question: str, texts: Sequence[str], count_tokens: Callable[[str], int],
-                budget: int) -> tuple[str, tuple[int, ...]]:
+                budget: int, render: Render = plain) -> tuple[str, tuple[int, ...]]:
     """The prompt and the 1-based source numbers packed into it.
 
     Sources go in relevance order (the order given); one that does not fit is left out
     and smaller ones after it may still go in. Numbers stay those of the citation list,
-    so "[n]" in the answer always means citations[n-1].
+    so "[n]" in the answer always means citations[n-1]. `render` wraps the instruction
+    and the user turn the way the model was trained (its chat template).
     """
-    tail = f"Question: {' '.join(question.split())}\nAnswer:"
-    used = count_tokens(INSTRUCTION) + count_tokens(tail)
+    tail = f"Question: {' '.join(question.split())}"
+    used = count_tokens(render(INSTRUCTION, "Passages:\n\n" + tail))
     lines: list[str] = []
     packed: list[int] = []
     for number, text in enumerate(texts, start=1):
@@ -34,7 +40,7 @@ def pack_prompt(question: str, texts: Sequence[str], count_tokens: Callable[[str
         used += cost
         lines.append(line)
         packed.append(number)
-    return INSTRUCTION + "".join(lines) + "\n" + tail, tuple(packed)
+    return render(INSTRUCTION, "Passages:\n" + "".join(lines) + "\n" + tail), tuple(packed)
 
 
 class StopScanner:
@@ -67,13 +73,3 @@ class StopScanner:
         """At the end of generation the held text was no stop sequence after all."""
         held, self._held = self._held, ""
         return "" if self.stopped else held
-
-
-def cited_chunk_ids(answer: str, chunk_ids: Sequence[str]) -> list[str]:
-    """The chunk ids the answer's "[n]" markers name, first mention first; bad n ignored."""
-    out: list[str] = []
-    for match in _MARKER.finditer(answer):
-        n = int(match.group(1))
-        if 1 <= n <= len(chunk_ids) and chunk_ids[n - 1] not in out:
-            out.append(chunk_ids[n - 1])
-    return out

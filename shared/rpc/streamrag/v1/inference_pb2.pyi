@@ -28,7 +28,7 @@ STATS_WINDOW_MINUTE: StatsWindow
 STATS_WINDOW_HOUR: StatsWindow
 
 class QueryRequest(_message.Message):
-    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "max_new_tokens", "temperature", "stop", "deadline_ms")
+    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "max_new_tokens", "temperature", "stop", "deadline_ms", "answer_mode")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class QueryRequest(_message.Message):
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_MODE_FIELD_NUMBER: _ClassVar[int]
     question: str
     top_k: int
     since: str
@@ -49,7 +50,8 @@ class QueryRequest(_message.Message):
     temperature: float
     stop: _containers.RepeatedScalarFieldContainer[str]
     deadline_ms: int
-    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+    answer_mode: str
+    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ..., answer_mode: _Optional[str] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("chunk_id", "doc_id", "version", "score", "event_time", "event_time_iso", "text", "title", "domain", "source", "rerank_score")
@@ -102,7 +104,7 @@ class Usage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., unit: _Optional[str] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
-    __slots__ = ("answer", "citations", "answer_mode", "partial", "missing_shards", "shard_errors", "timings", "finish_reason", "usage", "cited_chunk_ids")
+    __slots__ = ("answer", "citations", "answer_mode", "partial", "missing_shards", "shard_errors", "timings", "finish_reason", "usage", "cited_chunk_ids", "citation_check", "answer_mode_reason")
     class ShardErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +122,8 @@ class QueryResponse(_message.Message):
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     CITED_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    CITATION_CHECK_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_MODE_REASON_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     answer_mode: str
@@ -130,7 +134,21 @@ class QueryResponse(_message.Message):
     finish_reason: str
     usage: Usage
     cited_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    citation_check: CitationCheck
+    answer_mode_reason: str
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ..., citation_check: _Optional[_Union[CitationCheck, _Mapping]] = ..., answer_mode_reason: _Optional[str] = ...) -> None: ...
+
+class CitationCheck(_message.Message):
+    __slots__ = ("cited_by", "uncited", "unknown_markers", "supported_share")
+    CITED_BY_FIELD_NUMBER: _ClassVar[int]
+    UNCITED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_MARKERS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_SHARE_FIELD_NUMBER: _ClassVar[int]
+    cited_by: str
+    uncited: bool
+    unknown_markers: _containers.RepeatedScalarFieldContainer[int]
+    supported_share: float
+    def __init__(self, cited_by: _Optional[str] = ..., uncited: _Optional[bool] = ..., unknown_markers: _Optional[_Iterable[int]] = ..., supported_share: _Optional[float] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
     __slots__ = ("question", "top_k", "since", "until", "domain", "source", "deadline_ms")
@@ -172,7 +190,7 @@ class RetrieveResponse(_message.Message):
     def __init__(self, chunks: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ...) -> None: ...
 
 class StreamStart(_message.Message):
-    __slots__ = ("citations", "answer_mode", "partial", "missing_shards", "shard_errors")
+    __slots__ = ("citations", "answer_mode", "partial", "missing_shards", "shard_errors", "answer_mode_reason")
     class ShardErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -185,24 +203,28 @@ class StreamStart(_message.Message):
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     MISSING_SHARDS_FIELD_NUMBER: _ClassVar[int]
     SHARD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_MODE_REASON_FIELD_NUMBER: _ClassVar[int]
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     answer_mode: str
     partial: bool
     missing_shards: _containers.RepeatedScalarFieldContainer[int]
     shard_errors: _containers.ScalarMap[int, str]
-    def __init__(self, citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ...) -> None: ...
+    answer_mode_reason: str
+    def __init__(self, citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., answer_mode_reason: _Optional[str] = ...) -> None: ...
 
 class StreamEnd(_message.Message):
-    __slots__ = ("finish_reason", "usage", "timings", "cited_chunk_ids")
+    __slots__ = ("finish_reason", "usage", "timings", "cited_chunk_ids", "citation_check")
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     CITED_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    CITATION_CHECK_FIELD_NUMBER: _ClassVar[int]
     finish_reason: str
     usage: Usage
     timings: Timings
     cited_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    citation_check: CitationCheck
+    def __init__(self, finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ..., citation_check: _Optional[_Union[CitationCheck, _Mapping]] = ...) -> None: ...
 
 class StreamQueryResponse(_message.Message):
     __slots__ = ("start", "delta", "end")

@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from services.inference.api.status import DeadlineError, status_of
+from services.inference.errors import NoGeneratorError
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
 from shared.errors import InfrastructureError, InvalidInput
@@ -125,6 +126,8 @@ def test_the_mapping_of_every_kind_of_failure() -> None:
          "deadline_ms 5 passed", "deadline"),
         (KeyError("SECRET"), grpc.StatusCode.INTERNAL, "internal error (KeyError)",
          "internal_KeyError"),
+        (NoGeneratorError("none loaded"), grpc.StatusCode.FAILED_PRECONDITION,
+         "invalid answer_mode (no_generator): none loaded", "no_generator"),
     ]
     for exc, code, details, reason in cases:
         assert status_of(exc)[:3] == (code, details, reason)

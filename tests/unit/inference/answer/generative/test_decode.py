@@ -134,7 +134,10 @@ def test_stream_query_generates_with_citations_through_grpc(lm: CausalLM) -> Non
     assert steps == 5  # six tokens: the first from the prefill, five decode steps
     kinds = [m.WhichOneof("event") for m in messages]
     assert kinds[0] == "start" and kinds[-1] == "end" and set(kinds[1:-1]) == {"delta"}
-    assert messages[0].start.answer_mode == "generative" and info.answer_mode == "generative"
+    # The default mode, auto, generates when a model is loaded and nothing stands in the way.
+    assert (messages[0].start.answer_mode, messages[0].start.answer_mode_reason) == (
+        "generative", "fits")
+    assert info.answer_mode == "auto"
     end = messages[-1].end
     assert (end.finish_reason, end.usage.completion_tokens, end.usage.unit) == (
         "length", 6, "tokens")

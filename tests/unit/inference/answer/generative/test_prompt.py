@@ -1,11 +1,11 @@
-"""Prompt packing, stop sequences over streamed text, and cited chunk ids."""
+"""Prompt packing and stop sequences over streamed text."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.inference.answer.generative.prompt import StopScanner, cited_chunk_ids, pack_prompt
+from services.inference.answer.generative.prompt import INSTRUCTION, StopScanner, pack_prompt
 
 
 def words(text: str) -> int:
@@ -50,6 +50,16 @@ def test_scanner_output_is_the_text_cut_at_the_first_stop(text: str, cuts: list[
     assert "".join(out) == expected
 
 
-def test_cited_ids_in_first_mention_order_ignoring_bad_numbers() -> None:
-    answer = "Disk filled [2]. Logs rotated [1][2]. See [7] and [0]."
-    assert cited_chunk_ids(answer, ["c1", "c2", "c3"]) == ["c2", "c1"]
+def test_the_render_wraps_instruction_and_user_turn_and_is_counted() -> None:
+    def chat(instruction: str, user: str) -> str:
+        return f"<s>system\n{instruction}</s><s>user\n{user}</s><s>assistant\n"
+
+    texts = ["alpha " * 5, "gamma " * 5]
+    prompt, packed = pack_prompt("why?", texts, words, 10_000, chat)
+    assert packed == (1, 2)
+    assert prompt.startswith(f"<s>system\n{INSTRUCTION}</s><s>user\nPassages:\n[1] alpha")
+    assert prompt.endswith("Question: why?</s><s>assistant\n")
+    # The template's own words count against the budget: one word less and gamma is out.
+    exact = words(prompt)
+    assert pack_prompt("why?", texts, words, exact, chat)[1] == (1, 2)
+    assert pack_prompt("why?", texts, words, exact - 1, chat)[1] == (1,)
