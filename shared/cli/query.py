@@ -29,6 +29,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", default="", help="only chunks of this source")
     p.add_argument("--top-k", type=int, default=0, help="citations to retrieve (0: server's)")
     p.add_argument("--stream", action="store_true", help="print the answer as it arrives")
+    p.add_argument("--mode", default="", choices=["", "extractive", "generative", "auto"],
+                   help="quote sentences (extractive), let the model write (generative), "
+                        "or let the server pick (auto); default: the server's")
+    p.add_argument("--max-new-tokens", type=int, default=0,
+                   help="answer length: tokens generated, or words quoted (0: server's)")
     p.add_argument("--target", default=None,
                    help="inference API host:port (default: STREAMRAG_MESH_INFERENCE_TARGET)")
     p.add_argument("--json", action="store_true",
@@ -38,7 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     request = pb.QueryRequest(question=args.question, top_k=args.top_k, since=args.since,
-                              until=args.until, domain=args.domain, source=args.source)
+                              until=args.until, domain=args.domain, source=args.source,
+                              answer_mode=args.mode, max_new_tokens=args.max_new_tokens)
     target = args.target or MeshSettings().inference_target
     with grpc.insecure_channel(target) as channel:
         stub = pb_grpc.InferenceStub(channel)
@@ -51,7 +57,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             if args.stream:
                 print(file=out)  # end a half-printed answer before the error
             print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
-            return 2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
+            caller = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
+            return 2 if exc.code() in caller else 1
     return 0
 
 
@@ -60,7 +67,9 @@ def _print_response(response: pb.QueryResponse, as_json: bool, out: TextIO) -> N
         print(_json(response, indent=2), file=out)
         return
     print(response.answer or "(no answer: nothing relevant was retrieved)", file=out)
-    _print_sources(response.citations, response.answer_mode, response.missing_shards, out)
+    _print_sources(response.citations, response.answer_mode, response.answer_mode_reason,
+                   response.missing_shards, out)
+    _print_check(response.citations, response.cited_chunk_ids, response.citation_check, out)
     print(f"retrieval {response.timings.retrieval_ms:.0f} ms, "
           f"total {response.timings.total_ms:.0f} ms", file=out)
 
@@ -76,19 +85,40 @@ def _stream(messages: Iterable[pb.StreamQueryResponse], as_json: bool, out: Text
             print(message.delta, end="", file=out, flush=True)
         elif message.HasField("end"):
             print(file=out)
-            _print_sources(start.citations, start.answer_mode, start.missing_shards, out)
+            _print_sources(start.citations, start.answer_mode, start.answer_mode_reason,
+                           start.missing_shards, out)
+            _print_check(start.citations, message.end.cited_chunk_ids,
+                         message.end.citation_check, out)
             t = message.end.timings
             print(f"retrieval {t.retrieval_ms:.0f} ms, total {t.total_ms:.0f} ms, "
                   f"finish: {message.end.finish_reason}", file=out)
 
 
-def _print_sources(citations: Sequence[pb.Citation], mode: str, missing: Sequence[int],
-                   out: TextIO) -> None:
-    print(f"\n({mode} answer: sentences quoted from the sources below)", file=out)
+MODE_LINES = {"extractive": "sentences quoted from the sources below",
+              "generative": "written by the language model from the sources below"}
+
+
+def _print_sources(citations: Sequence[pb.Citation], mode: str, reason: str,
+                   missing: Sequence[int], out: TextIO) -> None:
+    why = f"; {reason}" if reason in ("deadline", "overload", "no_generator") else ""
+    print(f"\n({mode} answer: {MODE_LINES.get(mode, mode)}{why})", file=out)
     if missing:
         shards = ", ".join(str(s) for s in missing)
         print(f"partial result: shard(s) {shards} did not answer", file=out)
     print(format_citations(citations), file=out)
+
+
+def _print_check(citations: Sequence[pb.Citation], cited: Sequence[str],
+                 check: pb.CitationCheck, out: TextIO) -> None:
+    numbers = {c.chunk_id: n for n, c in enumerate(citations, start=1)}
+    named = ", ".join(f"[{numbers[c]}]" for c in cited if c in numbers) or "none"
+    how = {"overlap": "attributed by word overlap: the model wrote no [n]",
+           "model": "as the model marked them", "quoted": "as quoted"}.get(check.cited_by, "")
+    print(f"cites {named}" + (f" ({how})" if how else "")
+          + f"; {check.supported_share:.0%} of its sentences grounded in them", file=out)
+    if check.unknown_markers:
+        bad = ", ".join(f"[{n}]" for n in check.unknown_markers)
+        print(f"warning: the answer cites {bad}, which it was not shown", file=out)
 
 
 def format_citations(citations: Sequence[pb.Citation]) -> str:

@@ -108,3 +108,19 @@ def test_format_citations_with_no_rows() -> None:
     assert query.format_citations([]).split() == ["n", "score", "doc", "id", "chunk", "id",
                                                   "event", "time", "text"]
     assert pb.Citation().score == 0.0
+
+
+def test_the_citation_check_is_printed_with_the_answer(target: str) -> None:
+    _, out = run("how full was the broker disk?", "--target", target)
+    # First mention first: the answer quotes the runbook [2] before the incident [1].
+    assert "cites [2], [1] (as quoted); 100% of its sentences grounded in them" in out
+
+
+def test_generative_without_a_model_is_the_callers_error(
+        target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run("broker disk", "--target", target, "--mode", "generative")
+    assert code == 2
+    assert "FAILED_PRECONDITION: invalid answer_mode (no_generator)" in capsys.readouterr().err
+    code, out = run("broker disk", "--target", target, "--mode", "auto", "--json")
+    data = json.loads(out)
+    assert (data["answer_mode"], data["answer_mode_reason"]) == ("extractive", "no_generator")
