@@ -12,6 +12,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from shared.cli.render import citation_check_lines
 from shared.cli.settings import MeshSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
@@ -110,15 +111,7 @@ def _print_sources(citations: Sequence[pb.Citation], mode: str, reason: str,
 
 def _print_check(citations: Sequence[pb.Citation], cited: Sequence[str],
                  check: pb.CitationCheck, out: TextIO) -> None:
-    numbers = {c.chunk_id: n for n, c in enumerate(citations, start=1)}
-    named = ", ".join(f"[{numbers[c]}]" for c in cited if c in numbers) or "none"
-    how = {"overlap": "attributed by word overlap: the model wrote no [n]",
-           "model": "as the model marked them", "quoted": "as quoted"}.get(check.cited_by, "")
-    print(f"cites {named}" + (f" ({how})" if how else "")
-          + f"; {check.supported_share:.0%} of its sentences grounded in them", file=out)
-    if check.unknown_markers:
-        bad = ", ".join(f"[{n}]" for n in check.unknown_markers)
-        print(f"warning: the answer cites {bad}, which it was not shown", file=out)
+    print("\n".join(citation_check_lines(citations, cited, check)), file=out)
 
 
 def format_citations(citations: Sequence[pb.Citation]) -> str:

@@ -16,8 +16,25 @@ def citation_table(citations: Sequence[Any]) -> str:
     return "\n".join(rows)
 
 
+def citation_check_lines(citations: Sequence[Any], cited: Sequence[str], check: Any,
+                         ) -> list[str]:
+    """Which sources the answer cites, how they were found, and how much of it they ground."""
+    numbers = {c.chunk_id: n for n, c in enumerate(citations, start=1)}
+    named = ", ".join(f"[{numbers[c]}]" for c in cited if c in numbers) or "none"
+    how = {"overlap": "attributed by word overlap: the model wrote no [n]",
+           "model": "as the model marked them", "quoted": "as quoted"}.get(check.cited_by, "")
+    lines = [f"cites {named}" + (f" ({how})" if how else "")
+             + f"; {check.supported_share:.0%} of its sentences grounded in them"]
+    if check.unknown_markers:
+        bad = ", ".join(f"[{n}]" for n in check.unknown_markers)
+        lines.append(f"warning: the answer cites {bad}, which it was not shown")
+    return lines
+
+
 def render_answer(resp: Any) -> str:
-    lines = [f"A ({resp.answer_mode}): {resp.answer}", "", citation_table(resp.citations)]
+    lines = [f"A ({resp.answer_mode}): {resp.answer}",
+             *citation_check_lines(resp.citations, resp.cited_chunk_ids, resp.citation_check),
+             "", citation_table(resp.citations)]
     if resp.partial:
         lines.append(f"partial result: shards {list(resp.missing_shards)} did not answer")
     return "\n".join(lines)

@@ -61,18 +61,17 @@ def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryRespon
     with grpc.insecure_channel(target) as channel:
         stub = inference_pb2_grpc.InferenceStub(channel)
         while True:
-            # The probe asks for one new token: it checks retrieval, and with a generator
-            # a full answer over 50 sources could outlast its timeout on a CPU.
-            request = inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=50,
-                                                 max_new_tokens=1)
+            # The probe retrieves only: an answer over 50 sources, generated on a CPU,
+            # could outlast its timeout.
+            request = inference_pb2.RetrieveRequest(question=DEMO_QUESTION, top_k=50)
             try:
-                probe = stub.Query(request, timeout=10)
+                probe = stub.Retrieve(request, timeout=10)
             except grpc.RpcError as exc:  # a busy machine: say so and keep trying
                 print(f"  demo query not answered yet ({exc.code().name})", flush=True)
                 found: set[str] = set()
                 partial = True
             else:
-                found, partial = {c.doc_id for c in probe.citations}, probe.partial
+                found, partial = {c.doc_id for c in probe.chunks}, probe.partial
             if found >= DEMO_EXPECTED and DEMO_DELETED not in found and not partial:
                 return stub.Query(inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=3),
                                   timeout=ANSWER_TIMEOUT_S)
