@@ -54,6 +54,7 @@ from typing import Any
 import grpc
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from scripts.benchlib.hops import STAGES, first_stamps, hop_delays
 from scripts.benchlib.paths import ANVIL, RESULTS
 from scripts.benchlib.procs import cpu_by_group, memory_gib
 from scripts.benchlib.stats import summary
@@ -70,8 +71,6 @@ from shared.contract.records import ChunkSet, RedactedDocument
 from shared.encoder.runtime import SentenceEncoder, load_encoder
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 
-STAGES = ("docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
-          "chunks.v1", "chunks.embedded.v1")
 BATCH_ONE = {"STREAMRAG_EMBEDDING_BATCH_MAX_DOCS": "1"}
 BASELINE = "adaptive wait"
 # name -> the embedding worker's `python -m` arguments
@@ -284,25 +283,8 @@ async def paced(mesh: Endpoints, watcher: Watcher, tag: str, n: int, rate: float
 
 async def stage_times(bootstrap: str, ids: set[str]) -> dict[str, Any]:
     """Per-stage delay (ms) between the Kafka timestamps of consecutive topics, per doc."""
-    stamps: dict[str, dict[str, int]] = {t: {} for t in STAGES}
-    consumer = AIOKafkaConsumer(*STAGES, bootstrap_servers=bootstrap, group_id=None,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=10)
-    await consumer.start()
-    try:
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < 2:  # end offsets lie on this broker: read to quiet
-            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                quiet_since = time.monotonic()
-                for r in records:
-                    key = r.key.decode() if r.key else ""
-                    if key in ids:
-                        stamps[tp.topic].setdefault(key, r.timestamp)
-    finally:
-        await consumer.stop()
-    out: dict[str, Any] = {}
-    for a, b in zip(STAGES, STAGES[1:], strict=False):
-        out[f"{a} -> {b}"] = summary([float(stamps[b][k] - stamps[a][k]) for k in ids
-                                      if k in stamps[a] and k in stamps[b]])
+    stamps = await first_stamps(bootstrap, ids)
+    out: dict[str, Any] = {hop: summary(ms) for hop, ms in hop_delays(stamps, ids).items()}
     # For a document that never arrived: the last topic it reached.
     out["lost_after"] = {k: max((t for t in STAGES if k in stamps[t]), key=STAGES.index,
                                 default="(never produced)")

@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
+from scripts.benchlib.hops import first_stamps, hop_delays
 from scripts.benchlib.paths import ANVIL, RESULTS
 from scripts.benchlib.procs import cpu_s, group_pids, memory_gib
 from scripts.benchlib.stats import summary
@@ -90,8 +91,6 @@ def in_process_floor(docs: int) -> tuple[list[float], list[float]]:
     return ingest, query
 
 
-STAGES = ("docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
-          "chunks.v1", "chunks.embedded.v1")
 MODES = {"onebox": False, "processes": True}  # name -> isolated(processes=...)
 
 
@@ -147,25 +146,8 @@ async def freshness(bootstrap: str, target: str, docs: int, gap_s: float, warm_u
 async def hop_times(bootstrap: str, sent: dict[str, float], fresh: list[float],
                     ) -> dict[str, dict[str, Any]]:
     """Per-hop delay (ms) from the Kafka timestamps of consecutive pipeline topics."""
-    stamps: dict[str, dict[str, int]] = {t: {} for t in STAGES}
-    consumer = AIOKafkaConsumer(*STAGES, bootstrap_servers=bootstrap, group_id=None,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=10)
-    await consumer.start()
-    try:
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < 2:  # end offsets lie on this broker
-            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                quiet_since = time.monotonic()
-                for r in records:
-                    key = r.key.decode() if r.key else ""
-                    if key in sent:
-                        stamps[tp.topic].setdefault(key, r.timestamp)
-    finally:
-        await consumer.stop()
-    out: dict[str, list[float]] = {}
-    for a, b in zip(STAGES, STAGES[1:], strict=False):
-        out[f"{a} -> {b}"] = [float(stamps[b][k] - stamps[a][k]) for k in sent
-                              if k in stamps[a] and k in stamps[b]]
+    stamps = await first_stamps(bootstrap, sent)
+    out = hop_delays(stamps, sent)
     done = {k: f for k, f in zip(sent, fresh, strict=True)}
     out["chunks.embedded.v1 -> queryable"] = [
         done[k] - (stamps["chunks.embedded.v1"][k] - sent[k]) for k in sent
