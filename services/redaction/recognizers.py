@@ -51,6 +51,9 @@ class MailboxRecognizer(EmailRecognizer):
 
     def __init__(self) -> None:
         super().__init__(name="MailboxRecognizer")
+        # The suffix list snapshot inside tldextract: its default fetches the list over the
+        # network at first use, which a worker must never wait on.
+        self._extract = tldextract.TLDExtract(suffix_list_urls=())
 
     def validate_result(self, pattern_text: str) -> bool:
-        return bool(tldextract.extract(pattern_text).suffix)
+        return bool(self._extract(pattern_text).suffix)

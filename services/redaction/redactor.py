@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 
-import tldextract
 from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerResult
 from presidio_anonymizer import AnonymizerEngine
 from presidio_anonymizer.entities import OperatorConfig
@@ -37,9 +36,6 @@ from services.redaction.windows import merge, shifted, windows
 from shared.contract.records import Document, RedactedDocument
 from shared.text.visible import View, reading_view
 
-# Presidio's e-mail check calls tldextract, whose default fetches the public suffix list
-# over the network; the snapshot bundled with tldextract is enough and never blocks.
-tldextract.tldextract.TLD_EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=())
 WHOLE_TEXT = "SECRET"  # matched over the whole text, never cut by a window edge
 # Presidio's debug logs quote the words around each finding: never let them reach a log,
 # whatever level the service runs at.
