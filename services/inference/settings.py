@@ -97,7 +97,9 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # (scripts/install puts it there) when it is installed.
     generator_bundled: bool = True
     # The answer path of a query that does not choose one: auto generates when a generator
-    # is loaded, its queue has room and the estimated time fits the deadline, else quotes.
+    # is loaded, its queue has room and the estimated time fits the deadline, else quotes;
+    # extractive is the more faithful and faster answer with the bundled model on a CPU
+    # (docs/design/inference.md, "Which default").
     answer_mode: Literal["extractive", "generative", "auto"] = "auto"
     # The most rows (answers) in one generation batch.
     gen_max_batch: int = Field(default=8, ge=1)
@@ -108,8 +110,9 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     gen_continuous: bool = True
     # The most tokens of a generator's prompt (question and retrieved passages).
     prompt_token_budget: int = Field(default=1024, ge=16)
-    # New tokens generated when a request does not say how many.
-    default_max_new_tokens: int = Field(default=128, ge=1)
+    # New tokens generated when a request does not say how many: two or three sentences,
+    # what the prompt asks for (a small model rambles on past it when allowed).
+    default_max_new_tokens: int = Field(default=64, ge=1)
     # The most new tokens a request may ask for (more are cut to this).
     max_new_tokens_cap: int = Field(default=512, ge=1)
 
