@@ -230,7 +230,8 @@ async def searchable(target: str, doc_id: str, timeout_s: float = 120) -> float:
         stub = inference_pb2_grpc.InferenceStub(channel)
         while time.monotonic() < deadline:
             resp = await stub.Query(inference_pb2.QueryRequest(
-                question=question, source=source_of(doc_id), top_k=20), timeout=10)
+                question=question, source=source_of(doc_id), top_k=20,
+                answer_mode="extractive"), timeout=10)
             if any(c.doc_id == doc_id for c in resp.citations):
                 return time.time()
             await asyncio.sleep(0.02)

@@ -19,7 +19,7 @@ up`; `processes`: one process per service, as before: the baseline) it starts it
              goes per hop is read from the Kafka timestamps of
              each pipeline topic; the last hop (chunks.embedded.v1 -> queryable) is the rest.
              Then --idle-docs more after a quiet spell each (the idle fetch wait's price);
-  query:     sequential gRPC Query calls (extractive answer), and retrieval's share of them;
+  query:     sequential gRPC Query calls (answer_mode extractive), and retrieval's share;
   memory:    RSS of all the mesh's processes after the run (now and peak, VmHWM), and
              per process (the table's last rows).
 With --before KEY=VALUE ..., every bring-up also runs as "<mode> before" with those
@@ -162,7 +162,8 @@ def query_latency(target: str, n: int) -> tuple[list[float], list[float]]:
         for i in range(n):
             t0 = time.perf_counter()
             resp = stub.Query(inference_pb2.QueryRequest(question=f"why did checkout {i} fail",
-                                                         top_k=5), timeout=10)
+                                                         top_k=5, answer_mode="extractive"),
+                              timeout=10)
             e2e.append((time.perf_counter() - t0) * 1000)
             retrieval.append(resp.timings.retrieval_ms)
     return e2e, retrieval

@@ -146,7 +146,8 @@ async def wait_searchable(stub: pb_grpc.InferenceStub, source: str, docs: int) -
             # One new token: with a generator, the wait is for retrieval, not for answers.
             resp = await stub.Query(pb.QueryRequest(question="TLS certificate expired",
                                                     source=source, top_k=want,
-                                                    max_new_tokens=1), timeout=30)
+                                                    max_new_tokens=1, answer_mode="extractive"),
+                                    timeout=30)
         except grpc.aio.AioRpcError as exc:  # a busy mesh still settling: try again
             print(f"  searchable: not yet ({exc.code().name})", flush=True)
         else:
@@ -735,7 +736,11 @@ def main() -> int:
             lm = build_tiny_lm(Path(models) / f"random-gpt2-{args.generator}",
                                shape=args.generator)
             for name, (_, env) in configs.items():
-                env.update(GEN_CONFIGS[name], STREAMRAG_INFERENCE_GENERATOR_PATH=str(lm))
+                env.update(GEN_CONFIGS[name], STREAMRAG_INFERENCE_GENERATOR_PATH=str(lm),
+                           STREAMRAG_INFERENCE_ANSWER_MODE="generative")
+        else:  # extractive answers, as this benchmark has always measured them
+            for _, env in configs.values():
+                env["STREAMRAG_INFERENCE_GENERATOR_BUNDLED"] = "false"
         first, (_, first_env) = next(iter(configs.items()))
         port = free_port()
         mesh_env = {**first_env, "STREAMRAG_INFERENCE_METRICS_PORT": str(port)}

@@ -30,7 +30,8 @@ def wait_ready(target: str, timeout_s: float, dead: Callable[[], list[str]],
                     == health_pb2.HealthCheckResponse.SERVING
                 # One new token: with a generator configured, the probe is about
                 # retrieval; a full answer on a CPU could outlast the probe's timeout.
-                probe = inference_pb2.QueryRequest(question="ready?", max_new_tokens=1)
+                probe = inference_pb2.QueryRequest(question="ready?", max_new_tokens=1,
+                                                   answer_mode="extractive")
                 if serving and not stub.Query(probe, timeout=5).partial:
                     return
             except grpc.RpcError:
