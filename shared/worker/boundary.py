@@ -30,7 +30,9 @@ counts every record that passed a boundary whatever became of it,
 `streamrag_records_dead_lettered_total{stage,reason}` every dead letter (shared.contract.dlq counts
 them), `streamrag_records_internal_error_total{stage,error}` the internal errors by
 exception type. `counts()` reads them back; `dump_counts` writes them to a file that
-`streamrag status` reads.
+`streamrag status` reads. The boundary also counts records in by topic, sets the stage for
+the sends made inside it and times each record (shared.worker.metrics, which lists every
+metric); `export_counts` serves them on the process's one /metrics port.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import json
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -49,11 +52,11 @@ from typing import Any
 from aiokafka.errors import KafkaError
 from faust.exceptions import FaustError, Skip
 from faust.streams import current_event
-from prometheus_client import REGISTRY, Counter, start_http_server
+from prometheus_client import REGISTRY, Counter
 
 from shared.contract.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
-from shared.worker import heartbeat, poison
+from shared.worker import heartbeat, metrics, poison
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +117,10 @@ class Boundary:
         """
         if count:
             PROCESSED.labels(self.stage).inc()
+            metrics.received(self.stage, event.message.topic)
         token = heartbeat.in_hand.enter(self.stage, event.message)
+        stage = metrics.current_stage.set(self.stage)  # the sends inside are this stage's
+        started = time.perf_counter()
         try:
             yield
         except InvalidInput as exc:
@@ -136,6 +142,8 @@ class Boundary:
             if poison.journal.entries:  # it failed before and got through this time
                 poison.journal.forget(self.stage, event.message)
         finally:
+            metrics.handled(self.stage, time.perf_counter() - started)
+            metrics.current_stage.reset(stage)
             heartbeat.in_hand.leave(token)
 
     async def give_up(self, key: str, event: Any) -> None:
@@ -147,6 +155,7 @@ class Boundary:
                   "dead-lettering it unhandled", self.stage, msg.topic, msg.partition,
                   msg.offset, poison.MAX_FAILURES, error)
         PROCESSED.labels(self.stage).inc()
+        metrics.received(self.stage, msg.topic)
         await self._dead_letter(InvalidInput(
             poison.REPEATED_FAILURE, detail=f"{self.stage}: {error}"), event)
         poison.journal.forget_key(key)
@@ -209,12 +218,17 @@ def dump_counts(path: Path) -> None:
 _exporting: set[tuple[str, Path]] = set()
 
 
-def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
-    """Have the worker write its counters under its data dir for `streamrag status`."""
+def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0, *,
+                  metrics_host: str = "127.0.0.1", metrics_port: int = 0) -> None:
+    """Have the worker write its counters under its data dir for `streamrag status`, and
+    serve them on `metrics_port` (0: none) unless the process serves another port already
+    (STREAMRAG_WATCHDOG_METRICS_PORT first, then the first hosted service's)."""
+    metrics.server.want(metrics_host, metrics_port)
     path = (data_dir / app.conf.id / COUNTS_FILE).resolve()
     if (app.conf.id, path) in _exporting:  # one process, one app: the counters are all here
         return
     _exporting.add((app.conf.id, path))
+    metrics.observe(app)
 
     # The records that stopped this worker before, so a poison one is not retried forever.
     poison.journal.open(path.parent / poison.FAILURES_FILE)
@@ -236,8 +250,7 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0) -> None:
         settings = heartbeat.WatchdogSettings()
         heartbeat.Heartbeat(asyncio.get_running_loop(), settings,
                             path.parent / heartbeat.PROGRESS_FILE).start()
-        if settings.metrics_port:
-            start_http_server(settings.metrics_port, addr=settings.metrics_host)
+        metrics.server.start((settings.metrics_host, settings.metrics_port))
 
 
 async def skip_exhausted(value: Any) -> Any:

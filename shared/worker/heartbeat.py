@@ -23,7 +23,7 @@ The same thread writes `stage-progress.json` every 2 s (per stage: when a record
 its boundary, how many are inside it and for how long the oldest has been, the topics it
 reads) and keeps the gauges `streamrag_stage_last_progress_timestamp_seconds{stage}`,
 `streamrag_stage_in_flight{stage}` and `streamrag_worker_event_loop_lag_seconds` (default
-registry; `STREAMRAG_WATCHDOG_METRICS_PORT` serves it as /metrics from the worker).
+registry; shared/worker/metrics.py serves it as /metrics from the worker).
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ class WatchdogSettings(BaseSettings):
     check_interval_s: float = Field(default=1.0, gt=0, le=60)
     # How often each stage's progress file (stage-progress.json) is written.
     progress_interval_s: float = Field(default=2.0, gt=0, le=600)
-    # Port of /metrics of the default registry (stage counters and gauges); 0: not served.
-    # With one process per service every process needs its own port.
+    # Port of the process's /metrics (every hosted stage's counters and gauges, labelled);
+    # 0: the first hosted service's own `..._METRICS_PORT`, if any. One port per process.
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # The address /metrics listens on.
     metrics_host: str = "127.0.0.1"
