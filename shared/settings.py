@@ -15,6 +15,8 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contract import sizes
+from shared.errors import ConfigError
+from shared.worker import logsafe
 
 # anvil's first well-known dev account: only a default for the embedded dev chain.
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
@@ -182,6 +184,35 @@ class ProcessSettings(BaseSettings):
                 msg = f"{name} is no longer read: set {new}"
                 raise ValueError(msg)
         return data
+
+    @model_validator(mode="after")
+    def _named_in_logs(self) -> ProcessSettings:
+        # Paths and setting names are the operator's, not a record's: an error about them
+        # may name them in logs (shared/worker/logsafe.py).
+        logsafe.allow(*env_names(type(self)).values(),
+                      *(v for v in self.__dict__.values() if isinstance(v, Path)))
+        return self
+
+    def ensure_data_dir(self, *subdirs: str) -> Path:
+        """Create the data dir (and `subdirs` under it) with every missing parent; a path
+        that cannot be one fails naming STREAMRAG_DATA_DIR."""
+        for path in (self.data_dir, *(self.data_dir / s for s in subdirs)):
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                why = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+                msg = (f"STREAMRAG_DATA_DIR={self.data_dir}: cannot create {path.resolve()}: "
+                       f"{why}{_culprit(path)}")
+                raise ConfigError(msg) from exc
+        return self.data_dir
+
+
+def _culprit(path: Path) -> str:
+    """Which part of `path` is in the way: the nearest existing ancestor that is no directory."""
+    for parent in (path, *path.parents):
+        if parent.exists():
+            return "" if parent.is_dir() else f" ({parent.resolve()} is a file, not a directory)"
+    return ""
 
 
 class ServiceSettings(ProcessSettings):

@@ -9,7 +9,21 @@ creates it (our code, Faust, mode, aiokafka, asyncio, Presidio, py.warnings):
   type, but not its message, through the whole `__cause__`/`__context__` chain;
 - a warning keeps where it was raised and its category, not its text.
 Uncaught exceptions (main thread, other threads) are printed the same way.
-StreamragError messages are written by us and never quote input, so they are kept.
+
+What a log may still say about an exception, because it comes from the operator, not from a
+record (`shown`):
+- StreamragError messages (ConfigError, InfrastructureError ...): written by us about
+  settings and infrastructure, never quoting input, so kept whole;
+- an OSError's errno, as the OS's own text for it (`os.strerror`, never the exception's
+  strerror, which anyone can set), and its filename when that lies under a configured
+  path (the data dir, the run dir, a model cache: whatever `allow` was given);
+- any other exception's message only as the configured values it mentions: the values
+  and setting names passed to `allow` (paths, host:port, STREAMRAG_* names), each printed
+  from the configuration, never copied from the message:
+  `RuntimeError(<withheld>; mentions 127.0.0.1:19092)`.
+Everything else (a record's text in a ValueError, a pydantic error's input, a KeyError's
+key) stays withheld. Settings classes `allow` their paths and names when built
+(shared/settings.py ProcessSettings), the mesh its run dir and addresses.
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ import re
 import sys
 import threading
 import traceback
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -28,16 +43,67 @@ from shared.errors import StreamragError
 WITHHELD = "<withheld>"
 _WARNING = re.compile(r"^(?P<where>.*?:\d+): (?P<category>\w+): ", re.S)
 _installed = False
+# Configured values a log may name (see the docstring): paths as given and absolute,
+# host:port addresses, setting names.
+_allowed: set[str] = set()
+_dirs: set[str] = set()  # the absolute paths among them: a filename under one may be shown
 # Libraries that put the analysed text itself into log arguments (Presidio logs a value
 # it failed to validate): their arguments are withheld whatever they are.
 QUOTING_LOGGERS = ("presidio-analyzer", "presidio-anonymizer", "spacy")
 
 
-def describe(exc: BaseException) -> str:
-    """What a log may say about an exception: its type, and our own messages."""
+def allow(*values: object) -> None:
+    """Let logs name these configured values (a path, a host:port, a setting's name)
+    wherever an exception mentions them; None and empty values are skipped."""
+    for value in values:
+        text = "" if value is None else str(value)
+        if len(text) < 3:  # "." or a one-digit port would match anywhere
+            continue
+        _allowed.add(text)
+        if isinstance(value, Path):
+            _allowed.add(absolute := os.path.abspath(value))
+            _dirs.add(absolute)
+
+
+def _configured_path(name: object) -> bool:
+    if not isinstance(name, str | Path):
+        return False
+    path = os.path.abspath(name)
+    return any(path == d or path.startswith(d.rstrip(os.sep) + os.sep) for d in _dirs)
+
+
+def _os_error(exc: OSError) -> str:
+    text = f"[Errno {exc.errno}] {os.strerror(exc.errno)}" if exc.errno else WITHHELD
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    if names:
+        text += ": " + " -> ".join(repr(str(n)) if _configured_path(n) else WITHHELD
+                                   for n in names)
+    return text
+
+
+def _mentions(message: str) -> list[str]:
+    """The configured values in `message`, the longest of any that overlap."""
+    found = [v for v in _allowed if v in message]
+    return sorted(v for v in found if not any(v != o and v in o for o in found))
+
+
+def shown(exc: BaseException) -> str:
+    """The part of an exception's message a log may carry (see the module docstring)."""
     if isinstance(exc, StreamragError):
-        return f"{type(exc).__name__}({exc})"
-    return f"{type(exc).__name__}({WITHHELD})"
+        return str(exc)
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ says nothing
+        message = ""
+    head = _os_error(exc) if isinstance(exc, OSError) and \
+        (exc.errno or exc.filename is not None) else WITHHELD
+    mentions = [v for v in _mentions(message) if v not in head]
+    return f"{head}; mentions {', '.join(mentions)}" if mentions else head
+
+
+def describe(exc: BaseException) -> str:
+    """What a log may say about an exception: its type, and what `shown` lets through."""
+    return f"{type(exc).__name__}({shown(exc)})"
 
 
 CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
@@ -45,7 +111,8 @@ CONTEXT = "\nDuring handling of the above exception, another exception occurred:
 
 
 def format_exception(exc: BaseException, tb: TracebackType | None = None) -> str:
-    """A traceback with every frame and exception type, and no exception message."""
+    """A traceback with every frame and exception type, and of each message only what
+    `shown` lets through."""
     # chain[k] = (exception, how the exception before it in the chain relates to it)
     chain: list[tuple[BaseException, str]] = [(exc, "")]
     seen = {id(exc)}
@@ -64,8 +131,7 @@ def format_exception(exc: BaseException, tb: TracebackType | None = None) -> str
         if frames is not None:
             parts.append("Traceback (most recent call last):\n")
             parts += traceback.format_tb(frames)
-        parts.append(f"{type(e).__name__}: "
-                     f"{e if isinstance(e, StreamragError) else WITHHELD}\n")
+        parts.append(f"{type(e).__name__}: {shown(e)}\n")
         if k > 0:
             parts.append(note)
     return "".join(parts).rstrip("\n")

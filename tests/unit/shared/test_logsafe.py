@@ -7,7 +7,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from shared.errors import InvalidInput
+from shared.settings import ProcessSettings
+from shared.worker import logsafe
 from shared.worker.logsafe import WITHHELD, describe, format_exception
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,3 +98,54 @@ def test_our_own_messages_are_kept_and_others_withheld() -> None:
         text = format_exception(exc)
     assert "InvalidInput: too_deep" in text and "ValueError: <withheld>" in text
     assert "Jennifer" not in text
+
+
+@pytest.fixture
+def configured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A process whose settings named tmp_path/run, 127.0.0.1:19092 and STREAMRAG_DATA_DIR."""
+    monkeypatch.setattr(logsafe, "_allowed", set())
+    monkeypatch.setattr(logsafe, "_dirs", set())
+    logsafe.allow(tmp_path / "run", "127.0.0.1:19092", "STREAMRAG_DATA_DIR")
+    return tmp_path / "run"
+
+
+def test_an_os_error_on_a_configured_path_names_it(configured: Path) -> None:
+    inside = configured / "data" / "streamrag-chunking"
+    exc = NotADirectoryError(20, "Not a directory", str(inside))
+    assert describe(exc) == f"NotADirectoryError([Errno 20] Not a directory: '{inside}')"
+    assert f"NotADirectoryError: [Errno 20] Not a directory: '{inside}'" in \
+        format_exception(exc)
+
+
+def test_an_os_error_elsewhere_keeps_its_errno_but_not_its_file_or_text(
+        configured: Path) -> None:
+    exc = FileNotFoundError(2, PII, f"/home/{PII}.txt")
+    assert describe(exc) == f"FileNotFoundError([Errno 2] No such file or directory: {WITHHELD})"
+    # the OS's own text for the errno is printed, never the exception's strerror
+    assert describe(OSError(111, PII)) == "ConnectionRefusedError([Errno 111] Connection refused)"
+
+
+def test_a_configured_address_or_setting_name_is_named_and_the_rest_withheld(
+        configured: Path) -> None:
+    exc = RuntimeError(f"cannot reach 127.0.0.1:19092 for {PII} (STREAMRAG_DATA_DIR)")
+    assert describe(exc) == \
+        f"RuntimeError({WITHHELD}; mentions 127.0.0.1:19092, STREAMRAG_DATA_DIR)"
+    assert describe(ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 1)")) == \
+        "ConnectionRefusedError([Errno 111] Connection refused)"
+
+
+def test_record_text_stays_withheld_whatever_is_configured(configured: Path) -> None:
+    for exc in (ValueError(PII), KeyError(PII), UnicodeEncodeError("utf-8", PII, 1, 2, "x"),
+                OSError(PII), FileNotFoundError(PII)):
+        text = describe(exc) + format_exception(exc)
+        assert "Jennifer" not in text and "4111" not in text, text
+        assert f"{type(exc).__name__}({WITHHELD})" == describe(exc)
+
+
+def test_settings_allow_their_paths_and_names(configured: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(configured.parent / "elsewhere"))
+    ProcessSettings()
+    path = configured.parent / "elsewhere" / "x.json"
+    assert f"'{path}'" in describe(PermissionError(13, "Permission denied", str(path)))
+    assert "mentions STREAMRAG_LOG_LEVEL" in describe(ValueError("STREAMRAG_LOG_LEVEL=LOUD"))

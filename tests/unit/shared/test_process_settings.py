@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from shared.contract.topics import SERVICES
+from shared.errors import ConfigError
 from shared.settings import ProcessSettings, ServiceSettings, replacement
 
 
@@ -59,3 +60,21 @@ def test_names_still_read_are_not_retired() -> None:
     for name in ("STREAMRAG_DATA_DIR", "STREAMRAG_LEDGER_RPC_URL", "STREAMRAG_LEDGER_RETRY_MAX_S",
                  "STREAMRAG_INGEST_MAX_ID_LENGTH", "STREAMRAG_KAFKA_BOOTSTRAP"):
         assert replacement(name) is None, name
+
+
+def test_the_data_dir_is_created_with_its_parents(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "a" / "b"))
+    assert ProcessSettings().ensure_data_dir("streamrag-chunking") == tmp_path / "a" / "b"
+    assert (tmp_path / "a" / "b" / "streamrag-chunking").is_dir()
+
+
+def test_a_data_dir_under_a_file_fails_naming_the_setting_and_the_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "afile" / "data"))
+    with pytest.raises(ConfigError) as caught:
+        ProcessSettings().ensure_data_dir()
+    assert str(caught.value) == (
+        f"STREAMRAG_DATA_DIR={tmp_path}/afile/data: cannot create {tmp_path}/afile/data: "
+        f"Not a directory ({tmp_path}/afile is a file, not a directory)")
