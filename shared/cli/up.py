@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from shared.cli.mesh import Mesh
 from shared.cli.produce import records, send
 from shared.cli.render import render_answer
 from shared.cli.settings import MeshSettings
+from shared.errors import StreamragError
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings, LedgerSettings
 
@@ -53,6 +55,7 @@ def produce_demo(kafka: KafkaSettings) -> int:
     return sent
 
 
+EXIT_FAILED = 1  # the mesh could not start (the message names the setting or file to fix)
 ANSWER_TIMEOUT_S = 300  # a generative answer on a CPU can take minutes
 
 
@@ -112,5 +115,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nstopping the mesh ...")
         return 0
+    except StreamragError as exc:  # a setting or the machine: one line that names it
+        print(f"streamrag up: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     finally:
         mesh.stop()
