@@ -15,7 +15,8 @@ from shared.worker.boundary import Boundary, export_counts
 
 # A chunker bug on one document dead-letters it (internal_error), never the stream's place.
 boundary = Boundary("chunking", dlq)
-export_counts(app, settings.data_dir)
+export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+              metrics_port=settings.metrics_port)
 
 
 @functools.cache

@@ -11,6 +11,12 @@ from shared.settings import ServiceSettings
 class ChunkingSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_CHUNKING_", frozen=True)
 
+    # Port of this worker's Prometheus /metrics (its stages' counters); 0: not served.
+    # With several services in one process, the first one set serves them all.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
+    metrics_host: str = "127.0.0.1"
+
     # The most tokens in a chunk, counted with the embedding model's own tokenizer, special
     # tokens excluded: the model sees 256 with [CLS] and [SEP]. The overlap counts inside it.
     max_tokens: int = Field(default=254, ge=16, le=510)

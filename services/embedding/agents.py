@@ -27,6 +27,7 @@ from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, EmbeddedChunkSet
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
+from shared.worker import metrics
 from shared.worker.boundary import Boundary, exit_now, export_counts, is_fatal
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ ready = asyncio.Event()
 
 Pending = tuple[Any, ChunkSet]  # (Faust event, its decoded ChunkSet)
 boundary = Boundary("embedding", dlq)
-export_counts(app, settings.data_dir)
+export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+              metrics_port=settings.metrics_port)
 
 
 @app.task
@@ -105,6 +107,7 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
     await asyncio.gather(*sent)  # on the broker before the inputs are acked
     for event, _ in batch:
         await stream.ack(event)
+    metrics.batch(boundary.stage, len(batch))
     sets = [cs for _, cs in batch]
     size = padded_tokens(sum(len(cs.chunks) for cs in sets),
                          max(longest_chunk(cs) for cs in sets))

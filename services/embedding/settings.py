@@ -13,6 +13,12 @@ from shared.settings import ServiceSettings
 class EmbeddingSettings(ServiceSettings, EncoderSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_EMBEDDING_", frozen=True)
 
+    # Port of this worker's Prometheus /metrics (its stages' counters); 0: not served.
+    # With several services in one process, the first one set serves them all.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
+    metrics_host: str = "127.0.0.1"
+
     # Which runtime encodes chunks (device, model and graph cache: shared/encoder/runtime.py).
     # ONNX Runtime, from the same weights and under the same model id, is faster than torch
     # on CPU at one and two threads and does not collapse when another process takes a

@@ -51,9 +51,11 @@ from services.inference.telemetry.streamstats import WindowCounts, rows, stat_ke
 from shared.contract.codec import encode
 from shared.contract.dlq import decode_or_dead_letter
 from shared.contract.records import Feedback, StreamCounts
+from shared.worker import metrics
 
 STAGE = "inference"
 latency_buffer = LatencyBuffer(time.time)
+metrics.observe(app)  # consumer lag; the stage counters show on inference's own /metrics
 
 
 class WindowedFeedback:
@@ -71,6 +73,7 @@ async def publish_feedback(chunk_id: str, kind: str) -> None:
 @app.agent(feedback_topic)
 async def count_feedback(stream: Any) -> None:
     async for event in stream.events():
+        metrics.received(STAGE, event.message.topic)
         record = await decode_or_dead_letter(Feedback, event, deadletters, STAGE)
         if record is None:
             continue
@@ -95,6 +98,7 @@ async def send_latencies() -> None:
 @app.agent(latency_topic)
 async def count_latencies(stream: Any) -> None:
     async for event in stream.events():
+        metrics.received(STAGE, event.message.topic)
         latency = await decode_or_dead_letter(QueryLatency, event, deadletters, STAGE)
         if latency is None:
             continue
@@ -104,6 +108,7 @@ async def count_latencies(stream: Any) -> None:
 @app.agent(stats_topic)
 async def count_stream_stats(stream: Any) -> None:
     async for event in stream.events():
+        metrics.received(STAGE, event.message.topic)
         record = await decode_or_dead_letter(StreamCounts, event, deadletters, STAGE)
         if record is None:
             continue
@@ -139,3 +144,6 @@ class Runtime(InferenceRuntime):
                          feedback_view=WindowedFeedback(),
                          latency_sink=latency_buffer.record, latency_view=latency_stats,
                          stats_view=stream_stats, **kwargs)
+        # Every stage's counters (default registry) on inference's port too: in one-process
+        # mode that one port shows them all.
+        self.metrics.registry.register(metrics.Default())

@@ -36,7 +36,8 @@ from shared.worker.status_files import EVENT_TIME_FILE, write_json
 parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
 dedup_boundary = Boundary("ingest.dedup", dlq)
 stats = CountsBuffer()
-export_counts(app, settings.data_dir)
+export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+              metrics_port=settings.metrics_port)
 KIND_HEADER = "streamrag-kind"  # on docs.parsed.v1: absent for a Document
 TRUNCATE = b"truncate"
 

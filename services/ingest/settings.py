@@ -31,6 +31,12 @@ class FieldMapping(BaseModel):
 class IngestSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INGEST_", frozen=True)
 
+    # Port of this worker's Prometheus /metrics (its stages' counters); 0: not served.
+    # With several services in one process, the first one set serves them all.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
+    metrics_host: str = "127.0.0.1"
+
     # The largest raw record accepted, in bytes; larger ones are refused.
     max_payload_bytes: int = Field(default=1_048_576, ge=1024)
     # The longest document id accepted, in characters.

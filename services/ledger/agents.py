@@ -41,7 +41,8 @@ def _stopping_already(exc: BaseException) -> None:
 
 # Anchoring failures stop the worker (_fatal); the boundary handles the rest of a record.
 boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
-export_counts(app, settings.data_dir)
+export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+              metrics_port=settings.metrics_port)
 
 
 async def _until_available(fn: Callable[..., T], *args: Any) -> T:

@@ -14,6 +14,12 @@ class LedgerServiceSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_LEDGER_", frozen=True)
 
+    # Port of this worker's Prometheus /metrics (its stages' counters); 0: not served.
+    # With several services in one process, the first one set serves them all.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
+    metrics_host: str = "127.0.0.1"
+
     # First wait before retrying an unreachable node; each wait doubles up to retry_max_s.
     retry_initial_s: float = Field(default=0.5, gt=0)
     # Longest wait between two retries of an unreachable node.

@@ -40,6 +40,7 @@ from shared.contract.dlq import send_dead_letter
 from shared.contract.records import AuditBatch, Document, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InvalidInput
+from shared.worker import metrics
 from shared.worker.boundary import Boundary, export_counts
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ redactor: Redactor | None = None
 SIGNER = Account.from_key(settings.audit_signing_key.get_secret_value()).address
 EXIT_INFRA = 70  # EX_SOFTWARE-ish: the supervisor restarts us and the batch is replayed
 boundary = Boundary("redaction", dlq)  # per document: a bad one never takes its batch along
-export_counts(app, settings.data_dir)
+export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+              metrics_port=settings.metrics_port)
 
 
 class Chains:
@@ -180,7 +182,9 @@ async def redact(stream: Any) -> None:
             await asyncio.sleep(0.1)
         try:
             for partition, events in groups.items():
-                await redact_partition(redactor, partition, events)
+                metrics.batch(boundary.stage, len(events))
+                with metrics.sending_for(boundary.stage):
+                    await redact_partition(redactor, partition, events)
         except asyncio.CancelledError:
             _exit_mid_batch("stopping", 0)
         except Exception as exc:  # the broker or the reader failed us, not a record

@@ -19,6 +19,12 @@ DEFAULT_ENTITIES = (
 class RedactionSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_REDACTION_", frozen=True)
 
+    # Port of this worker's Prometheus /metrics (its stages' counters); 0: not served.
+    # With several services in one process, the first one set serves them all.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
+    metrics_host: str = "127.0.0.1"
+
     # The entity types redacted (Presidio's names plus our own, such as SECRET); a JSON list.
     entities: tuple[str, ...] = DEFAULT_ENTITIES
     # The lowest recognizer score that counts as a finding (0 to 1).

@@ -35,7 +35,8 @@ shards = Shards(settings)
 digest_at = digest_reader(kafka, CHUNKS_EMBEDDED.name, digest)
 index_boundary = Boundary("retrieval", dlq)
 search_boundary = Boundary("retrieval.search", dlq)
-export_counts(app, settings.data_dir)
+export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+              metrics_port=settings.metrics_port)
 
 
 def _assigned_shards() -> set[int]:

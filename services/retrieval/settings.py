@@ -15,6 +15,12 @@ from shared.settings import ServiceSettings
 class RetrievalSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_RETRIEVAL_", frozen=True)
 
+    # Port of this worker's Prometheus /metrics (its stages' counters); 0: not served.
+    # With several services in one process, the first one set serves them all.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The address /metrics listens on.
+    metrics_host: str = "127.0.0.1"
+
     # The most embedding models indexed side by side: every model id on chunks.embedded.v1
     # gets its own index (one shard per partition each; services/retrieval/models.py), and a
     # record that would start one more is dead-lettered (too_many_models).
