@@ -56,12 +56,13 @@ KEYED = (DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED)
 SEARCHABLE = "searchable"
 QUIET_S = 1.5  # end offsets lie on the embedded broker: read until nothing came this long
 KIND_HEADER = "streamrag-kind"  # ingest marks a table truncate on docs.parsed.v1 with it
-NOTES = {
-    DOCS_PARSED.name: "dedup and versioning (one record at a time): total only",
+NOTES = {  # by the topic a hop ends on: the stage that wrote it
+    DOCS_NORMALIZED.name: "dedup and versioning (one record at a time): total only",
     DOCS_REDACTED.name: "redaction: total only",
     CHUNKS.name: "chunking (one record at a time): total only",
     CHUNKS_EMBEDDED.name: "embedding batches whatever is queued (no batch id kept): total only",
 }
+POLL_S = 0.25  # between Retrieve calls while waiting for a version to become searchable
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,22 @@ class Trail:
 
 
 @dataclass(frozen=True)
+class Searchable:
+    """What Retrieve showed: first served at `at_ms` (UTC ms); `missed_ms`: the last call
+    before that which did not serve it, None when the first call already did."""
+
+    at_ms: int
+    missed_ms: int | None = None
+
+    def note(self) -> str:
+        if self.missed_ms is None:
+            return (f"already served when first asked ({_clock(self.at_ms)}): an upper bound, "
+                    "retrieval keeps no time")
+        return (f"became searchable between {_clock(self.missed_ms)} and {_clock(self.at_ms)}"
+                f" (Retrieve every {POLL_S:g} s)")
+
+
+@dataclass(frozen=True)
 class Hop:
     hop: int
     source: str
@@ -106,6 +123,7 @@ class Hop:
     waiting_ms: int | None
     working_ms: int | None
     note: str
+    upper_bound: bool = False  # the total is at most this (the record kept no time)
 
 
 @dataclass(frozen=True)
@@ -234,10 +252,10 @@ def _follow(trail: Trail, later: dict[str, list[tuple[Seen, Any]]],
                      and before[-1].content_hash == parsed.content_hash)
 
 
-def journey(trail: Trail, normalized: Sequence[Seen], searchable_ms: int | None = None,
+def journey(trail: Trail, normalized: Sequence[Seen], searchable: Searchable | None = None,
             superseded: bool = False) -> Journey:
     """The hops of one trail. `normalized`: records of docs.normalized.v1 (timestamps of a
-    redaction batch's members); `searchable_ms`: when retrieval was seen to serve it."""
+    redaction batch's members); `searchable`: when retrieval was seen to serve it."""
     hops: list[Hop] = []
     for (a, _), (b, db) in zip(trail.stops, trail.stops[1:], strict=False):
         waiting, note = _split(a, b, db, normalized)
@@ -258,11 +276,11 @@ def journey(trail: Trail, normalized: Sequence[Seen], searchable_ms: int | None 
         end, reason = "dropped", "dedup passed nothing on: a repeat of the version it holds"
     elif last.topic == CHUNKS_EMBEDDED.name and superseded:
         end, reason = "superseded", "a newer version replaced it in the index"
-    elif last.topic == CHUNKS_EMBEDDED.name and searchable_ms is not None:
+    elif last.topic == CHUNKS_EMBEDDED.name and searchable is not None:
         end = reached = "removed" if op == "delete" else SEARCHABLE
-        hops.append(Hop(len(hops) + 1, last.topic, SEARCHABLE, searchable_ms,
-                        searchable_ms - last.timestamp, None, None,
-                        "first seen by Retrieve (retrieval keeps no time): an upper bound"))
+        hops.append(Hop(len(hops) + 1, last.topic, SEARCHABLE, searchable.at_ms,
+                        searchable.at_ms - last.timestamp, None, None, searchable.note(),
+                        upper_bound=searchable.missed_ms is None))
     return Journey(trail.version, op, end, reached, tuple(hops), reason)
 
 
@@ -281,16 +299,16 @@ def _split(a: Seen, b: Seen, doc: Any, normalized: Sequence[Seen]) -> tuple[int 
                     f"micro-batch of {size} (offsets {first}-{last}): waiting: until its last "
                     "record arrived; working: the rest, batch window included")
         return None, f"micro-batch of {size} (offsets {first}-{last}): total only"
-    return None, NOTES.get(a.topic, "total only")
+    return None, NOTES.get(b.topic, "total only")
 
 
-def journeys(doc_id: str, records: Sequence[Seen], searchable_ms: int | None = None,
+def journeys(doc_id: str, records: Sequence[Seen], searchable: Searchable | None = None,
              ) -> list[Journey]:
     """Every change's journey, oldest first; only the newest version can be searchable."""
     found = trails(doc_id, records)
     normalized = [r for r in records if r.topic == DOCS_NORMALIZED.name]
     newest = max((t.version for t in found if t.version is not None), default=None)
-    return [journey(t, normalized, searchable_ms if t.version == newest else None,
+    return [journey(t, normalized, searchable if t.version == newest else None,
                     superseded=t.version is not None and t.version != newest) for t in found]
 
 
@@ -305,17 +323,22 @@ def render(doc_id: str, found: Sequence[Journey]) -> str:
     for j in found:
         name = f"v{j.version}" if j.version is not None else "(no version)"
         why = f": {j.reason}" if j.reason else ""
-        lines.append(f"{doc_id} {name} ({j.op}): {j.end.replace('_', ' ')}, reached "
-                     f"{j.reached}, {j.end_to_end_ms} ms{why}")
+        at_most = "at most " if any(h.upper_bound for h in j.hops) else ""
+        how = (f"{at_most}{j.end_to_end_ms} ms end to end" if j.end in (SEARCHABLE, "removed")
+               else f"reached {j.reached} after {j.end_to_end_ms} ms")
+        lines.append(f"{doc_id} {name} ({j.op}): {j.end.replace('_', ' ')}, {how}{why}")
         lines.append(f"{'hop':>3}  {'from -> to':<42} {'at (UTC)':<12} {'total ms':>8} "
                      f"{'waiting':>8} {'working':>8}  note")
         for h in j.hops:
-            at = datetime.fromtimestamp(h.at_ms / 1000, UTC).strftime("%H:%M:%S.%f")[:12]
-            lines.append(f"{h.hop:>3}  {h.source + ' -> ' + h.target:<42} {at:<12} "
+            lines.append(f"{h.hop:>3}  {h.source + ' -> ' + h.target:<42} {_clock(h.at_ms):<12} "
                          f"{h.total_ms:>8} {_ms(h.waiting_ms):>8} {_ms(h.working_ms):>8}  "
                          f"{h.note}")
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def _clock(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:12]
 
 
 def _ms(value: int | None) -> str:
@@ -373,27 +396,52 @@ async def read(kafka: KafkaSettings, doc_id: str, timeout_s: float) -> tuple[lis
     return out, False
 
 
-def seen_in_search(target: str, doc_id: str, newest: Trail, until: float) -> int | None:
+def seen_in_search(target: str, doc_id: str, newest: Trail, until: float,
+                   ) -> Searchable | None:
     """When Retrieve (filtered to the document's source, asked with its own first chunk)
-    first showed the newest version, or did not show a deleted one: UTC ms, None if never
-    before `until` (monotonic)."""
+    first served the newest version (for a delete: first no longer served the document),
+    None if not before `until` (monotonic)."""
     doc = newest.doc
     text = next((c.text for _, d in newest.stops if isinstance(d, ChunkSet | EmbeddedChunkSet)
                  for c in d.chunks[:1]), doc.title or doc_id)
     request = inference_pb2.RetrieveRequest(question=text[:300], top_k=50, source=doc.source)
+    missed = None
     with grpc.insecure_channel(target) as channel:
         stub = inference_pb2_grpc.InferenceStub(channel)
         while True:
             try:
                 hits = [c for c in stub.Retrieve(request, timeout=5).chunks if c.doc_id == doc_id]
+                now = round(time.time() * 1000)
                 if (not hits) if doc.op == "delete" else any(c.version >= doc.version
                                                              for c in hits):
-                    return round(time.time() * 1000)
+                    return Searchable(now, missed)
+                missed = now
             except grpc.RpcError:
                 pass  # warming up or down: try again until the timeout
             if time.monotonic() > until:
                 return None
-            time.sleep(0.25)
+            time.sleep(POLL_S)
+
+
+def _arrived(found: list[Trail]) -> bool:
+    """Whether the newest change has got as far as it can on the topics."""
+    if not found:
+        return False
+    last = found[-1]
+    return last.dead is not None or last.dropped or \
+        last.stops[-1][0].topic == CHUNKS_EMBEDDED.name
+
+
+async def read_trails(kafka: KafkaSettings, doc_id: str, until: float, wait: bool,
+                      ) -> tuple[list[Seen], list[Trail], bool]:
+    """Read the document's records (again and again with `wait`, until its newest change
+    has arrived or `until` passes): the records, their trails, whether time ran out."""
+    while True:
+        records, cut = await read(kafka, doc_id, max(0.1, until - time.monotonic()))
+        found = trails(doc_id, records)
+        if not wait or cut or _arrived(found) or time.monotonic() > until:
+            return records, found, cut or (wait and not _arrived(found))
+        await asyncio.sleep(POLL_S)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -402,7 +450,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int, default=None, metavar="N",
                    help="only version N (default: every change of the document)")
     p.add_argument("--timeout", type=float, default=15.0, metavar="S",
-                   help="give up reading the topics and asking retrieval after S seconds")
+                   help="give up reading the topics and asking retrieval after S seconds "
+                        "(default %(default)s)")
+    p.add_argument("--wait", action="store_true",
+                   help="a document still on its way: follow it until it is searchable "
+                        "(or dead-lettered, or --timeout)")
     p.add_argument("--target", default=None, help="inference gRPC address (default: the mesh's)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
 
@@ -415,25 +467,24 @@ def run(args: argparse.Namespace) -> int:
     kafka = KafkaSettings()
     until = time.monotonic() + args.timeout
     try:
-        records, cut = asyncio.run(read(kafka, args.doc_id, args.timeout))
+        records, found, cut = asyncio.run(read_trails(kafka, args.doc_id, until, args.wait))
     except KafkaConnectionError:
         print(f"broker not reachable at {kafka.bootstrap}: is the mesh up (scripts/up)?")
         return 1
-    found = trails(args.doc_id, records)
     versioned = [t for t in found if t.version is not None]
-    searchable_ms = None
+    searchable = None
     if versioned and versioned[-1].stops[-1][0].topic == CHUNKS_EMBEDDED.name:
         target = args.target or MeshSettings().inference_target
         at_least = time.monotonic() + 2.0  # one look at retrieval even when reading was slow
-        searchable_ms = seen_in_search(target, args.doc_id, versioned[-1], max(until, at_least))
-    shown = journeys(args.doc_id, records, searchable_ms)
+        searchable = seen_in_search(target, args.doc_id, versioned[-1], max(until, at_least))
+    shown = journeys(args.doc_id, records, searchable)
     if args.version is not None:
         shown = [j for j in shown if j.version == args.version]
     last = verdict(shown)
     code = 0 if last is not None and last.end in (SEARCHABLE, "removed") else 1
     if args.json:
-        print(json.dumps({**as_json(args.doc_id, shown), "reading_timed_out": cut,
-                          "exit": code}, sort_keys=True))
+        print(json.dumps({**as_json(args.doc_id, shown), "timed_out": cut, "exit": code},
+                         sort_keys=True))
         return code
     if last is None:
         what = f"version {args.version} of " if args.version is not None else ""
@@ -441,5 +492,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(args.doc_id, shown))
     if cut:
-        print(f"(reading stopped at --timeout {args.timeout:g} s: the trail may be incomplete)")
+        print(f"(stopped at --timeout {args.timeout:g} s: the trail may be incomplete)")
     return code

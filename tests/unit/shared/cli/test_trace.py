@@ -6,7 +6,7 @@ import argparse
 import json
 
 from shared.cli import trace
-from shared.cli.trace import Seen, journeys, mentions, partition_of, render, verdict
+from shared.cli.trace import Searchable, Seen, journeys, mentions, partition_of, render, verdict
 from shared.contract.codec import encode
 from shared.contract.records import (
     ChunkSet,
@@ -62,7 +62,7 @@ def _dead(topic: str, source: Seen, stage: str, reason: str, at_ms: int) -> Seen
 
 
 def test_every_hop_to_searchable_with_what_is_measured() -> None:
-    [j] = journeys(DOC, _version(1, 1_000_000, 0), searchable_ms=1_000_100)
+    [j] = journeys(DOC, _version(1, 1_000_000, 0), Searchable(1_000_100, 1_000_090))
     assert [(h.source, h.target) for h in j.hops] == [
         ("docs.raw.v1", "docs.parsed.v1"), ("docs.parsed.v1", "docs.normalized.v1"),
         ("docs.normalized.v1", "docs.redacted.v1"), ("docs.redacted.v1", "chunks.v1"),
@@ -75,6 +75,8 @@ def test_every_hop_to_searchable_with_what_is_measured() -> None:
     assert j.hops[1].waiting_ms is None and j.hops[4].working_ms is None
     assert (j.end, j.reached, j.version, j.end_to_end_ms) == ("searchable", "searchable", 1, 100)
     assert j.hops[-1].at_ms == 1_000_100
+    assert "became searchable between" in j.hops[-1].note
+    assert "dedup" in j.hops[1].note and "chunking" in j.hops[3].note
 
 
 def test_a_redaction_batch_waits_for_its_last_record() -> None:
@@ -101,7 +103,7 @@ def test_a_document_dead_lettered_by_ingest_says_why() -> None:
 def test_a_document_dead_lettered_past_ingest_stops_there() -> None:
     records = _version(1, 1_000_000, 0)[:4]  # chunking never sent chunks.v1
     records.append(_dead("deadletter.v1", records[3], "chunking", "internal_error", 1_000_045))
-    [j] = journeys(DOC, records, searchable_ms=1_000_100)
+    [j] = journeys(DOC, records, Searchable(1_000_100))
     assert (j.end, j.reached) == ("dead_letter", "deadletter.v1")
     assert j.hops[-1].source == "docs.redacted.v1" and j.hops[-1].total_ms == 5
     assert "chunking: internal_error" in render(DOC, [j])
@@ -109,16 +111,18 @@ def test_a_document_dead_lettered_past_ingest_stops_there() -> None:
 
 def test_two_versions_each_with_its_journey_and_only_the_newest_searchable() -> None:
     records = _version(1, 1_000_000, 0) + _version(2, 2_000_000, 1, text="changed")
-    v1, v2 = journeys(DOC, records, searchable_ms=2_000_500)
+    v1, v2 = journeys(DOC, records, Searchable(2_000_500))
     assert (v1.version, v1.end, v1.reached) == (1, "superseded", "chunks.embedded.v1")
     assert (v2.version, v2.end, v2.end_to_end_ms) == (2, "searchable", 500)
     assert all(h.at_ms >= 2_000_000 for h in v2.hops)
+    assert "already served when first asked" in v2.hops[-1].note and v2.hops[-1].upper_bound
+    assert "v2 (upsert): searchable, at most 500 ms end to end" in render(DOC, [v1, v2])
     assert verdict([v1, v2]) == v2
 
 
 def test_a_repeat_is_dropped_and_does_not_decide_the_verdict() -> None:
     repeat = _version(9, 3_000_000, 2)[:2]  # same content as v1: dedup passes nothing on
-    v1, again = journeys(DOC, _version(1, 1_000_000, 0) + repeat, searchable_ms=1_000_100)
+    v1, again = journeys(DOC, _version(1, 1_000_000, 0) + repeat, Searchable(1_000_100))
     assert (again.end, again.version, again.reached) == ("dropped", None, "docs.parsed.v1")
     assert verdict([v1, again]) == v1
 
@@ -126,7 +130,7 @@ def test_a_repeat_is_dropped_and_does_not_decide_the_verdict() -> None:
 def test_in_flight_names_the_last_topic_reached() -> None:
     [j] = journeys(DOC, _version(1, 1_000_000, 0)[:5])
     assert (j.end, j.reached) == ("in_flight", "chunks.v1")
-    assert "in flight, reached chunks.v1" in render(DOC, [j])
+    assert "in flight, reached chunks.v1 after 50 ms" in render(DOC, [j])
 
 
 def test_other_documents_records_are_ignored() -> None:
