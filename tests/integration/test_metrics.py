@@ -97,3 +97,16 @@ def test_each_service_counts_its_records_in_out_and_dead_letters(
     assert dead - dead_before == 1
     # Inference's port shows its own metrics beside the stage counters.
     assert any(name.startswith("streamrag_inference_") for name, _ in scrape(ports["inference"]))
+
+
+def test_one_process_shows_every_stage_on_one_port(onebox_mesh: Endpoints,
+                                                   onebox_metrics_url: str) -> None:
+    """One-process mode: inference's port (the only one set) shows every hosted stage."""
+    port = int(onebox_metrics_url.rsplit(":", 1)[1].split("/")[0])
+    stages = {("ingest", "docs.raw.v1"), ("chunking", "docs.redacted.v1"),
+              ("embedding", "chunks.v1"), ("retrieval", "chunks.embedded.v1")}
+    before = {(s, t): flow(port, "in", s, t) for s, t in stages}
+    produce(onebox_mesh, [json.dumps({"id": uid("doc"), "source": uid("metrics"),
+                                      "text": "One port for the whole worker."}).encode()])
+    eventually(lambda: all(flow(port, "in", s, t) - before[(s, t)] == 1 for s, t in stages),
+               "every stage's counter on the one port", timeout_s=60)
