@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared import logsafe
 from shared.contract import sizes
 from shared.errors import ConfigError
-from shared.worker import logsafe
 
 # anvil's first well-known dev account: only a default for the embedded dev chain.
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
@@ -188,7 +188,7 @@ class ProcessSettings(BaseSettings):
     @model_validator(mode="after")
     def _named_in_logs(self) -> ProcessSettings:
         # Paths and setting names are the operator's, not a record's: an error about them
-        # may name them in logs (shared/worker/logsafe.py).
+        # may name them in logs (shared/logsafe.py).
         logsafe.allow(*env_names(type(self)).values(),
                       *(v for v in self.__dict__.values() if isinstance(v, Path)))
         return self

@@ -8,9 +8,9 @@ import runpy
 import sys
 from collections.abc import Callable
 
+from shared import logsafe
 from shared.cli import admin, audit, backup, produce, query, status, trace, up
 from shared.contract.topics import SERVICES
-from shared.worker import logsafe
 
 
 def _worker_parser(sub: argparse._SubParsersAction) -> None:

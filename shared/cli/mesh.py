@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from shared import logsafe
 from shared.cli.journal import Journal, restore
 from shared.cli.procs import (
     Child,
@@ -42,7 +43,6 @@ from shared.contract.topics import SERVICES
 from shared.errors import ConfigError, InfrastructureError
 from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
-from shared.worker import logsafe
 
 log = logging.getLogger("streamrag.mesh")
 # Start order: consumers of later stages first, so nothing waits on a missing reader.

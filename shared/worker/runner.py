@@ -8,9 +8,9 @@ from pathlib import Path
 
 import faust
 
+from shared import logsafe
 from shared.errors import ConfigError
 from shared.settings import ProcessSettings
-from shared.worker import logsafe
 
 EXIT_CONFIG = 78  # EX_CONFIG: a setting must change before a restart can help
 

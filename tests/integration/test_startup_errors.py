@@ -2,7 +2,7 @@
 
 Each failure runs as a real process, the way a person meets it: a worker whose data dir
 cannot be made, `streamrag up` whose embedded broker's or dev chain's port another process
-holds. Logs withhold exception text (shared/worker/logsafe.py); these errors must still
+holds. Logs withhold exception text (shared/logsafe.py); these errors must still
 say which path or port is wrong and which variable sets it.
 """
 

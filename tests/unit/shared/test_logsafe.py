@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from shared import logsafe
 from shared.errors import InvalidInput
+from shared.logsafe import WITHHELD, describe, format_exception
 from shared.settings import ProcessSettings
-from shared.worker import logsafe
-from shared.worker.logsafe import WITHHELD, describe, format_exception
 
 ROOT = Path(__file__).resolve().parents[3]
 PII = "Jennifer Lawrence 4111 1111 1111 1111 jl@example.com"
@@ -22,7 +22,7 @@ PII = "Jennifer Lawrence 4111 1111 1111 1111 jl@example.com"
 # real Faust agent that crashes on a PII-laden record.
 CHILD = textwrap.dedent(f'''
     import asyncio, logging, threading, warnings
-    from shared.worker import logsafe
+    from shared import logsafe
     logsafe.install()
     from mode.utils.logging import setup_logging
     setup_logging(loglevel="DEBUG")  # the formatter Faust workers log through
