@@ -1,7 +1,13 @@
-"""The real embedded mesh for integration tests: broker, dev chain and every service."""
+"""The real embedded mesh for integration tests: broker, dev chain and every service.
+
+Every service process a test starts inherits this environment: none loads the bundled
+generator (a real 135M-parameter model: torch, half a GiB and, on a fresh machine, its
+one-time dequantising) unless the test asks for it, as tests/integration/
+test_real_generator.py does."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +19,7 @@ from tests.support.anvil import Anvil, running_anvil
 from tests.support.mesh import MESH_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("STREAMRAG_INFERENCE_GENERATOR_BUNDLED", "false")
 
 
 @pytest.fixture(scope="session")
