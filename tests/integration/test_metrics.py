@@ -4,6 +4,7 @@ per stage grow by the records sent, and a malformed record shows as a dead lette
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +76,15 @@ def test_each_service_counts_its_records_in_out_and_dead_letters(
         ("ledger", "ledger", "in", "audit.batches.v1"): None,
         ("inference", "inference", "in", "stats.counts.v1"): None,
     }
-    before = {key: flow(ports[key[0]], key[2], key[1], key[3]) for key in expected}
+    def flows() -> dict[tuple[str, str, str, str], float] | None:
+        try:
+            return {key: flow(ports[key[0]], key[2], key[1], key[3]) for key in expected}
+        except urllib.error.URLError:  # a worker still starting its /metrics server
+            return None
+
+    # The mesh is ready when inference and every shard answer; a worker's /metrics server
+    # may come up a moment after its stage joined.
+    before = eventually(flows, "every service's /metrics to answer", timeout_s=60)
     dead_before = value(scrape(ports["ingest"]), "streamrag_records_dead_lettered_total",
                         stage="ingest", reason="malformed_json")
     source = uid("metrics")
@@ -84,8 +93,10 @@ def test_each_service_counts_its_records_in_out_and_dead_letters(
                                  ).encode() for n in range(DOCS)] + [b"{not json"])
 
     def grown() -> dict[tuple[str, str, str, str], float] | None:
-        now = {key: flow(ports[key[0]], key[2], key[1], key[3]) - before[key]
-               for key in expected}
+        seen = flows()
+        if seen is None:
+            return None
+        now = {key: seen[key] - before[key] for key in expected}
         done = all(now[k] >= (n or 1) for k, n in expected.items())
         return now if done else None
 
