@@ -57,8 +57,11 @@ def sentences(answer: str) -> list[str]:
 
 def coverage(sentence: str, passage: str) -> float:
     """The share of `sentence`'s content words that `passage` holds."""
-    words = content_words(sentence)
-    return len(words & content_words(passage)) / len(words) if words else 0.0
+    return _covered(content_words(sentence), content_words(passage))
+
+
+def _covered(words: set[str], passage: set[str]) -> float:
+    return len(words & passage) / len(words) if words else 0.0
 
 
 def marked(answer: str, chunk_ids: Sequence[str], shown: Sequence[int] | None = None,
@@ -103,10 +106,12 @@ def check_generated(answer: str, chunk_ids: Sequence[str], texts: Sequence[str],
 def attribute(answer: str, chunk_ids: Sequence[str], texts: Sequence[str],
               shown: Sequence[int]) -> list[str]:
     """Each sentence's best-covering shown passage, when it covers at least SUPPORT."""
+    passages = {n: content_words(texts[n - 1]) for n in shown}  # each passage read once
     ids: list[str] = []
     for sentence in sentences(answer):
-        best = max(shown, key=lambda n: coverage(sentence, texts[n - 1]), default=None)
-        if (best is not None and coverage(sentence, texts[best - 1]) >= SUPPORT
+        words = content_words(sentence)
+        best = max(shown, key=lambda n: _covered(words, passages[n]), default=None)
+        if (best is not None and _covered(words, passages[best]) >= SUPPORT
                 and chunk_ids[best - 1] not in ids):
             ids.append(chunk_ids[best - 1])
     return ids
@@ -119,6 +124,7 @@ def supported(answer: str, cited: Sequence[str], chunk_ids: Sequence[str],
     if not said:
         return 1.0
     by_id = dict(zip(chunk_ids, texts, strict=True))
-    passages = [by_id[c] for c in cited if c in by_id]
-    grounded = sum(1 for s in said if any(coverage(s, p) >= SUPPORT for p in passages))
+    passages = [content_words(by_id[c]) for c in cited if c in by_id]
+    grounded = sum(1 for s in said
+                   if any(_covered(content_words(s), p) >= SUPPORT for p in passages))
     return grounded / len(said)
