@@ -51,6 +51,9 @@ LOCAL_SHAPE = re.compile(r"^\d{3}[ .-]\d{4}$")  # a 7-digit local number: 555-01
 _DATE = re.compile(r"^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})$")
 _SSN = re.compile(r"^\d{3}-\d{2}-\d{4}$")  # a US social security number's layout
 _DOTTED_QUAD = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+# An IPv4 address (or any dotted quad) inside a text: its digits can run into a phone
+# number beside it, making one match that prose rules then drop whole.
+_ADDRESS = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.]*\d)")
 _TRUNK = re.compile(r"^(?:0[1-9]|00[1-9])(?:[ ./-]?\d){7,}$")
 # Numbers in prose that phone matchers take for numbers: decimals and ranges of them
 # ("0.55-0.92", "3879.74", "1.6 - 88.1") and year ranges ("1977-2007").
@@ -149,8 +152,16 @@ class PossiblePhoneRecognizer(LocalRecognizer):
         found: dict[tuple[int, int], str] = {}
         for start, end, digits in spans:
             regions = [r for r in self.supported_regions if self.shortest[r] <= digits]
-            for a, b, why in self._matches(text[start:end], regions):
+            snippet = text[start:end]
+            for a, b, why in self._matches(snippet, regions):
                 found.setdefault((a + start, b + start), why)
+            # "+49 30 901820 10.0.4.17": the matcher reads the number and the address as one
+            # (a decimal, so dropped). Read again with every address blanked, so the number
+            # beside one is found on its own; the address is masked as IP_ADDRESS anyway.
+            blanked = _ADDRESS.sub(lambda m: " " * len(m.group()), snippet)
+            if blanked != snippet:
+                for a, b, why in self._matches(blanked, regions):
+                    found.setdefault((a + start, b + start), why + " beside an address")
         return [self._result(a, b, why) for (a, b), why in sorted(found.items())]
 
     def _matches(self, text: str, regions: list[str]) -> list[tuple[int, int, str]]:
