@@ -11,6 +11,7 @@ from shared.contract import sizes
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, RedactedDocument
 from shared.encoder.model import load_tokenizer
+from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
 
 # A chunker bug on one document dead-letters it (internal_error), never the stream's place.
@@ -39,6 +40,8 @@ async def chunk(stream: Any) -> None:
     async for event in stream.events():
         async with boundary.record(event):
             chunk_set = chunk_record(event.message.value)
+            spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version,
+                           chunks=len(chunk_set.chunks))
             key, value = chunk_set.doc_id.encode(), encode(chunk_set)
             sizes.check(value, key, "chunk set", kafka.max_record_bytes)  # or dead-lettered
             await chunks_topic.send(key=key, value=value)

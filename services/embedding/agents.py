@@ -27,6 +27,7 @@ from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, EmbeddedChunkSet
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
+from shared.tracing import spans
 from shared.worker import metrics
 from shared.worker.boundary import Boundary, exit_now, export_counts, is_fatal
 
@@ -81,6 +82,7 @@ async def intake(stream: Any, batcher: Batcher[Pending, None]) -> None:
         queued = False
         async with boundary.record(event):
             chunk_set = decode(ChunkSet, event.message.value)
+            spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version)
             # A full queue holds the consumer back.
             await batcher.put((event, chunk_set), len(chunk_set.chunks), longest_chunk(chunk_set))
             queued = True
@@ -103,7 +105,8 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
     started = time.perf_counter()
     embedded = await _embedded(encoder, live)
     encoded_ms = (time.perf_counter() - started) * 1000
-    sent = await send_all(embedded, {(cs.doc_id, cs.version): ev for ev, cs in live})
+    with spans.batch(boundary.stage, [ev.message for ev, _ in live]):
+        sent = await send_all(embedded, {(cs.doc_id, cs.version): ev for ev, cs in live})
     await asyncio.gather(*sent)  # on the broker before the inputs are acked
     for event, _ in batch:
         await stream.ack(event)
@@ -123,7 +126,8 @@ async def send_all(embedded: Sequence[EmbeddedChunkSet], events: dict[tuple[str,
     for out in embedded:
         event = events[(out.doc_id, out.version)]
         key, value = embedded_key(out.model_id, out.doc_id), encode(out)
-        async with boundary.record(event, count=False):
+        async with boundary.record(event, count=False, operation="emit"):
+            spans.annotate(doc_id=out.doc_id, version=out.version, model_id=out.model_id)
             sizes.check(value, key, "embedded chunk set", kafka.max_record_bytes)
             # On its input's partition (chunks.v1 is keyed by doc id too): every model's
             # records of a document land on the same retrieval shard whatever the key.
@@ -144,7 +148,7 @@ async def _embedded(ready: SentenceEncoder, live: list[Pending]) -> list[Embedde
                     type(exc).__name__)
     out: list[EmbeddedChunkSet] = []
     for event, chunk_set in live:
-        async with boundary.record(event, count=False):
+        async with boundary.record(event, count=False, operation="retry"):
             out.extend(await asyncio.to_thread(embed_sets, ready, [chunk_set],
                                                settings.forward_tokens))
     return out

@@ -30,6 +30,7 @@ from shared.contract.codec import decode, encode
 from shared.contract.records import Document, TableTruncate
 from shared.contract.topics import DOCS_PARSED
 from shared.errors import InvalidInput
+from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.status_files import EVENT_TIME_FILE, write_json
 
@@ -75,6 +76,8 @@ async def parse(stream: Any) -> None:
             except InvalidInput as exc:
                 stats.add(parse_failure_counts(exc.reason))
                 raise
+            spans.annotate(doc_id=getattr(doc, "doc_id", None),
+                           version=getattr(doc, "version", None))
             if isinstance(doc, TableTruncate):
                 for partition in range(DOCS_PARSED.partitions):
                     await parsed_topic.send(key=doc.source.encode(), value=encode(doc),
@@ -94,6 +97,7 @@ async def deduplicate(stream: Any) -> None:
                                 event.message.partition)
                 continue
             doc = decode(Document, event.message.value)
+            spans.annotate(doc_id=doc.doc_id, version=doc.version)
             prev = doc_versions.get(doc.doc_id)
             try:
                 applied = apply_change(prev, doc)
@@ -107,6 +111,8 @@ async def deduplicate(stream: Any) -> None:
                 doc_versions[doc.doc_id] = applied.state
             if applied.doc is not None:
                 await normalized_topic.send(key=doc.doc_id.encode(), value=encode(applied.doc))
+            else:
+                spans.outcome("deduplicated")
 
 
 async def _truncate(cut: TableTruncate, partition: int) -> None:

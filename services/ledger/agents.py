@@ -23,6 +23,7 @@ from shared.contract.audit_signing import AuditSignerSettings, check
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch
 from shared.errors import InvalidInput
+from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,9 @@ async def anchor_batches(stream: Any) -> None:
 async def _anchor_one(event: Any) -> None:
     # InvalidInput (undecodable, unsigned, unknown signer): the boundary dead-letters it.
     batch = authentic(decode(AuditBatch, event.message.value))
+    spans.annotate(batch_id=batch.batch_id, doc_count=batch.doc_count)
     if (done := anchored.get(batch.batch_id)) is not None and replay_of(batch, done):
+        spans.outcome("deduplicated")
         return  # a replayed batch: the anchor was announced already
     started = time.monotonic()
     try:

@@ -40,6 +40,7 @@ from shared.contract.dlq import send_dead_letter
 from shared.contract.records import AuditBatch, Document, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InvalidInput
+from shared.tracing import spans
 from shared.worker import metrics
 from shared.worker.boundary import Boundary, export_counts
 
@@ -108,7 +109,9 @@ async def _valid(events: list[Any]) -> list[tuple[Any, Document]]:
     out = []
     for event in events:
         async with boundary.record(event):
-            out.append((event, decode(Document, event.message.value)))
+            doc = decode(Document, event.message.value)
+            spans.annotate(doc_id=doc.doc_id, version=doc.version)
+            out.append((event, doc))
     return out
 
 
@@ -120,7 +123,8 @@ async def _redacted(ready: Redactor, valid: list[tuple[Any, Document]],
         if isinstance(result, Exception):
             # The exception's message may quote the text; only its type is kept.
             exc = InvalidInput("redaction_failed", detail=type(result).__name__)
-            await send_dead_letter(dlq, "redaction", exc, event.message)
+            with spans.emitting(event.message):
+                await send_dead_letter(dlq, "redaction", exc, event.message)
         else:
             out.append((event, doc, result))
     return out
@@ -150,9 +154,11 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
                              [red for _, _, red in done], tip, ready.fingerprint),
                  settings.audit_signing_key)
     # Each redacted document names its batch, so an auditor can regroup the topic.
-    sent = [await _deliver(redacted_topic, red.doc_id.encode(),
-                           encode(red.model_copy(update={"batch_id": batch.batch_id})))
-            for _, _, red in done]
+    sent = []
+    for ev, _, red in done:
+        with spans.emitting(ev.message):
+            sent.append(await _deliver(redacted_topic, red.doc_id.encode(),
+                                       encode(red.model_copy(update={"batch_id": batch.batch_id}))))
     await asyncio.gather(*sent)
     await (await _deliver(audit_topic, str(partition).encode(), encode(batch)))
     counted = [await _deliver(stats_topic, c.source.encode(), encode(c))
@@ -183,7 +189,8 @@ async def redact(stream: Any) -> None:
         try:
             for partition, events in groups.items():
                 metrics.batch(boundary.stage, len(events))
-                with metrics.sending_for(boundary.stage):
+                with metrics.sending_for(boundary.stage), \
+                        spans.batch(boundary.stage, [e.message for e in events]):
                     await redact_partition(redactor, partition, events)
         except asyncio.CancelledError:
             _exit_mid_batch("stopping", 0)

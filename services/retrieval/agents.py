@@ -26,6 +26,7 @@ from shared.contract.codec import decode
 from shared.contract.records import EmbeddedChunkSet, SearchRequest
 from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.errors import InvalidInput, ModelMismatchError
+from shared.tracing import spans
 from shared.worker import local_search
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.status_files import MODELS_FILE, write_json
@@ -94,6 +95,7 @@ async def index(stream: Any) -> None:
             continue  # a partition that moved away, or replay overlapping every snapshot
         async with index_boundary.record(event):
             update = decode(EmbeddedChunkSet, event.value)
+            spans.annotate(doc_id=update.doc_id, version=update.version, shard=msg.partition)
             try:
                 shards.apply(msg.partition, msg.offset, update)
             except ModelMismatchError as exc:  # an infrastructure error, but this record's
@@ -106,7 +108,9 @@ async def search(stream: Any) -> None:
     async for event in stream.events():
         async with search_boundary.record(event):
             req = decode(SearchRequest, event.message.value)
+            spans.annotate(request_id=req.request_id, shard=event.message.partition)
             if time.time() > req.deadline:
+                spans.outcome("expired")
                 # Normal after a restart (old requests replay): the asker gave up already.
                 log.debug("search %s for shard %d arrived past its deadline", req.request_id,
                           event.message.partition)

@@ -16,6 +16,7 @@ import faust
 from shared.contract.topics import TABLES, TopicSpec
 from shared.kafka import patches, watchdog
 from shared.settings import KafkaSettings
+from shared.tracing import spans
 from shared.worker.boundary import exit_now
 
 _one_app: faust.App | None = None  # set in one-process mode: every service registers here
@@ -32,6 +33,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
     # Every fix of Faust's and aiokafka's private methods, after checking their versions.
     patches.install(kafka, fetch_wait_ms=fetch_wait_ms or kafka.fetch_max_wait_ms,
                     on_refused=exit_now)
+    # Spans of this process's stages, if STREAMRAG_TRACING_EXPORTER says where to send them.
+    spans.setup(app_id)
     # Created by shared.worker.runner when the worker starts: importing a service touches no disk.
     app_dir = (data_dir / app_id).resolve()
     conf: dict[str, Any] = dict(

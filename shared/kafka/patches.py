@@ -8,6 +8,8 @@ silently drop the guarantee that no record is lost. The fixes, by module:
   produced is on the broker (Faust's commit, offset and seek paths).
 - `changelog_tail`: table recovery reads each changelog to its true end.
 - `fetch_wait`: the fetch wait of Faust's consumer is a setting, and idle-aware.
+- `trace_headers`: every record written carries the trace context of the record in hand
+  (not a fix: Faust has no hook for outgoing headers).
 - `watchdog` (per app, armed by `shared.kafka.app.make_app`): a crashed worker exits.
 
 PATCHED lists every attribute replaced or overridden; tests/unit/shared/kafka/
@@ -43,6 +45,7 @@ PATCHED = {
     ("aiokafka.consumer.fetcher", "Fetcher", "_get_actions_per_node"): "fetch_wait",
     ("aiokafka.consumer.fetcher", "Fetcher", "_proc_fetch_request"): "fetch_wait",
     ("aiokafka", "AIOKafkaProducer", "send"): "fetch_wait",
+    ("faust.channels", "Channel", "prepare_headers"): "trace_headers",
     ("mode", "Service", "_crash"): "watchdog",  # on the app instance, not the class
     ("faust.tables.base", "Collection", "_changelog_topic_name"): "app",  # ContractTable
 }
@@ -74,7 +77,8 @@ def install(kafka: KafkaSettings, *, fetch_wait_ms: int,
             on_refused: Callable[[BaseException], None]) -> None:
     """Check the versions, then install every process-wide fix (each at most once)."""
     check_versions(kafka)
-    from shared.kafka import changelog_tail, delivery  # Faust: not for install_idle_wait
+    # Faust's modules: imported here, not for install_idle_wait.
+    from shared.kafka import changelog_tail, delivery, trace_headers
 
     fetch_wait.set_faust_wait(fetch_wait_ms)
     install_idle_wait(kafka)
@@ -82,6 +86,8 @@ def install(kafka: KafkaSettings, *, fetch_wait_ms: int,
     delivery.install(on_refused=on_refused)
     # Table recovery reads changelogs to their true end (the embedded broker's is short).
     changelog_tail.install(kafka)
+    # Records written carry the trace context of the record in hand (shared/tracing).
+    trace_headers.install()
 
 
 def install_idle_wait(kafka: KafkaSettings) -> None:

@@ -56,6 +56,7 @@ from prometheus_client import REGISTRY, Counter
 
 from shared.contract.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
+from shared.tracing import spans
 from shared.worker import heartbeat, metrics, poison
 
 log = logging.getLogger(__name__)
@@ -109,11 +110,14 @@ class Boundary:
         Boundary.by_stage[stage] = self
 
     @asynccontextmanager
-    async def record(self, event: Any, *, count: bool = True) -> AsyncIterator[None]:
+    async def record(self, event: Any, *, count: bool = True,
+                     operation: str = "process") -> AsyncIterator[None]:
         """Run the block for `event`; a record-level failure dead-letters it and is swallowed.
 
         `count=False` for a second pass over a record already counted (a batch retried
-        one by one).
+        one by one, or its outputs sent), `operation` naming that pass in its span. The
+        sends inside carry the record's trace context; with tracing on, the block is a span
+        (shared.tracing.spans).
         """
         if count:
             PROCESSED.labels(self.stage).inc()
@@ -121,6 +125,13 @@ class Boundary:
         token = heartbeat.in_hand.enter(self.stage, event.message)
         stage = metrics.current_stage.set(self.stage)  # the sends inside are this stage's
         started = time.perf_counter()
+        with spans.record(self.stage, event.message, operation):
+            async with self._guarded(event, token, stage, started):
+                yield
+
+    @asynccontextmanager
+    async def _guarded(self, event: Any, token: Any, stage: Any,
+                       started: float) -> AsyncIterator[None]:
         try:
             yield
         except InvalidInput as exc:
@@ -177,6 +188,7 @@ class Boundary:
         return True
 
     async def _dead_letter(self, exc: InvalidInput, event: Any) -> None:
+        spans.outcome("dead_lettered", exc.reason)
         try:
             await send_dead_letter(self.dlq_topic, self.stage, exc, event.message,
                                    keep_payload=self.keep_payload)

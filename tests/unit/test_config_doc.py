@@ -31,7 +31,8 @@ def test_configuration_page_matches_the_settings_classes() -> None:
 def test_every_prefix_and_a_known_setting_are_listed() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     for prefix in ("", "KAFKA_", "LEDGER_", "MESH_", "WATCHDOG_", "AUDIT_", "INGEST_",
-                   "REDACTION_", "CHUNKING_", "EMBEDDING_", "RETRIEVAL_", "INFERENCE_", "ONEBOX_"):
+                   "REDACTION_", "CHUNKING_", "EMBEDDING_", "RETRIEVAL_", "INFERENCE_", "ONEBOX_",
+                   "TRACING_"):
         assert page.count(f"## `STREAMRAG_{prefix}*`") == 1, prefix  # one section per prefix
     assert "LEDGERSVC" not in page.replace("`STREAMRAG_LEDGERSVC_*`, now", "")
     assert "| `STREAMRAG_KAFKA_FETCH_MAX_WAIT_MS` | `int` | `50` |" in page

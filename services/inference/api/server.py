@@ -30,6 +30,7 @@ from shared.batching.queue import BULK
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
+from shared.tracing import spans
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Inference"].full_name
 # The share of a caller's remaining deadline the gather may use; the rest is for the
@@ -230,7 +231,9 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
     token = settings.auth_token.get_secret_value() if settings.auth_token else ""
     # Status mapping first: it sees whatever any later interceptor or handler raises.
     failures = engine.metrics.failures
+    # OpenTelemetry's (tracing on) outermost: its span covers the call, mapped status too.
     interceptors: list[grpc.aio.ServerInterceptor] = [
+        *spans.server_interceptors(),
         StatusMapper(lambda method, reason: failures.labels(method=method, reason=reason).inc())]
     if token:
         interceptors.append(BearerAuth(token))

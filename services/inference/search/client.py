@@ -25,8 +25,9 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -38,6 +39,7 @@ from shared.contract.records import SearchReply, SearchRequest
 from shared.contract.topics import INFERENCE_APP, SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
 from shared.errors import InfrastructureError, InvalidInput
 from shared.settings import KafkaSettings
+from shared.tracing import context, spans
 from shared.worker import local_search
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ class _Waiter:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     request_id: str = ""  # the batch it left in; "" while still queued
     failure: BaseException | None = None
+    span: Any = None  # the query's span (its gRPC call's) when tracing is on
 
 
 def _result(gather: Gather, query: SearchQuery) -> GatherResult:
@@ -78,6 +81,9 @@ class SearchClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
+        # (request id, shard) -> the span of that shard's request, until its reply comes
+        # (tracing on only).
+        self._shard_spans: dict[tuple[str, int], Any] = {}
     @property
     def partitions(self) -> int:
         return self._requests.partitions
@@ -136,7 +142,7 @@ class SearchClient:
                 return result
         self._count("broker")
         waiter = _Waiter(uuid.uuid4().hex, query, Gather(self.partitions),
-                         time.time() + timeout_s)
+                         time.time() + timeout_s, span=spans.current_span())
         self._queued.append(waiter)
         if len(self._queued) >= self._max_batch:
             self._flush()
@@ -159,7 +165,11 @@ class SearchClient:
         query_id = uuid.uuid4().hex
         requests = build_requests([(query_id, query)], uuid.uuid4().hex, self.partitions,
                                   time.time() + timeout_s)
+        shard_spans = [self._shard_span(r, spans.current_span(), (), "local")[0]
+                       for r in requests] if spans.ENABLED else []
         replies = await local.answer(requests)
+        for span in shard_spans:
+            spans.finish(span, answered=replies is not None)
         if replies is None:
             return None
         gather = Gather(self.partitions)
@@ -197,12 +207,33 @@ class SearchClient:
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
 
+    def _shard_span(self, request: SearchRequest, parent: Any, links: Iterable[Any],
+                    path: str) -> tuple[Any, list[tuple[str, bytes]] | None]:
+        """A span for one shard's part of a scatter (child of the first query's span,
+        linked to the others'), and the headers that carry it to the shard."""
+        span, pair = spans.start_client(
+            f"search shard {request.partition}",
+            {"messaging.system": "kafka", "messaging.destination.name": self._requests.name,
+             "messaging.destination.partition.id": str(request.partition),
+             "streamrag.request_id": request.request_id, "streamrag.path": path,
+             "streamrag.queries": len(request.queries)}, parent, links)
+        return span, (context.with_trace([], pair) if pair is not None else None)
+
     async def _scatter(self, requests: list[SearchRequest], waiters: list[_Waiter]) -> None:
         assert self._producer is not None
+        parent = next((w.span for w in waiters if w.span is not None), None)
+        links = [spans.span_link(w.span) for w in waiters
+                 if w.span is not None and w.span is not parent]
         try:
-            sent = [await self._producer.send(self._requests.name, encode(r),
-                                              key=r.request_id.encode(), partition=r.partition)
-                    for r in requests]
+            sent = []
+            for r in requests:
+                headers = None
+                if spans.ENABLED:
+                    span, headers = self._shard_span(r, parent, links, "broker")
+                    self._shard_spans[(r.request_id, r.partition)] = span
+                sent.append(await self._producer.send(
+                    self._requests.name, encode(r), key=r.request_id.encode(),
+                    partition=r.partition, headers=headers))
             await asyncio.gather(*sent)
         except KafkaError as exc:
             for w in waiters:
@@ -217,6 +248,10 @@ class SearchClient:
         batch.pop(waiter.query_id, None)
         if not batch:
             self._batches.pop(waiter.request_id, None)
+            if self._shard_spans:  # shards that never answered this request
+                for shard in range(self.partitions):
+                    spans.finish(self._shard_spans.pop((waiter.request_id, shard), None),
+                                 answered=False)
 
     async def _read(self) -> None:
         assert self._consumer is not None
@@ -238,6 +273,9 @@ class SearchClient:
         except InvalidInput as exc:
             log.warning("unreadable search reply skipped: %s", exc)
             return
+        if self._shard_spans:
+            spans.finish(self._shard_spans.pop((reply.request_id, reply.partition), None),
+                         answered=not reply.error, error=reply.error or None)
         batch = self._batches.get(reply.request_id)
         if batch is None:
             return

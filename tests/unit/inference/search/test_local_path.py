@@ -45,7 +45,8 @@ class FakeProducer:
     def __init__(self) -> None:
         self.sent: list[int] = []
 
-    async def send(self, topic: str, value: bytes, *, key: bytes, partition: int) -> Any:
+    async def send(self, topic: str, value: bytes, *, key: bytes, partition: int,
+                   headers: Any = None) -> Any:
         self.sent.append(partition)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)

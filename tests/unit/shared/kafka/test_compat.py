@@ -35,6 +35,7 @@ SIGNATURES = {
     "Fetcher._proc_fetch_request": "(self, assignment, node_id, request)",
     "AIOKafkaProducer.send": "(self, topic, value=None, key=None, partition=None,"
     " timestamp_ms=None, headers=None)",
+    "Channel.prepare_headers": "(self, headers)",
     "Service._crash": "(self, reason)",
     "Collection._changelog_topic_name": "(self)",
 }
