@@ -20,8 +20,14 @@ up`; `processes`: one process per service, as before: the baseline) it starts it
              each pipeline topic; the last hop (chunks.embedded.v1 -> queryable) is the rest.
              Then --idle-docs more after a quiet spell each (the idle fetch wait's price);
   query:     sequential gRPC Query calls (answer_mode extractive), and retrieval's share;
+  burst:     --burst documents produced at once, one source; docs/s from the first send
+             until Retrieve returns every one of them (throughput under load);
   memory:    RSS of all the mesh's processes after the run (now and peak, VmHWM), and
              per process (the table's last rows).
+With --tracing, every bring-up runs three times: tracing off (the default, the baseline),
+on with 1% of new traces sampled, and on at 100%, each exporting over OTLP to a receiver
+in this process (scripts/benchlib/otlp.py, which only collects); the table adds the spans
+received, so "off" shows 0.
 With --before KEY=VALUE ..., every bring-up also runs as "<mode> before" with those
 settings (the baseline, same run); --rounds N repeats every configuration N times in
 rotating order, so the machine's noise falls on all alike: freshness and hop samples are
@@ -48,6 +54,7 @@ import grpc
 from aiokafka import AIOKafkaProducer
 
 from scripts.benchlib.hops import first_stamps, hop_delays
+from scripts.benchlib.otlp import Receiver
 from scripts.benchlib.paths import ANVIL, RESULTS
 from scripts.benchlib.procs import cpu_s, group_pids, memory_gib
 from scripts.benchlib.stats import summary
@@ -155,6 +162,36 @@ async def hop_times(bootstrap: str, sent: dict[str, float], fresh: list[float],
     return {hop: {**summary(xs), "samples": xs} for hop, xs in out.items()}
 
 
+async def burst(bootstrap: str, target: str, docs: int) -> float:
+    """Documents per second, `docs` produced at once until Retrieve returns them all."""
+    source = f"burst-{uuid.uuid4().hex[:8]}"
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    t0 = time.perf_counter()
+    try:
+        sent = [await producer.send("docs.raw.v1", json.dumps(
+            {"id": f"{source}-{i}", "source": source,
+             "text": TEXT.format(t=time.time(), i=i)}).encode(), key=f"{i}".encode())
+            for i in range(docs)]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+    seen: set[str] = set()
+    with grpc.insecure_channel(target) as channel:
+        stub = inference_pb2_grpc.InferenceStub(channel)
+        while len(seen) < docs:
+            if time.perf_counter() - t0 > 600:
+                raise TimeoutError(f"burst: {len(seen)}/{docs} searchable after 600 s")
+            resp = stub.Retrieve(inference_pb2.RetrieveRequest(
+                question="why did checkout fail", source=source, top_k=min(1000, docs * 2)),
+                timeout=10)
+            seen = {c.doc_id for c in resp.chunks}
+            await asyncio.sleep(0.05)
+    took = time.perf_counter() - t0
+    print(f"  burst: {docs} documents searchable in {took:.1f} s", flush=True)
+    return docs / took
+
+
 def query_latency(target: str, n: int) -> tuple[list[float], list[float]]:
     e2e, retrieval = [], []
     with grpc.insecure_channel(target) as channel:
@@ -188,12 +225,14 @@ def measure(mode: str, env: dict[str, str], args: argparse.Namespace) -> dict[st
         cold, _ = asyncio.run(freshness(mesh.bootstrap, mesh.grpc_target, args.idle_docs,
                                         args.idle_gap_s))
         e2e, retrieval = query_latency(mesh.grpc_target, args.queries)
+        rate = asyncio.run(burst(mesh.bootstrap, mesh.grpc_target, args.burst)) \
+            if args.burst else 0.0
         memory = memory_gib(mesh.run_dir)
         processes = sum(len(p) for p in group_pids(mesh.run_dir).values())
     return {"ready_s": ready_s, "idle_cores": idle, "memory_gib": memory,
             "processes": processes, "freshness": summary(fresh), "hops": hops,
             "freshness_after_idle": summary(cold),
-            "query": summary(e2e), "retrieval": summary(retrieval),
+            "query": summary(e2e), "retrieval": summary(retrieval), "burst_docs_s": rate,
             "samples": {"freshness": fresh, "after_idle": cold, "query": e2e,
                         "retrieval": retrieval}}
 
@@ -217,6 +256,8 @@ def combined(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                        "peak": med(lambda r: r["memory_gib"]["peak"]),
                        "per_process": {n: med(lambda r, n=n: r["memory_gib"]["per_process"]
                                               .get(n, 0.0)) for n in sorted(names)}},
+        "burst_docs_s": med(lambda r: r["burst_docs_s"]),
+        "spans": med(lambda r: r.get("spans", 0)),
         "freshness": pooled["freshness"], "freshness_after_idle": pooled["after_idle"],
         "query": pooled["query"], "retrieval": pooled["retrieval"], "hops": hops,
         "freshness_p50_rounds": [r["freshness"]["p50"] for r in rounds],
@@ -247,6 +288,10 @@ def print_table(res: dict[str, Any], modes: list[str]) -> None:
         rows.append((f"  {hop.replace('.v1', '')}", lambda m, h=hop: (m["hops"][h]["p50"],),
                      "{:.0f}", "(p50)"))
     rows += [
+        ("burst throughput (docs/s)", lambda m: (m["burst_docs_s"],), "{:.2f}", ""),
+        ("  ratio to the first column", lambda m: (m["burst_docs_s"] / max(
+            1e-9, res["modes"][modes[0]]["burst_docs_s"]),), "{:.2f}", ""),
+        ("spans received (OTLP)", lambda m: (m["spans"],), "{:.0f}", ""),
         ("Query p50 / p99 (ms)", lambda m: (m["query"]["p50"], m["query"]["p99"]),
          "{:.0f} / {:.0f}", ""),
         ("  retrieval p50 (ms)", lambda m: (m["retrieval"]["p50"],), "{:.1f}", ""),
@@ -288,11 +333,23 @@ def main() -> int:
     ap.add_argument("--before", nargs="*", default=[], metavar="KEY=VALUE",
                     help="settings of a baseline run beside each bring-up ('<mode> before')")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--burst", type=int, default=None,
+                    help="documents for the throughput burst (default 0; 200 with --tracing)")
+    ap.add_argument("--tracing", action="store_true",
+                    help="each bring-up with tracing off, on at 1%% and on at 100%%")
     args = ap.parse_args()
+    if args.burst is None:
+        args.burst = 200 if args.tracing else 0
     before = dict(kv.split("=", 1) for kv in args.before)
+    receiver = Receiver().__enter__() if args.tracing else None
     configs: list[tuple[str, dict[str, str]]] = []
     for m in args.modes:
         configs += [(m, {}), (f"{m} before", before)] if before else [(m, {})]
+        if receiver is not None:
+            on = {"STREAMRAG_TRACING_EXPORTER": "otlp",
+                  "STREAMRAG_TRACING_OTLP_ENDPOINT": receiver.endpoint}
+            configs += [(f"{m} trace1%", {**on, "STREAMRAG_TRACING_SAMPLE_RATIO": "0.01"}),
+                        (f"{m} trace100%", {**on, "STREAMRAG_TRACING_SAMPLE_RATIO": "1.0"})]
     print("in-process baseline ...", flush=True)
     floor_ingest, floor_query = in_process_floor(args.docs)
     res: dict[str, Any] = {"args": vars(args), "before": before, "floor": {
@@ -302,7 +359,10 @@ def main() -> int:
         k = r % len(configs)  # rotate the order every round
         for label, env in configs[k:] + configs[:k]:
             print(f"round {r + 1}/{args.rounds}: {label}", flush=True)
+            received = len(receiver.spans()) if receiver is not None else 0
             runs[label].append(measure(label.split()[0], env, args))
+            # Spans still queued in a stopped process are flushed at its exit.
+            runs[label][-1]["spans"] = (len(receiver.spans()) - received) if receiver else 0
     res["modes"] = {label: combined(rounds) for label, rounds in runs.items()}
     res["runs"] = runs
     print_table(res, list(runs))

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NoReturn, TypeVar
 
+from prometheus_client import Histogram
+
 from services.ledger.anchors import AnchorReceipt
 from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq, ledger, settings
 from services.ledger.chain import AnchorClient
@@ -42,6 +44,11 @@ def _stopping_already(exc: BaseException) -> None:
 
 # Anchoring failures stop the worker (_fatal); the boundary handles the rest of a record.
 boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
+# The proof's delay: from redaction closing an audit batch to its root on chain.
+ANCHOR_LATENCY = Histogram(
+    "streamrag_ledger_anchor_latency_seconds",
+    "Seconds from redaction closing an audit batch to its anchor transaction's receipt",
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
 export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
               metrics_port=settings.metrics_port)
 
@@ -156,6 +163,8 @@ async def _anchor_one(event: Any) -> None:
     await (await anchors_topic.send(key=batch.batch_id.encode(), value=encode(record),
                                     force=True))
     anchored[batch.batch_id] = record.model_dump(mode="json")
+    if not receipt.already_anchored:
+        ANCHOR_LATENCY.observe(max(0.0, record.anchored_at - batch.created_at))
     log.info("anchored %s tx=%s block=%d in %.0f ms, %.2f s after the batch closed%s",
              batch.batch_id, receipt.tx_hash, receipt.block_number,
              (time.monotonic() - started) * 1000, record.anchored_at - batch.created_at,

@@ -17,11 +17,11 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scripts.benchlib.otlp import Receiver, Span
 from shared.cli.mesh import Endpoints, free_port, isolated
 from shared.contract.topics import SEARCH_REQUESTS, SERVICES
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from tests.support.mesh import MESH_ENV, chunks_of, produce, uid
-from tests.support.otlp import Receiver, Span
 from tests.support.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +66,13 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def freshness(port: int) -> tuple[float, float]:
+    """Retrieval's freshness histogram: (observations, of them within a minute)."""
+    samples = scrape(port)
+    return (value(samples, "streamrag_retrieval_freshness_seconds_count"),
+            value(samples, "streamrag_retrieval_freshness_seconds_bucket", le="60.0"))
+
+
 def flow(port: int, kind: str, stage: str, topic: str) -> float:
     return value(scrape(port), f"streamrag_stage_records_{kind}_total",
                  service=stage.split(".")[0], stage=stage, topic=topic)
@@ -103,6 +110,7 @@ def test_each_service_counts_its_records_in_out_and_dead_letters(
     before = eventually(flows, "every service's /metrics to answer", timeout_s=60)
     dead_before = value(scrape(ports["ingest"]), "streamrag_records_dead_lettered_total",
                         stage="ingest", reason="malformed_json")
+    fresh_before = freshness(ports["retrieval"])
     source = uid("metrics")
     produce(metered, [json.dumps({"id": uid("doc"), "source": source,
                                   "text": f"Metered document number {n} about tide clocks."}
@@ -122,6 +130,14 @@ def test_each_service_counts_its_records_in_out_and_dead_letters(
     dead = value(scrape(ports["ingest"]), "streamrag_records_dead_lettered_total",
                  stage="ingest", reason="malformed_json")
     assert dead - dead_before == 1
+    # Freshness: one observation per version made searchable, each under a minute here.
+    fresh = eventually(lambda: freshness(ports["retrieval"])[0] - fresh_before[0] == DOCS,
+                       "freshness observations", timeout_s=30)
+    assert fresh and freshness(ports["retrieval"])[1] - fresh_before[1] == DOCS
+    # The ledger times each anchor from the batch's close.
+    eventually(lambda: value(scrape(ports["ledger"]),
+                             "streamrag_ledger_anchor_latency_seconds_count") >= 1,
+               "an anchor's latency", timeout_s=60)
     # Inference's port shows its own metrics beside the stage counters.
     assert any(name.startswith("streamrag_inference_") for name, _ in scrape(ports["inference"]))
 

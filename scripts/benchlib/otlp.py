@@ -1,4 +1,5 @@
-"""A real OTLP/gRPC trace receiver in the test process: what a collector would get.
+"""A real OTLP/gRPC trace receiver in this process: what a collector would get (the
+observability tests and bench_latency --tracing).
 
 Services export with the OpenTelemetry SDK's OTLP exporter (STREAMRAG_TRACING_EXPORTER=otlp)
 to `endpoint`; `spans()` flattens what arrived into plain dicts to assert on.
