@@ -197,7 +197,12 @@ def test_a_documents_trace_holds_every_stage_and_the_query(
         assert by_stage[stage].attributes["streamrag.doc_id"] == doc_id, stage
         assert by_stage[stage].attributes["streamrag.outcome"] == "accepted", stage
         assert by_stage[stage].attributes["messaging.destination.name"], stage
-    assert by_id[by_stage["ingest.dedup"].parent_id].attributes["streamrag.stage"] == "ingest"
+    for stage, before in (("ingest.dedup", "ingest"), ("redaction", "ingest.dedup"),
+                          ("chunking", "redaction"), ("embedding", "chunking")):
+        assert by_id[by_stage[stage].parent_id] == by_stage[before], stage
+    # Embedding sends each output in a span of its own; retrieval descends from it.
+    emitted = by_id[by_stage["retrieval"].parent_id]
+    assert emitted.name == "embedding emit" and emitted.parent_id == by_stage["chunking"].span_id
     # Redaction's micro-batch links the record it took; the ledger anchors under it.
     batch = next(s for s in spans if s.name == "redaction batch")
     assert (trace_id, by_stage["redaction"].span_id) not in batch.links
