@@ -34,6 +34,13 @@ class LocalShards:
         assigned = self._assigned()
         return all(p in assigned and self._shards.ready(p) for p in partitions)
 
+    def generation(self, partitions: Sequence[int]) -> tuple[int, int] | None:
+        """What these shards hold, as a value that changes whenever any search answer could
+        (Shards.generation, tagged with this object); None when they cannot answer now."""
+        if not self.covers(partitions):
+            return None
+        return id(self), self._shards.generation
+
     async def answer(self, requests: Sequence[SearchRequest]) -> list[SearchReply] | None:
         replies = []
         for request in requests:

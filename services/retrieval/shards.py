@@ -44,6 +44,11 @@ class Shards:
         self.position: dict[int, tuple[int, str]] = {}
         self.ready_at: dict[int, int] = {}  # offset a partition must reach before it answers
         self.dirty: set[Key] = set()
+        # Bumped, in the same synchronous step, by everything that can change what a search
+        # of these shards answers (a record applied, a model started, shards assigned or
+        # released, a model caught up): equal generations mean identical answers, which is
+        # what inference's answer cache relies on (services/inference/cache/).
+        self.generation = 0
         self._saving = asyncio.Lock()
         self._recall_models()
 
@@ -97,6 +102,7 @@ class Shards:
             others = [s for m, s in self.at(partition).items() if m != model_id]
             if all(models.covers(shard.doc_version, o.doc_version) for o in others):
                 shard.caught_up = True
+                self.generation += 1
                 self.dirty.add((model_id, partition))
                 log.info("model %s caught up on shard %d (%d chunks)", model_id, partition,
                          len(shard))
@@ -125,6 +131,7 @@ class Shards:
                 if low is None:
                     log.info("shard %d: no model indexed here yet, rebuilding from offset 0", p)
             self.ready_at[p] = end - 1
+        self.generation += 1  # and after: a search that ran between its awaits is not kept
         return {p: offset + 1 for p, (offset, _) in self.position.items()}
 
     async def _load(self, model_id: str, dim: int, partition: int,
@@ -167,6 +174,7 @@ class Shards:
         """
         if update.model_id in self.settings.drop_models:
             return False
+        self.generation += 1  # before any change: a search never sees new data at an old one
         if update.model_id not in self.models:
             self._start_model(update)
         shard = self.by_model[update.model_id][partition]

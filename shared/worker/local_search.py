@@ -8,7 +8,7 @@ looks it up. Nothing is registered in a process without retrieval shards.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Protocol
 
 from shared.contract.records import SearchReply, SearchRequest
@@ -18,6 +18,12 @@ class LocalSearch(Protocol):
     async def answer(self, requests: Sequence[SearchRequest]) -> list[SearchReply] | None:
         """Each request's reply from its shard, or None when this process cannot answer
         every request's partition now (not owned, still recovering, rebalancing)."""
+        ...
+
+    def generation(self, partitions: Sequence[int]) -> Hashable | None:
+        """A value equal between two moments only if no search of these partitions could
+        answer differently (nothing applied, assigned or released in between); None when
+        this process cannot answer them all now."""
         ...
 
 

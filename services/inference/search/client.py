@@ -25,8 +25,8 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -159,6 +159,12 @@ class SearchClient:
             raise InfrastructureError(f"could not send search requests: {waiter.failure}")
         return _result(waiter.gather, query)
 
+    def generation(self) -> Hashable | None:
+        """The in-process shards' generation now (every partition); None when the next
+        search would not be answered in-process."""
+        local = local_search.lookup() if self._local else None
+        return None if local is None else local.generation(range(self.partitions))
+
     async def _search_local(self, local: local_search.LocalSearch,
                             query: SearchQuery, timeout_s: float) -> GatherResult | None:
         """The merged top k from this process's shards; None when they cannot answer all."""
@@ -167,7 +173,12 @@ class SearchClient:
                                   time.time() + timeout_s)
         shard_spans = [self._shard_span(r, spans.current_span(), (), "local")[0]
                        for r in requests] if spans.ENABLED else []
+        partitions = range(self.partitions)
+        before = local.generation(partitions)
         replies = await local.answer(requests)
+        # The shards answer one per event-loop turn: equal generations on both sides mean
+        # every part came from one unchanged state.
+        same = before is not None and before == local.generation(partitions)
         for span in shard_spans:
             spans.finish(span, answered=replies is not None)
         if replies is None:
@@ -176,7 +187,7 @@ class SearchClient:
         for reply in replies:
             gather.add(split_reply(reply, [query_id])[query_id])
         self._count("local")
-        return _result(gather, query)
+        return replace(_result(gather, query), generation=before if same else None)
 
     def _count(self, path: str) -> None:
         self.paths[path] += 1

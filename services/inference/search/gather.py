@@ -6,7 +6,7 @@ The requests are built in scatter.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.inference.search.fusion import Fusion, fuse
@@ -42,6 +42,10 @@ class GatherResult:
     answered: tuple[int, ...]  # shards that replied without an error
     missing: tuple[int, ...]  # shards with no reply by the deadline
     errors: Mapping[int, str] = field(default_factory=dict)  # shard -> the reason it gave
+    # The in-process shards' generation the hits are exact for (shared/worker/local_search.py):
+    # set only when this process's shards answered every shard's part and nothing changed
+    # them meanwhile; None otherwise (the broker path, or an update during the search).
+    generation: Hashable | None = None
 
     @property
     def unanswered(self) -> tuple[int, ...]:

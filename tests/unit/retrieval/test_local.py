@@ -10,7 +10,7 @@ from services.retrieval.local import LocalShards
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards
 from shared.contract.records import SearchReply, SearchRequest, SearchSpec, encode_vector
-from tests.unit.retrieval.helpers import DIM, unit
+from tests.unit.retrieval.helpers import DIM, chunk_set, unit
 
 PARTITIONS = [0, 1, 2, 3]
 
@@ -109,3 +109,33 @@ def test_a_rebalance_starting_between_shards_abandons_the_local_answer() -> None
     assert run(local) is None
     assert answer.asked == [0, 1]
     assert local.answered == 0
+
+
+def test_the_generation_moves_with_every_applied_record_and_only_then() -> None:
+    shards = shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9))
+    local = LocalShards(shards, Recorder(), lambda: False, all_assigned)
+    before = local.generation(PARTITIONS)
+    assert before is not None and local.generation(PARTITIONS) == before  # no change
+    shards.apply(1, 10, chunk_set("doc", 1, [1]))
+    after_upsert = local.generation(PARTITIONS)
+    assert after_upsert not in (None, before)
+    shards.applied(1, 10, b"record")  # the offset moving alone changes no answer
+    assert local.generation(PARTITIONS) == after_upsert
+    shards.apply(1, 11, chunk_set("doc", 2, [], op="delete"))
+    assert local.generation(PARTITIONS) not in (None, after_upsert)
+
+
+def test_the_generation_moves_when_shards_are_assigned_or_released() -> None:
+    shards = shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9))
+    before = shards.generation
+
+    async def digest_at(partition: int, offset: int) -> str | None:
+        return None
+    asyncio.run(shards.assign({0: 10, 1: 10}, digest_at))
+    assert shards.generation > before
+
+
+def test_no_generation_where_the_shards_cannot_answer() -> None:
+    local = LocalShards(shards_at(dict.fromkeys(PARTITIONS, 9), dict.fromkeys(PARTITIONS, 9)),
+                        Recorder(), lambda: True, all_assigned)  # rebalancing
+    assert local.generation(PARTITIONS) is None

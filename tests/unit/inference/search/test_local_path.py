@@ -31,6 +31,9 @@ class FakeShards:
         self.can_answer = can_answer
         self.asked: list[SearchRequest] = []
 
+    def generation(self, partitions: Sequence[int]) -> int | None:
+        return 7 if self.can_answer else None
+
     async def answer(self, requests: Sequence[SearchRequest]) -> list[SearchReply] | None:
         self.asked.extend(requests)
         if not self.can_answer:
@@ -107,3 +110,42 @@ def test_the_setting_off_forces_the_broker() -> None:
     assert shards.asked == []
     assert producer.sent == list(range(client.partitions))
     assert client.paths == {"broker": 1}
+
+
+class ChangingShards(FakeShards):
+    """Shards that apply an update between two shards' answers when `change` is set."""
+
+    def __init__(self, change: bool) -> None:
+        super().__init__(can_answer=True)
+        self.change, self.gen = change, 1
+
+    def generation(self, partitions: Sequence[int]) -> int | None:
+        return self.gen
+
+    async def answer(self, requests: Sequence[SearchRequest]) -> list[SearchReply] | None:
+        replies = await super().answer(requests)
+        if self.change:
+            self.gen += 1
+        return replies
+
+
+def test_an_in_process_answer_carries_the_generation_it_is_exact_for() -> None:
+    shards = ChangingShards(change=False)
+    local_search.register(shards)
+    result, client, _ = search(shards)
+    assert result.generation == 1
+    assert client.generation() == 1
+
+
+def test_an_update_during_the_search_leaves_the_answer_without_a_generation() -> None:
+    shards = ChangingShards(change=True)
+    local_search.register(shards)
+    result, _, _ = search(shards)
+    assert result.hits and result.generation is None
+
+
+def test_the_broker_path_knows_no_generation() -> None:
+    shards = FakeShards(can_answer=False)
+    local_search.register(shards)
+    result, client, _ = search(shards)
+    assert result.generation is None and client.generation() is None
