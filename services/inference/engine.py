@@ -66,6 +66,10 @@ class Retrieval:
     rerank_ms: float = 0.0
     # Per hit, its cross-encoder score; empty with the reranker off (rerank/order.py).
     rerank_scores: tuple[float | None, ...] = ()
+    # The search's merged hits before the feedback boost, and after it (before the
+    # reranker): what the answer cache checks a stored retrieval against (cache/).
+    candidates: tuple[SearchHit, ...] = ()
+    ranked: tuple[SearchHit, ...] = ()
 
 
 class QueryEngine:
@@ -164,12 +168,7 @@ class QueryEngine:
         vector = await self._question_vector(params.question)
         epoch = self.encoder_epoch  # the vector's: no await since it was made
         embedded = time.perf_counter()
-        # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
-        fetch = params.top_k
-        if self.feedback is not None and self.settings.feedback_weight > 0:
-            fetch = min(self.settings.max_top_k, params.top_k * 2)
-        if self.reranker is not None:
-            fetch = max(fetch, self.settings.rerank_candidates)
+        fetch = self._fetch(params)
         query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, fetch,
                             params.since, params.until, params.domain, params.source,
                             params.question if self.settings.hybrid else "",
@@ -178,22 +177,40 @@ class QueryEngine:
         result = await self.search.search(query, timeout_s)
         if not result.answered:
             raise NoShardsError(_no_shards_message(result, self.search.partitions, timeout_s))
-        result = replace(result, hits=self._renderable(result.hits))
-        if self.feedback is not None:
-            hits = boost_by_feedback(result.hits, self.feedback, self.settings.feedback_weight,
-                                     self.settings.feedback_max_boost)
-            keep = params.top_k if self.reranker is None else fetch
-            result = replace(result, hits=hits[:keep])
+        candidates = self._renderable(result.hits)
+        result = replace(result, hits=self.feedback_order(params, candidates))
         searched = time.perf_counter()
         if self.reranker is None:
             return Retrieval(params, vector, result, started, (embedded - started) * 1000,
-                             (searched - embedded) * 1000, epoch)
+                             (searched - embedded) * 1000, epoch, candidates=candidates,
+                             ranked=result.hits)
         # The cross-encoder picks from the (feedback-ordered) candidates and has the last
         # word on their order.
         reranked = await self.reranker.rerank(params.question, result.hits, params.top_k)
         return Retrieval(params, vector, replace(result, hits=reranked.hits), started,
                          (embedded - started) * 1000, (searched - embedded) * 1000,
-                         epoch, (time.perf_counter() - searched) * 1000, reranked.scores)
+                         epoch, (time.perf_counter() - searched) * 1000, reranked.scores,
+                         candidates, result.hits)
+
+    def feedback_order(self, params: QueryParams,
+                       candidates: Sequence[SearchHit]) -> tuple[SearchHit, ...]:
+        """The search's hits as the feedback boost orders them now, cut to what the answer
+        (or the reranker) is given; unchanged with feedback off."""
+        if self.feedback is None:
+            return tuple(candidates)
+        hits = boost_by_feedback(candidates, self.feedback, self.settings.feedback_weight,
+                                 self.settings.feedback_max_boost)
+        return hits[:params.top_k if self.reranker is None else self._fetch(params)]
+
+    def _fetch(self, params: QueryParams) -> int:
+        """How many hits to ask the shards for."""
+        # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
+        fetch = params.top_k
+        if self.feedback is not None and self.settings.feedback_weight > 0:
+            fetch = min(self.settings.max_top_k, params.top_k * 2)
+        if self.reranker is not None:
+            fetch = max(fetch, self.settings.rerank_candidates)
+        return fetch
 
     async def _question_vector(self, question: str) -> np.ndarray:
         """The question's vector; a question asked before (up to case and spacing, which the

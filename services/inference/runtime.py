@@ -25,6 +25,7 @@ from services.inference.api.server import (
     build_server,
     set_serving,
 )
+from services.inference.cache.serve import CachedQueries, no_generation
 from services.inference.encoding import TextEncoder
 from services.inference.engine import QueryEngine, SearchBackend
 from services.inference.rerank.stage import PairScorer
@@ -115,6 +116,10 @@ class InferenceRuntime(mode.Service):
             on_search=lambda path: self.metrics.searches.labels(path=path).inc())
         self.engine = QueryEngine(settings, self.search, metrics=self.metrics,
                                   feedback=feedback_view)
+        # Only the real client can tell the in-process shards' generation; any other
+        # backend's cached answers are revalidated by a search (cache/serve.py).
+        self.cache = CachedQueries(self.engine, self.search.generation
+                                   if isinstance(self.search, SearchClient) else no_generation)
         self.health = health_aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -140,7 +145,7 @@ class InferenceRuntime(mode.Service):
         self.engine.start()
         self.server, self.port = build_server(
             self.engine, self.health, self.settings, self._feedback_sink, self._latency_sink,
-            self._latency_view, self._stats_view)
+            self._latency_view, self._stats_view, self.cache)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)

@@ -84,6 +84,14 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Vectors of recently asked questions (lower-cased, spaces collapsed) kept, so a repeated
     # question skips the encoder (~1.6 KiB each; 0: off).
     question_cache_size: int = Field(default=4096, ge=0)
+    # Serve repeated Query, StreamQuery and Retrieve calls from the answer cache, which never
+    # serves an answer other than a search at that moment would give (docs/design/cache.md).
+    answer_cache: bool = True
+    # The most answers (and retrievals) the answer cache keeps; the least recently used leave
+    # first (each holds its hits' texts: about top_k x 2 KiB).
+    answer_cache_size: int = Field(default=4096, ge=1)
+    # Seconds a cached answer may be served at most, however unchanged the index.
+    answer_cache_ttl_s: float = Field(default=300.0, gt=0)
     # How many of a cold answer's candidate sentences (up to 64), the best by BM25 with the
     # question, are encoded and ranked by cosine; 0 encodes them all (scripts/bench_answer
     # measures what that keeps of answer quality).

@@ -20,7 +20,9 @@ from services.inference.answer.result import Answer
 from services.inference.api import convert
 from services.inference.api.auth import BearerAuth
 from services.inference.api.status import DeadlineError, StatusMapper
-from services.inference.engine import QueryEngine, Retrieval
+from services.inference.cache.key import scope_of
+from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
+from services.inference.engine import QueryEngine
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
 from services.inference.settings import InferenceSettings
@@ -48,33 +50,45 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     def __init__(self, engine: QueryEngine, feedback_sink: FeedbackSink | None = None,
                  latency_sink: LatencySink | None = None,
                  latency_view: LatencyView | None = None,
-                 stats_view: StatsView | None = None) -> None:
+                 stats_view: StatsView | None = None,
+                 cache: CachedQueries | None = None) -> None:
         self.engine, self.feedback_sink = engine, feedback_sink
         self.latency_sink, self.latency_view = latency_sink, latency_view
         self.stats_view = stats_view
         self.metrics = engine.metrics
+        self.cache = cache or CachedQueries(engine, no_generation, enabled=False)
 
     async def Query(self, request: pb.QueryRequest,
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
         started = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
-            retrieval = await self._retrieve(await self._params(request, context), context)
-            choice = self.engine.choose_mode(
-                retrieval.params, _time_left(context, request.deadline_ms, started))
-            answer = await self.engine.answer(retrieval, choice)
-        self._finished("Query", started)
+            found = await self._retrieve(await self._params(request, context), context)
+            retrieval = found.retrieval
+            if found.choice is not None and found.answer is not None:
+                choice, answer = found.choice, found.answer
+            else:
+                choice = self.engine.choose_mode(
+                    retrieval.params, _time_left(context, request.deadline_ms, started))
+                answer = await self.engine.answer(retrieval, choice)
+                self.cache.store_answer(found, choice, answer)
+        self._finished("Query", started, found.outcome)
         return convert.query_response(retrieval, answer, choice)
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
         started = last = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
-            retrieval = await self._retrieve(await self._params(request, context), context)
-            choice = self.engine.choose_mode(
-                retrieval.params, _time_left(context, request.deadline_ms, started))
+            found = await self._retrieve(await self._params(request, context), context)
+            retrieval = found.retrieval
+            if found.choice is not None and found.answer is not None:
+                choice = found.choice
+            else:
+                choice = self.engine.choose_mode(
+                    retrieval.params, _time_left(context, request.deadline_ms, started))
         # Citations first: the reader sees the sources early.
         yield convert.stream_start(retrieval, choice)
-        events = self.engine.answer_stream(retrieval, choice)
+        events = (answer_events(found.answer) if found.answer is not None
+                  else self.engine.answer_stream(retrieval, choice))
         answer: Answer | None = None
         first = True
         while answer is None:
@@ -88,7 +102,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                 now - (started if first else last))
             first, last = False, now
             yield pb.StreamQueryResponse(delta=event)
-        self._finished("StreamQuery", started)
+        if found.answer is None:
+            self.cache.store_answer(found, choice, answer)
+        self._finished("StreamQuery", started, found.outcome)
         yield convert.stream_end(retrieval, answer)
 
     async def Retrieve(self, request: pb.RetrieveRequest,
@@ -97,9 +113,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         started = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
             params = convert.retrieve_params(request, self.engine.settings, time.time())
-            retrieval = await self._retrieve(params, context)
-        self._finished("Retrieve", started)
-        return convert.retrieve_response(retrieval)
+            found = await self._retrieve(params, context, call="retrieve")
+        self._finished("Retrieve", started, found.outcome)
+        return convert.retrieve_response(found.retrieval)
 
     async def Embed(self, request: pb.EmbedRequest,
                     context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
@@ -141,9 +157,12 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             counts = self.stats_view(window, request.at, source, domain)
         return convert.stats_response(request.window, counts)
 
-    def _finished(self, method: str, started: float) -> None:
+    def _finished(self, method: str, started: float, cache_outcome: str = "") -> None:
         seconds = time.perf_counter() - started
         self.metrics.latency.labels(method=method).observe(seconds)
+        if cache_outcome:
+            self.metrics.answer_cache_latency.labels(method=method,
+                                                     outcome=cache_outcome).observe(seconds)
         if self.latency_sink is not None:
             self.latency_sink(method, seconds)
 
@@ -166,13 +185,17 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                       context: grpc.aio.ServicerContext) -> QueryParams:
         return convert.params(request, self.engine.settings, time.time())
 
-    async def _retrieve(self, params: QueryParams,
-                        context: grpc.aio.ServicerContext) -> Retrieval:
+    async def _retrieve(self, params: QueryParams, context: grpc.aio.ServicerContext,
+                        call: str = "query") -> Lookup:
+        """The call's retrieval, and its answer when the answer cache holds a current one."""
         remaining = _remaining(context)
         budget = self.engine.settings.shard_timeout_s
         if remaining is not None:
             budget = min(budget, remaining * GATHER_SHARE)
-        return await self.engine.retrieve(params, budget)
+        scope = _scope(context) if self.cache.enabled else ""
+        if call == "retrieve":
+            return await self.cache.retrieve(params, scope, budget)
+        return await self.cache.query(params, scope, budget)
 
 
 class _Guard:
@@ -206,6 +229,13 @@ class _Guard:
         return False
 
 
+def _scope(context: grpc.aio.ServicerContext) -> str:
+    """The caller's scope for the answer cache: its bearer token, hashed (one token per
+    server today; per-caller tokens would keep their answers apart with no change here)."""
+    sent = dict(context.invocation_metadata() or ()).get("authorization", "")
+    return scope_of(sent if isinstance(sent, str) else bytes(sent).decode("latin-1"))
+
+
 def _remaining(context: grpc.aio.ServicerContext) -> float | None:
     return context.time_remaining()
 
@@ -223,7 +253,8 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
                  settings: InferenceSettings, feedback_sink: FeedbackSink | None = None,
                  latency_sink: LatencySink | None = None,
                  latency_view: LatencyView | None = None,
-                 stats_view: StatsView | None = None) -> tuple[grpc.aio.Server, int]:
+                 stats_view: StatsView | None = None,
+                 cache: CachedQueries | None = None) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
     TLS when a cert and key are set; a bearer-token check when a token is set.
@@ -238,7 +269,8 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
     if token:
         interceptors.append(BearerAuth(token))
     server = grpc.aio.server(interceptors=interceptors)
-    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view)
+    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view,
+                                 cache)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)

@@ -77,6 +77,19 @@ class InferenceMetrics:
                                         "chunk (word overlap, answer/citations.py)", ["mode"],
                                         buckets=(0.0, 0.25, 0.5, 0.75, 0.999, 1.0), registry=r)
 
+        self.answer_cache = Counter("streamrag_inference_answer_cache_total",
+                                    "Answer cache lookups by outcome: hit (served unsearched), "
+                                    "revalidated (searched, same hits), miss, expired, "
+                                    "invalidated (the index changed the hits)",
+                                    ["call", "outcome"], registry=r)
+        self.answer_cache_entries = Gauge("streamrag_inference_answer_cache_entries",
+                                          "Answers and retrievals kept in the answer cache",
+                                          registry=r)
+        self.answer_cache_latency = Histogram("streamrag_inference_answer_cache_seconds",
+                                              "Call latency by answer cache outcome (off: "
+                                              "cache disabled)", ["method", "outcome"],
+                                              buckets=_LATENCY_S, registry=r)
+
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on host:port (a daemon thread; it ends with the process)."""
         start_http_server(port, addr=host, registry=self.registry)
