@@ -34,10 +34,19 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Endpoints]:
+def mesh_metrics_url() -> str:
+    """The multi-process mesh's inference Prometheus endpoint."""
+    return f"http://127.0.0.1:{free_port()}/metrics"
+
+
+@pytest.fixture(scope="session")
+def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str,
+         mesh_metrics_url: str) -> Iterator[Endpoints]:
     """Start the whole mesh once, one process per service (as docker-compose runs it)."""
+    metrics_port = mesh_metrics_url.rsplit(":", 1)[1].split("/")[0]
+    env = {**MESH_ENV, "STREAMRAG_INFERENCE_METRICS_PORT": metrics_port}
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
-                  broker, MESH_ENV, processes=True) as endpoints:
+                  broker, env, processes=True) as endpoints:
         yield endpoints
 
 
