@@ -266,6 +266,61 @@ class StreamCounts(Record):
     at: float  # seconds since the epoch
 
 
+class DriftSample(Record):
+    """One document version as the drift detector sees it (drift.samples.v1, keyed by
+    source): its chunks' mean vector and its most frequent words. Retrieval sends one per
+    embedded upsert; chunk text is redacted at that stage, so the words are too."""
+
+    source: str = Field(max_length=512)
+    domain: str = Field(max_length=512)
+    model_id: str = Field(max_length=512)
+    doc_id: str
+    version: int
+    title: str = Field(default="", max_length=200)
+    ingest_time: float  # seconds since the epoch: the window clock (docs/design/drift.md)
+    chunks: int = Field(ge=1)
+    vector: str  # base64 of little-endian float32, L2-normalised mean of the chunk vectors
+    terms: dict[str, int] = Field(default_factory=dict, max_length=32)
+
+
+class DriftDocument(BaseModel):
+    """A document of a drifting window, far from the reference centroid."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    doc_id: str
+    version: int
+    title: str = ""
+    distance: float  # cosine distance to the reference windows' centroid
+
+
+DriftStatus = Literal["drift", "stable", "warming_up", "too_few_docs"]
+
+
+class DriftReport(Record):
+    """One closed window of one source, domain and model (drift.windows.v1, keyed by
+    source). status `drift` is a drift event; `warming_up` and `too_few_docs` were not
+    judged (too little history, too few documents). Scores are logs of the centroid
+    statistic (about 0 for a stationary stream); z is against the last `history` windows."""
+
+    source: str
+    domain: str
+    model_id: str
+    window_start: float
+    window_end: float
+    docs: int
+    late: int = 0  # samples of an earlier window that arrived too late and were dropped
+    status: DriftStatus
+    score: float | None = None
+    z: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    history: int = 0
+    threshold: float
+    documents: tuple[DriftDocument, ...] = ()  # on a drift event: the farthest documents
+    terms: tuple[str, ...] = ()  # on a drift event: words most over-represented vs history
+    at: float  # when the window was closed
+
+
 class Feedback(Record):
     """A user clicked or skipped a chunk an answer cited (feedback.v1, keyed by chunk id)."""
 

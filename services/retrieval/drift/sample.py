@@ -1,0 +1,49 @@
+"""An embedded document version as a drift sample, and back (pure).
+
+A document counts once, whatever its length: its vector is the L2-normalised mean of its
+chunk vectors, its words the most frequent content words of its chunks (lower case, stop
+words, numbers and redaction placeholders left out), kept short.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+from bm25s.stopwords import STOPWORDS_EN
+
+from services.retrieval.drift.detector import Sample
+from shared.contract.records import DriftSample, EmbeddedChunkSet, decode_vector, encode_vector
+
+WORD = re.compile(r"(?<![<\w])[a-z][a-z-]{2,30}(?![\w>])")  # not inside <EMAIL_ADDRESS>
+STOP = frozenset(STOPWORDS_EN)
+TERMS_PER_DOC = 12
+
+
+def words(text: str) -> Counter[str]:
+    return Counter(w for w in WORD.findall(text.lower()) if w not in STOP)
+
+
+def drift_sample(update: EmbeddedChunkSet) -> DriftSample | None:
+    """The sample of an upsert with chunks; None for a delete or an empty document."""
+    if update.op != "upsert" or not update.chunks:
+        return None
+    mean = np.mean([c.array() for c in update.chunks], axis=0)
+    norm = float(np.linalg.norm(mean))
+    if not norm > 0:
+        return None
+    counts: Counter[str] = Counter()
+    for chunk in update.chunks:
+        counts.update(words(chunk.text[chunk.overlap_chars:]))
+    return DriftSample(
+        source=update.source, domain=update.domain, model_id=update.model_id,
+        doc_id=update.doc_id, version=update.version, title=update.title[:200],
+        ingest_time=update.ingest_time, chunks=len(update.chunks),
+        vector=encode_vector(mean / norm), terms=dict(counts.most_common(TERMS_PER_DOC)))
+
+
+def from_record(record: DriftSample) -> Sample:
+    return Sample(doc_id=record.doc_id, version=record.version, at=record.ingest_time,
+                  vector=decode_vector(record.vector).astype(np.float64),
+                  terms=record.terms, title=record.title)

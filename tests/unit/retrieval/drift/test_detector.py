@@ -1,0 +1,130 @@
+"""The drift detector on synthetic vectors: what it judges, when it alarms, what it names."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.retrieval.drift.detector import Detector, DriftConfig, Monitor, Sample
+from tests.unit.retrieval.drift.synthetic import docs, feed, topic
+
+KEY = ("crm", "support", "all-MiniLM-L6-v2")
+
+
+def test_a_switch_of_topic_is_one_drift_event_in_the_switched_window() -> None:
+    rng = np.random.default_rng(1)
+    old, new = topic(rng), topic(rng)
+    windows = [docs(rng, old, 30) for _ in range(12)] + [docs(rng, new, 30) for _ in range(8)]
+    reports = feed(Detector(KEY, DriftConfig()), windows)
+    assert [r.window_start / 60 for r in reports if r.status == "drift"] == [12]
+    event = next(r for r in reports if r.status == "drift")
+    assert event.z is not None and event.z > 2.5 and event.history == 10
+    assert (event.source, event.domain, event.model_id) == KEY
+    assert len(event.documents) == 3 and all(d.doc_id.startswith("w12") for d in event.documents)
+    # the new regime is the reference from then on, judged at once (the statistic's
+    # history is kept): stable, not drifting again as the old windows age out
+    assert {r.status for r in reports[13:]} == {"stable"}
+
+
+def test_the_documents_named_are_the_farthest_from_the_reference() -> None:
+    rng = np.random.default_rng(2)
+    old, new = topic(rng), topic(rng)
+    last = docs(rng, old, 30)
+    last[:4] = docs(rng, new, 4, spread=0.1)  # four documents of another topic
+    last[4:8] = docs(rng, -old, 4, spread=0.1)  # four opposite to the reference: farthest
+    windows = [docs(rng, old, 30) for _ in range(8)] + [last]
+    reports = feed(Detector(KEY, DriftConfig(top_docs=4)), windows)
+    assert reports[-1].status == "drift"
+    assert sorted(d.doc_id for d in reports[-1].documents) == [f"w8d{i}" for i in range(4, 8)]
+
+
+def test_the_words_named_are_those_the_window_has_more_of_than_its_history() -> None:
+    rng = np.random.default_rng(3)
+    old, new = topic(rng), topic(rng)
+    windows = [docs(rng, old, 25) for _ in range(7)] + [docs(rng, new, 25)]
+    words = [{"patient": 2, "cell": 1, "study": 1}] * 7 + [{"incident": 2, "disk": 1,
+                                                           "study": 1}]
+    reports = feed(Detector(KEY, DriftConfig()), windows, words)
+    assert reports[-1].status == "drift"
+    assert reports[-1].terms[:2] == ("incident", "disk")
+    assert "study" not in reports[-1].terms and "patient" not in reports[-1].terms
+
+
+def test_windows_with_too_few_documents_are_reported_but_not_judged_or_kept() -> None:
+    rng = np.random.default_rng(4)
+    old, new = topic(rng), topic(rng)
+    windows = [docs(rng, old, 30) for _ in range(8)] + [docs(rng, new, 5)]
+    detector = Detector(KEY, DriftConfig())
+    reports = feed(detector, windows)
+    assert reports[-1].status == "too_few_docs" and reports[-1].z is None
+    assert len(detector.reference) == 8  # the small window left nothing behind
+
+
+def test_no_judgement_before_the_reference_holds_min_history_scored_windows() -> None:
+    rng = np.random.default_rng(5)
+    old, new = topic(rng), topic(rng)
+    windows = [docs(rng, old, 30) for _ in range(4)] + [docs(rng, new, 30)]
+    reports = feed(Detector(KEY, DriftConfig(min_history=5)), windows)
+    assert [r.status for r in reports] == ["warming_up"] * 5  # the switch came too early
+
+
+def test_samples_of_a_closed_window_are_dropped_and_counted_and_repeats_ignored() -> None:
+    rng = np.random.default_rng(6)
+    c = topic(rng)
+    detector = Detector(KEY, DriftConfig(min_docs=1))
+    v = docs(rng, c, 3)
+    detector.add(Sample("a", 1, 10.0, v[0], {}))
+    detector.add(Sample("a", 1, 11.0, v[0], {}))  # the same version replayed
+    reports = detector.add(Sample("b", 1, 70.0, v[1], {}))  # opens the next window
+    detector.add(Sample("c", 1, 59.0, v[2], {}))  # too late for the closed one
+    assert reports[0].docs == 1 and (reports[0].window_start, reports[0].window_end) == (0, 60)
+    closed = detector.tick(120.0 + DriftConfig().grace_s)
+    assert closed[0].docs == 1 and closed[0].late == 1
+
+
+def test_an_idle_window_closes_only_after_its_grace() -> None:
+    rng = np.random.default_rng(7)
+    detector = Detector(KEY, DriftConfig(grace_s=10.0))
+    detector.add(Sample("a", 1, 5.0, docs(rng, topic(rng), 1)[0], {}))
+    assert detector.tick(69.0) == []
+    assert [r.window_end for r in detector.tick(70.0)] == [60.0]
+    assert detector.tick(200.0) == []
+
+
+def test_the_monitor_keeps_one_detector_per_key_and_drops_the_least_recent() -> None:
+    rng = np.random.default_rng(8)
+    monitor = Monitor(DriftConfig(max_keys=2))
+    v = docs(rng, topic(rng), 1)[0]
+    for source in ("a", "b", "a", "c"):
+        monitor.add((source, "d", "m"), Sample("x", 1, 1.0, v, {}))
+    assert list(monitor.detectors) == [("a", "d", "m"), ("c", "d", "m")]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(20, 80), min_size=30,
+                                                     max_size=30),
+       spread=st.floats(0.3, 2.0))
+def test_a_stationary_stream_of_any_window_sizes_raises_at_most_one_event(
+        seed: int, sizes: list[int], spread: float) -> None:
+    # The statistic is normalised by the window and reference sizes, so windows of 20 and
+    # of 80 documents from one distribution look alike to it.
+    rng = np.random.default_rng(seed)
+    c = topic(rng)
+    reports = feed(Detector(KEY, DriftConfig()), [docs(rng, c, n, spread) for n in sizes])
+    assert sum(r.status == "drift" for r in reports) <= 1
+    assert sum(r.status in ("stable", "drift") for r in reports) == 30 - 6
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), at=st.integers(8, 20), shift=st.floats(0.5, 1.0))
+def test_a_shift_of_the_centre_is_flagged_in_its_window(seed: int, at: int,
+                                                       shift: float) -> None:
+    rng = np.random.default_rng(seed)
+    old = topic(rng)
+    new = old + shift * topic(rng)
+    new /= np.linalg.norm(new)
+    windows = [docs(rng, old, 30) for _ in range(at)] + [docs(rng, new, 30) for _ in range(3)]
+    reports = feed(Detector(KEY, DriftConfig()), windows)
+    flagged = [int(r.window_start // 60) for r in reports if r.status == "drift"]
+    assert flagged and flagged[0] == at
