@@ -38,7 +38,7 @@ _current: ContextVar[Any] = ContextVar("streamrag_trace_span", default=None)
 # (topic, partition, offset) -> the context its span gave its outputs, for a batching stage
 # that sends after the record's block ended (`emitting`). Bounded: oldest forgotten first.
 _emitted: OrderedDict[tuple[str, int, int], context.Outgoing] = OrderedDict()
-REMEMBERED = 65_536
+REMEMBERED = 8_192  # far above a micro-batch (redaction emits within its batch)
 
 
 def setup(service: str, settings: TracingSettings | None = None) -> bool:
