@@ -80,15 +80,19 @@ allow embedding Read prefixed \
 allow retrieval Read literal \
   --topic chunks.embedded.v1 \
   --topic search.requests.v1 \
+  --topic drift.samples.v1 \
   --group streamrag-retrieval
 allow retrieval Write literal \
   --topic search.replies.v1 \
-  --topic deadletter.v1
+  --topic deadletter.v1 \
+  --topic drift.samples.v1 \
+  --topic drift.windows.v1
 allow inference Read literal \
   --topic search.replies.v1 \
   --topic feedback.v1 \
   --topic query.latency.v1 \
   --topic stats.counts.v1 \
+  --topic drift.windows.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
   --topic streamrag-inference-query_latency-changelog \
@@ -96,6 +100,7 @@ allow inference Read literal \
   --topic streamrag-inference-stream_stats_hour-changelog \
   --topic streamrag-inference-stream_stats_minute-key_index-changelog \
   --topic streamrag-inference-stream_stats_hour-key_index-changelog \
+  --topic streamrag-inference-drift_latest-changelog \
   --group streamrag-inference
 allow inference Write literal \
   --topic search.requests.v1 \
@@ -108,7 +113,8 @@ allow inference Write literal \
   --topic streamrag-inference-stream_stats_minute-changelog \
   --topic streamrag-inference-stream_stats_hour-changelog \
   --topic streamrag-inference-stream_stats_minute-key_index-changelog \
-  --topic streamrag-inference-stream_stats_hour-key_index-changelog
+  --topic streamrag-inference-stream_stats_hour-key_index-changelog \
+  --topic streamrag-inference-drift_latest-changelog
 allow ledger Read literal \
   --topic audit.batches.v1 \
   --topic streamrag-ledger-anchored_batches-changelog \

@@ -17,6 +17,9 @@ bucket in tumbling one-minute windows, from which p50/p95/p99 are read.
 Stream statistics (stats.counts.v1, from ingest and redaction) are added per (source,
 domain, kind) to a tumbling one-minute and a hopping one-hour table; `stream_stats` reads
 one window back for the Stats RPC and the /metrics collector.
+
+Drift reports (drift.windows.v1, judged by retrieval) are kept newest per (source, domain,
+model) in drift_latest; the Stats RPC shows them beside the counts of any window.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from services.inference.app import (
     app,
     clicks,
     deadletters,
+    drift_latest,
+    drift_topic,
     feedback_topic,
     kafka,
     latencies,
@@ -39,6 +44,7 @@ from services.inference.app import (
     stats_topic,
 )
 from services.inference.runtime import InferenceRuntime
+from services.inference.telemetry.drift import drift_key, merge, states
 from services.inference.telemetry.latency import (
     LatencyBuffer,
     LatencyStats,
@@ -50,7 +56,7 @@ from services.inference.telemetry.latency import (
 from services.inference.telemetry.streamstats import WindowCounts, rows, stat_key, window_instant
 from shared.contract.codec import encode
 from shared.contract.dlq import decode_or_dead_letter
-from shared.contract.records import Feedback, StreamCounts
+from shared.contract.records import DriftReport, Feedback, StreamCounts
 from shared.worker import metrics
 
 STAGE = "inference"
@@ -118,6 +124,17 @@ async def count_stream_stats(stream: Any) -> None:
             stats_hour[key] += n
 
 
+@app.agent(drift_topic)
+async def keep_drift(stream: Any) -> None:
+    async for event in stream.events():
+        metrics.received(STAGE, event.message.topic)
+        report = await decode_or_dead_letter(DriftReport, event, deadletters, STAGE)
+        if report is None:
+            continue
+        key = drift_key(report)
+        drift_latest[key] = merge(drift_latest[key], report)
+
+
 def stream_stats(window: str, at: float, source: str = "", domain: str = "") -> WindowCounts:
     """The counts of the minute (tumbling) or hour (hopping: the one that ends next, so
     the last hour up to now) holding `at` (0: now)."""
@@ -132,7 +149,8 @@ def stream_stats(window: str, at: float, source: str = "", domain: str = "") -> 
     view = table.clone(relative_to=start)
     keys: Any = table.key_index_table  # Faust's WindowWrapperT stub does not declare it
     counts = ((key, int(view[key].value())) for key in list(keys.keys()))
-    return WindowCounts(start, start + spec.size, rows(counts, source, domain))
+    return WindowCounts(start, start + spec.size, rows(counts, source, domain),
+                        states(list(drift_latest.items()), source, domain))
 
 
 @app.service

@@ -4,6 +4,7 @@ Feedback: clicks and skips per chunk in hopping one-hour windows (5-minute steps
 Latency: finished calls counted per (method, log bucket) in tumbling one-minute windows.
 Stream statistics: counts per (source, domain, kind) from stats.counts.v1, in tumbling
 one-minute and hopping one-hour windows, their retention set by the settings.
+Drift: the newest report and drift event per (source, domain, model) from drift.windows.v1.
 """
 
 from typing import Any
@@ -13,6 +14,8 @@ from shared.contract.topics import (
     CHUNK_CLICKS,
     CHUNK_SKIPS,
     DEADLETTER,
+    DRIFT_LATEST,
+    DRIFT_WINDOWS,
     FEEDBACK,
     INFERENCE_APP,
     QUERY_LATENCIES,
@@ -58,6 +61,9 @@ stats_hour: Any = app.Table(STATS_HOUR.name, default=int, partitions=STATS_HOUR.
                        key_type=str, value_type=int).hopping(
     3600.0, settings.stats_hour_step_s, expires=settings.stats_hour_retention_s,
     key_index=True).relative_to_stream()
+drift_topic = topic(app, DRIFT_WINDOWS)
+drift_latest: Any = app.Table(DRIFT_LATEST.name, default=str, partitions=DRIFT_LATEST.partitions,
+                              key_type=str, value_type=str)
 # Faust names and builds the key indexes itself; the contract must name the same tables.
 assert stats_minute.key_index_table.name == STATS_MINUTE_KEYS.name
 assert stats_hour.key_index_table.name == STATS_HOUR_KEYS.name

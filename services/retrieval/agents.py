@@ -1,4 +1,7 @@
-"""Retrieval agents: apply embedded chunks to the partition's shard; answer its searches."""
+"""Retrieval agents: apply embedded chunks to the partition's shard; answer its searches.
+
+Each applied upsert is also sampled for drift detection (services/retrieval/drift/agents.py,
+whose agents this module registers by importing it)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from services.retrieval.app import (
     requests_topic,
     settings,
 )
+from services.retrieval.drift import agents as drift
 from services.retrieval.local import LocalShards
 from services.retrieval.positions import digest_reader, end_offsets, resume_at
 from services.retrieval.search import answer, reply_bytes
@@ -106,6 +110,7 @@ async def index(stream: Any) -> None:
             try:
                 if shards.apply(msg.partition, msg.offset, update):
                     FRESHNESS.observe(max(0.0, time.time() - update.ingest_time))
+                    await drift.sample(update)
             except ModelMismatchError as exc:  # an infrastructure error, but this record's
                 raise InvalidInput("model_mismatch", "model_id", str(exc)) from exc
         shards.applied(msg.partition, msg.offset, msg.value)

@@ -10,6 +10,8 @@ from services.retrieval.settings import RetrievalSettings
 from shared.contract.topics import (
     CHUNKS_EMBEDDED,
     DEADLETTER,
+    DRIFT_SAMPLES,
+    DRIFT_WINDOWS,
     RETRIEVAL_APP,
     SEARCH_REPLIES,
     SEARCH_REQUESTS,
@@ -29,3 +31,6 @@ embedded_topic = topic(app, CHUNKS_EMBEDDED, acks=False)
 requests_topic = topic(app, SEARCH_REQUESTS)
 replies_topic = topic(app, SEARCH_REPLIES)
 dlq = topic(app, DEADLETTER)
+# Semantic drift (services/retrieval/drift/): samples re-keyed by source, judged reports out.
+drift_samples_topic = topic(app, DRIFT_SAMPLES)
+drift_windows_topic = topic(app, DRIFT_WINDOWS)

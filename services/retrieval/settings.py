@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from services.retrieval.drift.detector import DriftConfig
 from services.retrieval.index_config import IndexConfig
 from shared.settings import ServiceSettings
 
@@ -45,6 +46,46 @@ class RetrievalSettings(ServiceSettings):
     # Keep a BM25 index beside FAISS (services/retrieval/lexical.py), for searches that carry
     # the question's text (inference's hybrid search); rebuilt from the texts on load.
     lexical: bool = True
+
+    # Semantic drift (docs/design/drift.md): send each embedded document's summary to
+    # drift.samples.v1 and judge each source, domain and model's windows of them.
+    drift: bool = True
+    # Length of a drift window, in seconds of the documents' ingest time.
+    drift_window_s: float = Field(default=60.0, gt=0)
+    # K: the judged windows a window is compared with.
+    drift_history: int = Field(default=10, ge=2)
+    # z-score of a window's centroid statistic above which it is a drift event.
+    drift_threshold: float = Field(default=2.5, gt=0)
+    # Documents a window needs to be judged (fewer: reported as too_few_docs, not kept).
+    drift_min_docs: int = Field(default=20, ge=2)
+    # Scored windows needed before the first judgement (reported as warming_up until then).
+    drift_min_history: int = Field(default=5, ge=2)
+    # Seconds past its end (wall clock) after which an idle window is closed.
+    drift_grace_s: float = Field(default=10.0, ge=0)
+    # Least standard deviation of the log statistic that z is taken with: with K windows
+    # the sample std is itself noisy, and a floor keeps that noise from raising events.
+    drift_std_floor: float = Field(default=0.25, gt=0)
+    # Documents named in a drift event (those moving farthest along the window's shift).
+    drift_top_docs: int = Field(default=3, ge=0, le=20)
+    # Words named in a drift event (most over-represented against the reference windows).
+    drift_top_terms: int = Field(default=8, ge=0, le=50)
+    # Source, domain and model combinations judged at once; the least recently fed beyond.
+    drift_max_keys: int = Field(default=1000, ge=1)
+    # A document ingested longer ago than this is not sampled: a replay of the compacted
+    # topic (a fresh shard) is the past, not what the stream brings now.
+    drift_max_age_s: float = Field(default=3600.0, gt=0)
+
+    @property
+    def drift_snapshot(self) -> Path:
+        return self.data_dir / "retrieval-drift.json"
+
+    def drift_config(self) -> DriftConfig:
+        return DriftConfig(
+            window_s=self.drift_window_s, history=self.drift_history,
+            threshold=self.drift_threshold, min_docs=self.drift_min_docs,
+            min_history=self.drift_min_history, grace_s=self.drift_grace_s,
+            std_floor=self.drift_std_floor, top_docs=self.drift_top_docs,
+            top_terms=self.drift_top_terms, max_keys=self.drift_max_keys)
 
     @property
     def snapshot_dir(self) -> Path:

@@ -116,11 +116,21 @@ STREAM_STATS = TopicSpec(
     "stats.counts.v1", "source", "records.StreamCounts", retention_ms=HOUR_MS,
     doc="Per-change counts from ingest and PII counts from redaction, for the window tables.",
 )
+DRIFT_SAMPLES = TopicSpec(
+    "drift.samples.v1", "source", "records.DriftSample", retention_ms=HOUR_MS,
+    doc="One summary per embedded document version (retrieval), re-keyed by source so that "
+        "one worker judges each source's drift.",
+)
+DRIFT_WINDOWS = TopicSpec(
+    "drift.windows.v1", "source", "records.DriftReport", retention_ms=WEEK_MS,
+    doc="One report per closed drift window of each source, domain and model; those with "
+        "status drift are the drift events.",
+)
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
-    FEEDBACK, QUERY_LATENCY, STREAM_STATS,
+    FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -150,10 +160,12 @@ STATS_MINUTE_KEYS = TableSpec(INFERENCE_APP, f"{STATS_MINUTE.name}-key_index",
                               "[source, domain, kind]", "1")
 STATS_HOUR_KEYS = TableSpec(INFERENCE_APP, f"{STATS_HOUR.name}-key_index",
                             "[source, domain, kind]", "1")
+DRIFT_LATEST = TableSpec(INFERENCE_APP, "drift_latest", "[source, domain, model]",
+                         "the newest DriftReport and the last drift event, JSON")
 
 TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, SOURCE_CLOCKS, ANCHORED, CHUNK_CLICKS,
                                  CHUNK_SKIPS, QUERY_LATENCIES, STATS_MINUTE, STATS_HOUR,
-                                 STATS_MINUTE_KEYS, STATS_HOUR_KEYS)
+                                 STATS_MINUTE_KEYS, STATS_HOUR_KEYS, DRIFT_LATEST)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
@@ -165,8 +177,8 @@ SERVICES: dict[str, str] = {
 SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_RAW, DOCS_PARSED), "redaction": (DOCS_NORMALIZED,),
     "chunking": (DOCS_REDACTED,), "embedding": (CHUNKS,),
-    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS),
-    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY, STREAM_STATS),
+    "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS, DRIFT_SAMPLES),
+    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_WINDOWS),
     "ledger": (AUDIT_BATCHES,),
 }
 
@@ -176,7 +188,7 @@ SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER, STREAM_STATS),
     "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER, STREAM_STATS),
     "chunking": (CHUNKS, DEADLETTER), "embedding": (CHUNKS_EMBEDDED, DEADLETTER),
-    "retrieval": (SEARCH_REPLIES, DEADLETTER),
+    "retrieval": (SEARCH_REPLIES, DEADLETTER, DRIFT_SAMPLES, DRIFT_WINDOWS),
     "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER),
     "ledger": (LEDGER_ANCHORS, DEADLETTER),
 }

@@ -17,7 +17,7 @@ from services.inference.render import iso
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import WindowCounts
-from shared.contract.records import SearchHit
+from shared.contract.records import DriftReport, SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 
 
@@ -156,4 +156,19 @@ def stats_response(window: Any, counts: WindowCounts) -> pb.StatsResponse:
     return pb.StatsResponse(
         window=window, window_start=counts.start, window_end=counts.end,
         counts=[pb.StatCount(source=r.source, domain=r.domain, kind=r.kind, count=r.count)
-                for r in counts.rows])
+                for r in counts.rows],
+        drift=[pb.DriftState(source=d.latest.source, domain=d.latest.domain,
+                             model_id=d.latest.model_id, latest=drift_window(d.latest),
+                             last_event=drift_window(d.last_event) if d.last_event else None)
+               for d in counts.drift])
+
+
+def drift_window(report: DriftReport) -> pb.DriftWindow:
+    optional = {name: value for name in ("score", "z", "mean", "std")
+                if (value := getattr(report, name)) is not None}
+    return pb.DriftWindow(
+        window_start=report.window_start, window_end=report.window_end, docs=report.docs,
+        status=report.status, history=report.history, threshold=report.threshold,
+        documents=[pb.DriftDocument(doc_id=d.doc_id, version=d.version, title=d.title,
+                                    distance=d.distance) for d in report.documents],
+        terms=list(report.terms), late=report.late, closed_at=report.at, **optional)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.core import GaugeMetricFamily
 
 from services.inference.errors import OutOfRangeError
+from services.inference.telemetry.drift import DriftState
 from shared.errors import InvalidInput
 
 MAX_FILTER_CHARS = 512  # a source or domain is at most this long (records.StreamCounts)
@@ -60,11 +61,12 @@ WINDOWS = ("minute", "hour")
 
 @dataclass(frozen=True)
 class WindowCounts:
-    """What one window of one stats table holds."""
+    """What one window of one stats table holds, and the drift state beside it."""
 
     start: float
     end: float
     rows: list[StatRow]
+    drift: list[DriftState] = field(default_factory=list)
 
 
 # (window name, at or 0 for now, source filter, domain filter) -> that window's counts;

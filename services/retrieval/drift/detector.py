@@ -160,3 +160,12 @@ class Monitor:
 
     def tick(self, now: float) -> list[DriftReport]:
         return [r for d in list(self.detectors.values()) for r in d.tick(now)]
+
+    def dim(self, key: Key) -> int | None:
+        """The vector length of `key`'s windows so far (None: none yet)."""
+        detector = self.detectors.get(key)
+        if detector is None:
+            return None
+        totals = [detector.window.total] if detector.window is not None else []
+        totals += [p.total for p in detector.reference.past]
+        return next((len(t) for t in totals if t is not None and len(t)), None)

@@ -7,6 +7,8 @@ words, numbers and redaction placeholders left out), kept short.
 
 from __future__ import annotations
 
+import binascii
+import math
 import re
 from collections import Counter
 
@@ -15,6 +17,7 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from services.retrieval.drift.detector import Sample
 from shared.contract.records import DriftSample, EmbeddedChunkSet, decode_vector, encode_vector
+from shared.errors import InvalidInput
 
 WORD = re.compile(r"(?<![<\w])[a-z][a-z-]{2,30}(?![\w>])")  # not inside <EMAIL_ADDRESS>
 STOP = frozenset(STOPWORDS_EN)
@@ -43,7 +46,17 @@ def drift_sample(update: EmbeddedChunkSet) -> DriftSample | None:
         vector=encode_vector(mean / norm), terms=dict(counts.most_common(TERMS_PER_DOC)))
 
 
-def from_record(record: DriftSample) -> Sample:
+def from_record(record: DriftSample, dim: int | None = None) -> Sample:
+    """The detector's sample; InvalidInput for a vector that is not a finite unit vector
+    (of `dim` values, where the key's windows have a dimension already)."""
+    try:
+        vector = decode_vector(record.vector).astype(np.float64)
+    except (ValueError, binascii.Error) as exc:
+        raise InvalidInput("invalid_vector", "vector", "not base64 float32") from exc
+    norm = float(np.linalg.norm(vector)) if vector.size else 0.0
+    if not math.isfinite(norm) or abs(norm - 1.0) > 1e-3:
+        raise InvalidInput("invalid_vector", "vector", "not a finite unit vector")
+    if dim is not None and vector.size != dim:
+        raise InvalidInput("dim_mismatch", "vector", f"{vector.size} values, the key has {dim}")
     return Sample(doc_id=record.doc_id, version=record.version, at=record.ingest_time,
-                  vector=decode_vector(record.vector).astype(np.float64),
-                  terms=record.terms, title=record.title)
+                  vector=vector, terms=record.terms, title=record.title)

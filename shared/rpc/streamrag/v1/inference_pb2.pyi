@@ -371,13 +371,73 @@ class StatCount(_message.Message):
     def __init__(self, source: _Optional[str] = ..., domain: _Optional[str] = ..., kind: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("window", "window_start", "window_end", "counts")
+    __slots__ = ("window", "window_start", "window_end", "counts", "drift")
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_FIELD_NUMBER: _ClassVar[int]
     window: StatsWindow
     window_start: float
     window_end: float
     counts: _containers.RepeatedCompositeFieldContainer[StatCount]
-    def __init__(self, window: _Optional[_Union[StatsWindow, str]] = ..., window_start: _Optional[float] = ..., window_end: _Optional[float] = ..., counts: _Optional[_Iterable[_Union[StatCount, _Mapping]]] = ...) -> None: ...
+    drift: _containers.RepeatedCompositeFieldContainer[DriftState]
+    def __init__(self, window: _Optional[_Union[StatsWindow, str]] = ..., window_start: _Optional[float] = ..., window_end: _Optional[float] = ..., counts: _Optional[_Iterable[_Union[StatCount, _Mapping]]] = ..., drift: _Optional[_Iterable[_Union[DriftState, _Mapping]]] = ...) -> None: ...
+
+class DriftState(_message.Message):
+    __slots__ = ("source", "domain", "model_id", "latest", "last_event")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    LATEST_FIELD_NUMBER: _ClassVar[int]
+    LAST_EVENT_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    domain: str
+    model_id: str
+    latest: DriftWindow
+    last_event: DriftWindow
+    def __init__(self, source: _Optional[str] = ..., domain: _Optional[str] = ..., model_id: _Optional[str] = ..., latest: _Optional[_Union[DriftWindow, _Mapping]] = ..., last_event: _Optional[_Union[DriftWindow, _Mapping]] = ...) -> None: ...
+
+class DriftWindow(_message.Message):
+    __slots__ = ("window_start", "window_end", "docs", "status", "score", "z", "mean", "std", "history", "threshold", "documents", "terms", "late", "closed_at")
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_FIELD_NUMBER: _ClassVar[int]
+    DOCS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    Z_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    STD_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_AT_FIELD_NUMBER: _ClassVar[int]
+    window_start: float
+    window_end: float
+    docs: int
+    status: str
+    score: float
+    z: float
+    mean: float
+    std: float
+    history: int
+    threshold: float
+    documents: _containers.RepeatedCompositeFieldContainer[DriftDocument]
+    terms: _containers.RepeatedScalarFieldContainer[str]
+    late: int
+    closed_at: float
+    def __init__(self, window_start: _Optional[float] = ..., window_end: _Optional[float] = ..., docs: _Optional[int] = ..., status: _Optional[str] = ..., score: _Optional[float] = ..., z: _Optional[float] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., history: _Optional[int] = ..., threshold: _Optional[float] = ..., documents: _Optional[_Iterable[_Union[DriftDocument, _Mapping]]] = ..., terms: _Optional[_Iterable[str]] = ..., late: _Optional[int] = ..., closed_at: _Optional[float] = ...) -> None: ...
+
+class DriftDocument(_message.Message):
+    __slots__ = ("doc_id", "version", "title", "distance")
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_FIELD_NUMBER: _ClassVar[int]
+    doc_id: str
+    version: int
+    title: str
+    distance: float
+    def __init__(self, doc_id: _Optional[str] = ..., version: _Optional[int] = ..., title: _Optional[str] = ..., distance: _Optional[float] = ...) -> None: ...

@@ -121,7 +121,8 @@ class InferenceServicer:
 
     def Stats(self, request, context):
         """Stream statistics per source and domain in one window (documents in, updated,
-        deleted, dead-lettered by reason, PII entities found by type).
+        deleted, dead-lettered by reason, PII entities found by type), and the semantic drift
+        of each source, domain and model.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

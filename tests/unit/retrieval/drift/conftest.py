@@ -5,22 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.unit.retrieval.drift.corpora import embed, incident_reports, scifact_slices
+from tests.unit.retrieval.drift.corpora import Corpus, embed, incident_reports, scifact_slices
 
 ONCOLOGY = re.compile(r"cancer|tumou?r|carcinoma|oncolog|metasta")
-
-
-class Corpus:
-    def __init__(self, texts: list[str], vectors: np.ndarray) -> None:
-        assert len(texts) == len(vectors)
-        self.texts, self.vectors = texts, vectors
-
-    def where(self, keep: list[bool]) -> Corpus:
-        return Corpus([t for t, k in zip(self.texts, keep, strict=True) if k],
-                      self.vectors[np.asarray(keep)])
 
 
 @pytest.fixture(scope="session")

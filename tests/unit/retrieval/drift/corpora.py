@@ -15,6 +15,16 @@ MAX_TOKENS = 64  # a document's opening says its topic; short keeps the first ru
 POOL = 300  # documents per slice
 
 
+class Corpus:
+    def __init__(self, texts: list[str], vectors: np.ndarray) -> None:
+        assert len(texts) == len(vectors)
+        self.texts, self.vectors = texts, vectors
+
+    def where(self, keep: list[bool]) -> Corpus:
+        return Corpus([t for t, k in zip(self.texts, keep, strict=True) if k],
+                      self.vectors[np.asarray(keep)])
+
+
 def scifact_slices() -> tuple[list[str], list[str]]:
     """Two disjoint slices of SciFact in a fixed shuffled order: the first to tune on, the
     second held out (its figures are the ones docs/design/drift.md reports)."""

@@ -10,7 +10,7 @@ import pytest
 from services.retrieval.drift.detector import Detector, DriftConfig, Sample
 from services.retrieval.drift.sample import words
 from shared.contract.records import DriftReport
-from tests.unit.retrieval.drift.conftest import Corpus
+from tests.unit.retrieval.drift.corpora import Corpus
 
 WINDOW_S = 60.0
 KEY = ("papers", "science", "all-MiniLM-L6-v2")

@@ -1,0 +1,82 @@
+"""Retrieval's drift agents: sample each embedded upsert, judge each source's windows.
+
+The index agent calls `sample` for every chunk set it applies; the sample goes to
+drift.samples.v1 keyed by source, so whichever worker owns that partition judges all of
+a source's domains and models. `judge` feeds the detectors; a timer closes idle windows.
+Every closed window is sent to drift.windows.v1 (inference keeps the newest per key for the
+Stats RPC) and shown on this worker's /metrics; the references are saved to the data dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from services.retrieval.app import (
+    app,
+    dlq,
+    drift_samples_topic,
+    drift_windows_topic,
+    settings,
+)
+from services.retrieval.drift.sample import drift_sample, from_record
+from services.retrieval.drift.snapshot import restore, save
+from shared.contract.codec import decode, encode
+from shared.contract.records import DriftReport, DriftSample, EmbeddedChunkSet
+from shared.worker.boundary import Boundary
+
+log = logging.getLogger(__name__)
+LABELS = ["source", "domain", "model"]
+SCORE = Gauge("streamrag_drift_score", "Log of the centroid statistic of the last closed "
+              "window (about 0 when nothing changed)", LABELS)
+Z = Gauge("streamrag_drift_z", "z-score of the last judged window against the last K", LABELS)
+WINDOWS = Counter("streamrag_drift_windows", "Closed drift windows by status", [*LABELS, "status"])
+EVENTS = Counter("streamrag_drift_events", "Drift events raised", LABELS)
+
+monitor = restore(settings.drift_snapshot, settings.drift_config())
+boundary = Boundary("retrieval.drift", dlq)
+
+
+async def sample(update: EmbeddedChunkSet) -> None:
+    """Send the drift sample of an applied chunk set (recent upserts only)."""
+    if not settings.drift or time.time() - update.ingest_time > settings.drift_max_age_s:
+        return
+    record = drift_sample(update)
+    if record is not None:
+        await drift_samples_topic.send(key=record.source.encode(), value=encode(record))
+
+
+async def publish(reports: list[DriftReport]) -> None:
+    for report in reports:
+        labels = (report.source, report.domain, report.model_id)
+        WINDOWS.labels(*labels, report.status).inc()
+        if report.score is not None:
+            SCORE.labels(*labels).set(report.score)
+        if report.z is not None:
+            Z.labels(*labels).set(report.z)
+        if report.status == "drift":
+            EVENTS.labels(*labels).inc()
+            log.warning("drift in %s/%s (%s) window %.0f: z %.1f, words %s", *labels,
+                        report.window_start, report.z or 0.0, ", ".join(report.terms))
+        await drift_windows_topic.send(key=report.source.encode(), value=encode(report))
+    if reports:
+        save(monitor, settings.drift_snapshot)
+
+
+@app.agent(drift_samples_topic)
+async def judge(stream: Any) -> None:
+    async for event in stream.events():
+        reports: list[DriftReport] = []
+        async with boundary.record(event):
+            record = decode(DriftSample, event.message.value)
+            key = (record.source, record.domain, record.model_id)
+            reports = monitor.add(key, from_record(record, monitor.dim(key)))
+        await publish(reports)
+
+
+@app.timer(1.0, name=f"{app.conf.id}.close_drift_windows")
+async def close_idle_windows() -> None:
+    await publish(monitor.tick(time.time()))
