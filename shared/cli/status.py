@@ -14,11 +14,13 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import grpc
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
+from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.cli.settings import MeshSettings
@@ -282,9 +284,10 @@ STATS_WINDOWS = {"minute": inference_pb2.STATS_WINDOW_MINUTE,
                  "hour": inference_pb2.STATS_WINDOW_HOUR}
 
 
-def stream_stats(target: str) -> dict[str, dict] | str:
-    """The current minute's and hour's counts from inference's Stats RPC, or why not."""
-    out = {}
+def stream_stats(target: str) -> dict[str, Any] | str:
+    """The current minute's and hour's counts from inference's Stats RPC, and the drift of
+    each source, domain and model (under "drift"), or why not."""
+    out: dict[str, Any] = {}
     with grpc.insecure_channel(target) as channel:
         stub = inference_pb2_grpc.InferenceStub(channel)
         for name, window in STATS_WINDOWS.items():
@@ -295,16 +298,44 @@ def stream_stats(target: str) -> dict[str, dict] | str:
             out[name] = {"window_start": resp.window_start, "window_end": resp.window_end,
                          "counts": [{"source": c.source, "domain": c.domain, "kind": c.kind,
                                      "count": c.count} for c in resp.counts]}
+            out["drift"] = [drift_state(d) for d in resp.drift]
     return out
 
 
-def render_stats(stats: dict[str, dict] | str) -> str:
-    """One line per source and domain: the hour's counts, then the minute's."""
+def drift_state(state: Any) -> dict[str, Any]:
+    """A Stats DriftState as plain data (MessageToDict keeps the optional fields unset)."""
+    data = json_format.MessageToDict(state, preserving_proto_field_name=True)
+    return {"source": state.source, "domain": state.domain, "model_id": state.model_id,
+            "latest": data.get("latest", {}), "last_event": data.get("last_event")}
+
+
+def render_drift(states: list[dict[str, Any]]) -> str:
+    """One line per source, domain and model: the newest window, then the last event."""
+    lines = ["semantic drift (newest window | last drift event)"]
+    for d in states:
+        w, e = d["latest"], d["last_event"]
+        z = f" z={w['z']:.1f}" if "z" in w else ""
+        line = (f"  {d['source']}/{d['domain']} [{d['model_id']}]: {w.get('status', '-')}{z}"
+                f" docs={w.get('docs', 0)} at {_iso(w.get('window_start', 0))}")
+        if e:
+            docs = ", ".join(doc.get("doc_id", "") for doc in e.get("documents", []))
+            line += (f" | DRIFT at {_iso(e['window_start'])} z={e.get('z', 0):.1f}"
+                     f" words: {', '.join(e.get('terms', []))} docs: {docs}")
+        lines.append(line)
+    return "\n".join(lines if states else [lines[0], "  no drift windows closed yet"])
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def render_stats(stats: dict[str, Any] | str) -> str:
+    """One line per source and domain: the hour's counts, then the minute's; then drift."""
     if isinstance(stats, str):
         return f"stream statistics: {stats}"
     per: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
-    for window, resp in stats.items():
-        for c in resp["counts"]:
+    for window in STATS_WINDOWS:
+        for c in stats.get(window, {}).get("counts", []):
             kinds = per.setdefault((c["source"], c["domain"]), {}).setdefault(window, {})
             kinds[c["kind"]] = c["count"]
     lines = ["stream statistics (last hour | this minute)"]
@@ -312,6 +343,8 @@ def render_stats(stats: dict[str, dict] | str) -> str:
         hour = ", ".join(f"{k}={n}" for k, n in sorted(windows.get("hour", {}).items()))
         minute = ", ".join(f"{k}={n}" for k, n in sorted(windows.get("minute", {}).items()))
         lines.append(f"  {source}/{domain}: {hour or '-'} | {minute or '-'}")
+    if "drift" in stats:
+        lines += ["", render_drift(stats["drift"])]
     return "\n".join(lines)
 
 
