@@ -1,15 +1,19 @@
-"""Embeddings of the real-text corpora, computed once and cached across sessions."""
+"""Embeddings of the real-text corpora (scripts/benchlib/drift.py), computed once and
+cached across sessions in pytest's cache folder."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-from tests.unit.retrieval.drift.corpora import Corpus, embed, incident_reports, scifact_slices
-
-ONCOLOGY = re.compile(r"cancer|tumou?r|carcinoma|oncolog|metasta")
+from scripts.benchlib.drift import (
+    Corpus,
+    embed,
+    incident_reports,
+    oncology_split,
+    scifact_slices,
+)
 
 
 @pytest.fixture(scope="session")
@@ -34,8 +38,5 @@ def incidents(cache_dir: Path) -> Corpus:
 
 
 @pytest.fixture(scope="session")
-def oncology_split(held_out: Corpus) -> tuple[Corpus, Corpus]:
-    """The held-out abstracts without and with cancer in them: a change of topic within
-    one collection, harder to see than a change of collection."""
-    onc = [bool(ONCOLOGY.search(t.lower())) for t in held_out.texts]
-    return held_out.where([not k for k in onc]), held_out.where(onc)
+def within_scifact(held_out: Corpus) -> tuple[Corpus, Corpus]:
+    return oncology_split(held_out)
