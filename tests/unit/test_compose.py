@@ -3,21 +3,16 @@ broker's principals and ACLs vs the code."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from pathlib import Path
 
-from pydantic_settings import BaseSettings
-
 from shared.cli.main import HANDLERS
-from shared.cli.settings import MeshSettings
 from shared.contract import acls
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
-from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
-from shared.tracing.settings import TracingSettings
+from shared.settings import KafkaSettings, ProcessSettings
 from tests.support.compose import (
     ADMIN_PASSWORD,
     AUDIT_KEY,
@@ -27,21 +22,7 @@ from tests.support.compose import (
     compose,
     resolved,
 )
-
-
-def settings_classes() -> list[type[BaseSettings]]:
-    classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, LedgerSettings,
-                                         MeshSettings, AuditSignerSettings,
-                                         AuditRetentionSettings, TracingSettings]
-    for name in SERVICES:
-        module = importlib.import_module(f"services.{name}.settings")
-        classes += [c for c in vars(module).values() if isinstance(c, type)
-                    and issubclass(c, BaseSettings) and c.__module__ == module.__name__]
-    return classes
-
-
-def known_env_vars() -> set[str]:
-    return {name for cls in settings_classes() for name in env_names(cls).values()}
+from tests.support.settings_env import known_env_vars
 
 
 def test_every_service_runs_its_real_entrypoint() -> None:
