@@ -77,6 +77,10 @@ async def judge(stream: Any) -> None:
         await publish(reports)
 
 
+async def close_idle(now: float) -> None:
+    await publish(monitor.tick(now))
+
+
 @app.timer(1.0, name=f"{app.conf.id}.close_drift_windows")
 async def close_idle_windows() -> None:
-    await publish(monitor.tick(time.time()))
+    await close_idle(time.time())
