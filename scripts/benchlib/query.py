@@ -44,6 +44,9 @@ it reports the worker's CPU milliseconds per call (its user + system time over t
 from /proc: what a call costs whatever else the shared machine runs) and writes
 bench-results/retrieve-tuning.json.
 
+--cache measures the answer cache on and off under repeated, Zipf-distributed questions
+(scripts/benchlib/query_cache.py; bench-results/query-cache.json).
+
 --int8-quality BEIR_DIR checks what the int8 query graph keeps of retrieval quality, in
 process and without a mesh: the collection's documents ("title text", whole, 256 tokens)
 encoded once by the fp32 graph (the chunk vectors stay fp32 in the mesh too; cached under
@@ -709,13 +712,29 @@ def main() -> int:
     ap.add_argument("--search-path", action="store_true",
                     help="with --retrieve: local (in-process) search vs the broker path, on "
                          "two one-process meshes, instead of the encoder baseline")
+    ap.add_argument("--cache", action="store_true",
+                    help="the answer cache on vs off on one-process meshes, Query under "
+                         "Zipf-distributed repeated questions (scripts/benchlib/query_cache.py)")
+    ap.add_argument("--questions", type=int, default=200,
+                    help="with --cache: distinct questions in the workload")
+    ap.add_argument("--zipf", type=float, default=1.1,
+                    help="with --cache: the Zipf exponent of question popularity")
+    ap.add_argument("--update-every", type=float, default=0.0,
+                    help="with --cache: update one document every this many seconds during "
+                         "the load (0: never)")
+    ap.add_argument("--broker", action="store_true",
+                    help="with --cache: also both with the search forced through the broker")
     ap.add_argument("--int8-quality", type=Path, metavar="BEIR_DIR",
                     help="nDCG@10 with int8 vs fp32 question vectors over the same fp32 "
                          "document vectors, in process (no mesh)")
     args = ap.parse_args()
     if args.int8_quality is not None:
         return main_int8_quality(args.int8_quality)
-    args.clients = args.clients or ([1, 8] if args.retrieve else [1, 8, 32])
+    args.clients = args.clients or ([1, 8] if args.retrieve or args.cache else [1, 8, 32])
+    if args.cache:
+        from scripts.benchlib.query_cache import main_cache  # it imports this module
+
+        return main_cache(args)
     if args.retrieve:
         if args.tuning:
             return main_tuning(args)
