@@ -153,15 +153,32 @@ def switched(before: Corpus, after: Corpus, rnd: random.Random, mid_window: bool
     return head + [[(after, min(sized(rnd), len(after.texts)))] for _ in range(3)]
 
 
+def mixed(before: Corpus, after: Corpus, rnd: random.Random, share: float,
+          lead: int = 12) -> Plan:
+    """`lead` windows of `before`, then windows of which `share` comes from `after`: a
+    partial change (a new kind of document joining the old ones)."""
+    head: Plan = [[(before, sized(rnd))] for _ in range(lead)]
+    tail: Plan = []
+    for _ in range(3):
+        n = sized(rnd)
+        m = min(round(n * share), len(after.texts))
+        tail.append([(before, n - m), (after, m)])
+    return head + tail
+
+
 def switch_trials(before: Corpus, after: Corpus, trials: int, mid_window: bool,
-                  seed: int = 0, lead: int = 12) -> tuple[list[int | None], int, int]:
+                  seed: int = 0, lead: int = 12, share: float | None = None,
+                  ) -> tuple[list[int | None], int, int]:
     """(delay in windows of the first event at or after the switch per trial, None where
-    none came; events before the switch; windows judged before it)."""
+    none came; events before the switch; windows judged before it). `share`: a partial
+    switch (mixed) instead of a whole one."""
     delays: list[int | None] = []
     early = judged = 0
     for trial in range(trials):
         rnd = random.Random(seed + trial)
-        reports = stream(switched(before, after, rnd, mid_window, lead), rnd)
+        plan = (switched(before, after, rnd, mid_window, lead) if share is None
+                else mixed(before, after, rnd, share, lead))
+        reports = stream(plan, rnd)
         flagged = drift_windows(reports)
         early += sum(w < lead for w in flagged)
         judged += sum(r.status in ("stable", "drift") and r.window_start < lead * WINDOW_S
@@ -208,6 +225,10 @@ def main() -> None:
          lambda: switch_trials(papers, incidents, args.trials, True)),
         (f"within SciFact to cancer ({len(oncology.texts)} abstracts)",
          lambda: switch_trials(other, oncology, args.trials, False, seed=100)),
+        *((f"partial: {share:.0%} of each window becomes incident reports",
+           lambda share=share: switch_trials(papers, incidents, args.trials, False, seed=200,
+                                             share=share))
+          for share in (0.05, 0.1, 0.2, 0.3)),
     ]
     out: dict[str, object] = {"slice": args.slice, "config": DriftConfig().__dict__,
                               "switches": [_delays(name, run()) for name, run in runs]}
