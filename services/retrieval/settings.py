@@ -60,7 +60,8 @@ class RetrievalSettings(ServiceSettings):
     drift_min_docs: int = Field(default=20, ge=2)
     # Scored windows needed before the first judgement (reported as warming_up until then).
     drift_min_history: int = Field(default=5, ge=2)
-    # Seconds past its end (wall clock) after which an idle window is closed.
+    # Seconds a drift window stays open past its end for samples that arrive out of order;
+    # it closes when a sample that much later arrives, or the wall clock gets there.
     drift_grace_s: float = Field(default=10.0, ge=0)
     # Least standard deviation of the log statistic that z is taken with: with K windows
     # the sample std is itself noisy, and a floor keeps that noise from raising events.

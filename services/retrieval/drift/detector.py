@@ -42,7 +42,7 @@ class DriftConfig:
     threshold: float = 2.5  # z above which a window is a drift event
     min_docs: int = 20  # documents a window needs to be judged
     min_history: int = 5  # scored windows the reference needs before judging
-    grace_s: float = 10.0  # an idle window closes this long after its end (wall clock)
+    grace_s: float = 10.0  # a window stays open this long past its end (see Detector)
     std_floor: float = 0.25  # least std of the log statistic (see docs/design/drift.md)
     top_docs: int = 3
     top_terms: int = 8
@@ -60,49 +60,54 @@ class Sample:
 
 
 class Detector:
-    """One (source, domain, model): the open window and the reference behind it."""
+    """One (source, domain, model): its open windows and the reference behind them.
+
+    A window stays open `grace_s` past its end, so samples that come a little out of order
+    (from different partitions upstream) still count: it closes when a sample at least that
+    much later arrives, or when the wall clock gets there. Until then the next window may
+    be open beside it.
+    """
 
     def __init__(self, key: Key, config: DriftConfig, reference: Reference | None = None,
-                 scores: list[float] | None = None, window: Window | None = None,
-                 horizon: float = 0.0) -> None:
+                 scores: list[float] | None = None, horizon: float = 0.0) -> None:
         self.key, self.config = key, config
         self.reference = reference or Reference(config.history)
         self.scores = (scores or [])[-config.history:]  # log statistic of stable windows
-        self.window, self.horizon = window, horizon  # horizon: end of the last closed window
+        self.open: dict[float, Window] = {}  # by start
+        self.horizon = horizon  # end of the last closed window
+        self.late = 0  # samples for closed windows since the last report
         self._mu = self.reference.centroid()
         self.touched = time.monotonic()
 
     def add(self, sample: Sample) -> list[DriftReport]:
         self.touched = time.monotonic()
-        reports = []
-        if self.window is not None and sample.at >= self.window.end:
-            reports.append(self.close(sample.at))
+        reports = self.tick(sample.at)
         if sample.at < self.horizon:  # its window is closed: counted, not added
-            if self.window is not None:
-                self.window.late += 1
+            self.late += 1
             return reports
-        if self.window is None:
-            start = math.floor(sample.at / self.config.window_s) * self.config.window_s
-            self.window = Window(start, start + self.config.window_s)
-        if (sample.doc_id, sample.version) in self.window.seen:
+        start = math.floor(sample.at / self.config.window_s) * self.config.window_s
+        window = self.open.get(start)
+        if window is None:
+            window = self.open[start] = Window(start, start + self.config.window_s)
+        if (sample.doc_id, sample.version) in window.seen:
             return reports  # a replayed record: at least once upstream
-        self.window.seen.add((sample.doc_id, sample.version))
+        window.seen.add((sample.doc_id, sample.version))
         far = None if self._mu is None else Far(
             cosine_distance(sample.vector, self._mu), sample.doc_id, sample.version,
             sample.title, sample.vector.astype(np.float32))
-        self.window.add(sample.vector, sample.terms, far, self.config.top_docs)
+        window.add(sample.vector, sample.terms, far, self.config.top_docs)
         return reports
 
     def tick(self, now: float) -> list[DriftReport]:
-        """Close the open window once its end plus the grace has passed on the wall clock."""
-        if self.window is not None and now >= self.window.end + self.config.grace_s:
-            return [self.close(now)]
-        return []
+        """Close, oldest first, the windows whose end plus the grace is at or before `now`
+        (a sample's ingest time, or the wall clock for a key gone quiet)."""
+        return [self.close(start, now) for start in sorted(self.open)
+                if self.open[start].end + self.config.grace_s <= now]
 
-    def close(self, at: float) -> DriftReport:
-        window, ref, cfg = self.window, self.reference, self.config
-        assert window is not None
-        self.window, self.horizon = None, window.end
+    def close(self, start: float, at: float) -> DriftReport:
+        window, ref, cfg = self.open.pop(start), self.reference, self.config
+        window.late, self.late = window.late + self.late, 0
+        self.horizon = max(self.horizon, window.end)
         base: dict[str, object] = {"history": len(self.scores)}
         if window.count < cfg.min_docs:
             return self._report("too_few_docs", window, at, base)
@@ -166,6 +171,6 @@ class Monitor:
         detector = self.detectors.get(key)
         if detector is None:
             return None
-        totals = [detector.window.total] if detector.window is not None else []
+        totals = [w.total for w in detector.open.values()]
         totals += [p.total for p in detector.reference.past]
         return next((len(t) for t in totals if t is not None and len(t)), None)

@@ -45,7 +45,7 @@ class Window:
     terms: Counter[str] = field(default_factory=Counter)
     far: list[Far] = field(default_factory=list)  # min-heap of the farthest documents
     seen: set[tuple[str, int]] = field(default_factory=set)  # (doc id, version): no repeats
-    late: int = 0  # samples of an earlier, closed window that arrived while this one was open
+    late: int = 0  # samples for windows already closed, since the previous report
     reservoir: list[Far] = field(default_factory=list)
 
     def add(self, vector: np.ndarray, terms: Mapping[str, int], far: Far | None,

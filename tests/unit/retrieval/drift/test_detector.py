@@ -69,18 +69,19 @@ def test_no_judgement_before_the_reference_holds_min_history_scored_windows() ->
     assert [r.status for r in reports] == ["warming_up"] * 5  # the switch came too early
 
 
-def test_samples_of_a_closed_window_are_dropped_and_counted_and_repeats_ignored() -> None:
+def test_a_window_takes_samples_until_its_grace_then_counts_them_late() -> None:
     rng = np.random.default_rng(6)
-    c = topic(rng)
-    detector = Detector(KEY, DriftConfig(min_docs=1))
-    v = docs(rng, c, 3)
+    v = docs(rng, topic(rng), 5)
+    detector = Detector(KEY, DriftConfig(min_docs=1, grace_s=10.0))
     detector.add(Sample("a", 1, 10.0, v[0], {}))
     detector.add(Sample("a", 1, 11.0, v[0], {}))  # the same version replayed
-    reports = detector.add(Sample("b", 1, 70.0, v[1], {}))  # opens the next window
-    detector.add(Sample("c", 1, 59.0, v[2], {}))  # too late for the closed one
-    assert reports[0].docs == 1 and (reports[0].window_start, reports[0].window_end) == (0, 60)
-    closed = detector.tick(120.0 + DriftConfig().grace_s)
-    assert closed[0].docs == 1 and closed[0].late == 1
+    assert detector.add(Sample("b", 1, 65.0, v[1], {})) == []  # next window, 0-60 still open
+    detector.add(Sample("c", 1, 59.0, v[2], {}))  # out of order, within the grace: counted
+    (first,) = detector.add(Sample("d", 1, 70.0, v[3], {}))  # 60 + grace: 0-60 closes
+    assert (first.window_start, first.window_end, first.docs, first.late) == (0, 60, 2, 0)
+    detector.add(Sample("e", 1, 58.0, v[4], {}))  # too late now
+    (second,) = detector.tick(120.0 + 10.0)
+    assert (second.window_start, second.docs, second.late) == (60, 2, 1)
 
 
 def test_an_idle_window_closes_only_after_its_grace() -> None:
