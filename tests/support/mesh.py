@@ -31,6 +31,13 @@ MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
                               "default_domain": "database",
                               "metadata": {"owner": "owner_email", "phone": "owner_phone"}}})
 
+# Drift windows of seconds, not minutes, judged after two of them, so that
+# tests/integration/test_drift.py sees a switch within its time budget.
+MESH_ENV.update({"STREAMRAG_RETRIEVAL_DRIFT_WINDOW_S": "4",
+                 "STREAMRAG_RETRIEVAL_DRIFT_GRACE_S": "3",
+                 "STREAMRAG_RETRIEVAL_DRIFT_MIN_DOCS": "4",
+                 "STREAMRAG_RETRIEVAL_DRIFT_MIN_HISTORY": "2"})
+
 
 def uid(prefix: str) -> str:
     """A fresh id, so tests sharing one mesh never see each other's documents."""

@@ -73,7 +73,7 @@ async def judge(stream: Any) -> None:
         async with boundary.record(event):
             record = decode(DriftSample, event.message.value)
             key = (record.source, record.domain, record.model_id)
-            reports = monitor.add(key, from_record(record, monitor.dim(key)))
+            reports = monitor.add(key, from_record(record, monitor.dim(key)), time.time())
         await publish(reports)
 
 

@@ -64,8 +64,9 @@ class Detector:
 
     A window stays open `grace_s` past its end, so samples that come a little out of order
     (from different partitions upstream) still count: it closes when a sample at least that
-    much later arrives, or when the wall clock gets there. Until then the next window may
-    be open beside it.
+    much later arrives, or, for a key gone quiet, when the wall clock minus the pipeline's
+    delay (how far behind the wall clock the newest sample arrived) gets there. Until then
+    the next window may be open beside it.
     """
 
     def __init__(self, key: Key, config: DriftConfig, reference: Reference | None = None,
@@ -76,12 +77,17 @@ class Detector:
         self.open: dict[float, Window] = {}  # by start
         self.horizon = horizon  # end of the last closed window
         self.late = 0  # samples for closed windows since the last report
+        self.lag = 0.0  # wall clock minus ingest time, when the newest sample arrived
         self._mu = self.reference.centroid()
         self.touched = time.monotonic()
 
-    def add(self, sample: Sample) -> list[DriftReport]:
+    def add(self, sample: Sample, now: float | None = None) -> list[DriftReport]:
+        """Take a sample (arriving at wall clock `now`, when known); the reports of the
+        windows it closes."""
         self.touched = time.monotonic()
-        reports = self.tick(sample.at)
+        if now is not None:
+            self.lag = max(0.0, now - sample.at)
+        reports = self._close_until(sample.at)
         if sample.at < self.horizon:  # its window is closed: counted, not added
             self.late += 1
             return reports
@@ -99,10 +105,14 @@ class Detector:
         return reports
 
     def tick(self, now: float) -> list[DriftReport]:
-        """Close, oldest first, the windows whose end plus the grace is at or before `now`
-        (a sample's ingest time, or the wall clock for a key gone quiet)."""
-        return [self.close(start, now) for start in sorted(self.open)
-                if self.open[start].end + self.config.grace_s <= now]
+        """Close what a quiet key's windows would have closed by now (wall clock)."""
+        return self._close_until(now - self.lag)
+
+    def _close_until(self, at: float) -> list[DriftReport]:
+        """Close, oldest first, the windows whose end plus the grace is at or before `at`
+        (of ingest time)."""
+        return [self.close(start, at) for start in sorted(self.open)
+                if self.open[start].end + self.config.grace_s <= at]
 
     def close(self, start: float, at: float) -> DriftReport:
         window, ref, cfg = self.open.pop(start), self.reference, self.config
@@ -154,14 +164,14 @@ class Monitor:
         self.config = config
         self.detectors: OrderedDict[Key, Detector] = OrderedDict()
 
-    def add(self, key: Key, sample: Sample) -> list[DriftReport]:
+    def add(self, key: Key, sample: Sample, now: float | None = None) -> list[DriftReport]:
         detector = self.detectors.get(key)
         if detector is None:
             detector = self.detectors[key] = Detector(key, self.config)
             while len(self.detectors) > self.config.max_keys:
                 self.detectors.popitem(last=False)
         self.detectors.move_to_end(key)
-        return detector.add(sample)
+        return detector.add(sample, now)
 
     def tick(self, now: float) -> list[DriftReport]:
         return [r for d in list(self.detectors.values()) for r in d.tick(now)]

@@ -50,7 +50,7 @@ def test_closed_windows_go_to_their_topic_and_metrics_and_a_bad_sample_to_the_dl
             async with drift.judge.test_context() as agent:
                 for value in values:
                     await agent.put(value=value, key=SOURCE.encode())
-            await drift.close_idle(time.time())  # window 7: its end is long past
+            await drift.close_idle(time.time() + 3600)  # window 7 is long past, lag and all
 
     asyncio.run(drive())
     reports = [DriftReport.model_validate_json(c.kwargs["value"]) for c in sent.await_args_list]

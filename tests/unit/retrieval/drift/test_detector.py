@@ -93,6 +93,14 @@ def test_an_idle_window_closes_only_after_its_grace() -> None:
     assert detector.tick(200.0) == []
 
 
+def test_a_quiet_key_closes_by_the_wall_clock_minus_the_pipelines_delay() -> None:
+    rng = np.random.default_rng(12)
+    detector = Detector(KEY, DriftConfig(grace_s=10.0))
+    detector.add(Sample("a", 1, 5.0, docs(rng, topic(rng), 1)[0], {}), now=35.0)  # 30 s behind
+    assert detector.tick(99.0) == []  # 60 + 10 of ingest time is 100 on the wall clock
+    assert [r.window_end for r in detector.tick(100.0)] == [60.0]
+
+
 def test_the_monitor_keeps_one_detector_per_key_and_drops_the_least_recent() -> None:
     rng = np.random.default_rng(8)
     monitor = Monitor(DriftConfig(max_keys=2))
