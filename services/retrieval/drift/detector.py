@@ -14,7 +14,6 @@ judged nor kept.
 from __future__ import annotations
 
 import math
-import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,18 +78,16 @@ class Detector:
         self.late = 0  # samples for closed windows since the last report
         self.lag = 0.0  # wall clock minus ingest time, when the newest sample arrived
         self._mu = self.reference.centroid()
-        self.touched = time.monotonic()
 
     def add(self, sample: Sample, now: float | None = None) -> list[DriftReport]:
         """Take a sample (arriving at wall clock `now`, when known); the reports of the
         windows it closes."""
-        self.touched = time.monotonic()
-        if now is not None:
-            self.lag = max(0.0, now - sample.at)
-        reports = self._close_until(sample.at)
+        reports = self._close_until(sample.at, sample.at if now is None else now)
         if sample.at < self.horizon:  # its window is closed: counted, not added
             self.late += 1
             return reports
+        if now is not None:  # a late sample (a replay) says nothing of the delay now
+            self.lag = max(0.0, now - sample.at)
         start = math.floor(sample.at / self.config.window_s) * self.config.window_s
         window = self.open.get(start)
         if window is None:
@@ -106,12 +103,12 @@ class Detector:
 
     def tick(self, now: float) -> list[DriftReport]:
         """Close what a quiet key's windows would have closed by now (wall clock)."""
-        return self._close_until(now - self.lag)
+        return self._close_until(now - self.lag, now)
 
-    def _close_until(self, at: float) -> list[DriftReport]:
+    def _close_until(self, at: float, now: float) -> list[DriftReport]:
         """Close, oldest first, the windows whose end plus the grace is at or before `at`
-        (of ingest time)."""
-        return [self.close(start, at) for start in sorted(self.open)
+        (of ingest time); `now` is the closing time the reports carry."""
+        return [self.close(start, now) for start in sorted(self.open)
                 if self.open[start].end + self.config.grace_s <= at]
 
     def close(self, start: float, at: float) -> DriftReport:
