@@ -137,3 +137,37 @@ def test_a_shift_of_the_centre_is_flagged_in_its_window(seed: int, at: int,
     reports = feed(Detector(KEY, DriftConfig()), windows)
     flagged = [int(r.window_start // 60) for r in reports if r.status == "drift"]
     assert flagged and flagged[0] == at
+
+
+def test_a_replayed_late_sample_does_not_hold_quiet_windows_open() -> None:
+    rng = np.random.default_rng(13)
+    v = docs(rng, topic(rng), 3)
+    detector = Detector(KEY, DriftConfig(grace_s=10.0, min_docs=1))
+    detector.add(Sample("a", 1, 5.0, v[0], {}), now=6.0)
+    detector.add(Sample("b", 1, 75.0, v[1], {}), now=76.0)  # closes 0-60
+    detector.add(Sample("old", 1, 30.0, v[2], {}), now=3600.0)  # a replay, an hour behind
+    assert [r.window_end for r in detector.tick(131.0)] == [120.0]
+
+
+@settings(max_examples=50, deadline=None)
+@given(times=st.lists(st.floats(0, 600), min_size=1, max_size=120),
+       jitter=st.lists(st.floats(-20, 20), min_size=120, max_size=120),
+       repeats=st.lists(st.booleans(), min_size=120, max_size=120))
+def test_every_sample_is_counted_once_in_a_window_or_as_late_or_repeated(
+        times: list[float], jitter: list[float], repeats: list[bool]) -> None:
+    rng = np.random.default_rng(0)
+    vectors = docs(rng, topic(rng), len(times))
+    detector = Detector(KEY, DriftConfig(min_docs=1, grace_s=10.0))
+    reports, sent, repeated = [], 0, 0
+    for i, t in enumerate(sorted(times)):  # ingest order, arriving out of order by jitter
+        at = max(0.0, t + jitter[i])
+        reports += detector.add(Sample(f"d{i}", 1, at, vectors[i], {}))
+        sent += 1
+        if repeats[i]:
+            before = detector.late
+            reports += detector.add(Sample(f"d{i}", 1, at, vectors[i], {}))
+            repeated += detector.late == before  # not late: ignored as a repeat
+    reports += detector.tick(10_000.0)
+    assert sum(r.docs for r in reports) + sum(r.late for r in reports) == sent + (
+        sum(repeats[:len(times)]) - repeated)
+    assert [r.window_start for r in reports] == sorted({r.window_start for r in reports})
