@@ -1,6 +1,6 @@
 """Semantic drift on the real mesh: a source that streams SciFact abstracts and then
 incident reports gets a drift event for the switch, seen through the Stats RPC and
-`streamrag status --json`, the way a user sees it. The session mesh runs 4 s drift windows
+`streamrag status --json`, the way a user sees it. The session mesh runs 3 s drift windows
 (tests/support/mesh.py)."""
 
 from __future__ import annotations

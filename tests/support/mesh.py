@@ -33,7 +33,7 @@ MESH_ENV["STREAMRAG_INGEST_CDC_MAPPINGS"] = json.dumps({
 
 # Drift windows of seconds, not minutes, judged after two of them, so that
 # tests/integration/test_drift.py sees a switch within its time budget.
-MESH_ENV.update({"STREAMRAG_RETRIEVAL_DRIFT_WINDOW_S": "4",
+MESH_ENV.update({"STREAMRAG_RETRIEVAL_DRIFT_WINDOW_S": "3",
                  "STREAMRAG_RETRIEVAL_DRIFT_GRACE_S": "3",
                  "STREAMRAG_RETRIEVAL_DRIFT_MIN_DOCS": "4",
                  "STREAMRAG_RETRIEVAL_DRIFT_MIN_HISTORY": "2"})
