@@ -125,7 +125,10 @@ def generative(mesh: Endpoints, lm_dir: Path,
            "STREAMRAG_INFERENCE_DEVICE": "cpu",
            "STREAMRAG_INFERENCE_PROMPT_TOKEN_BUDGET": str(PROMPT_BUDGET),
            "STREAMRAG_INFERENCE_MAX_NEW_TOKENS_CAP": str(MAX_NEW_CAP),
-           "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5"}
+           "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5",
+           # Every call generates: these tests compare decoding and batching, which a
+           # repeated question answered from the answer cache would skip.
+           "STREAMRAG_INFERENCE_ANSWER_CACHE": "false"}
     child = spawn("inference-generative", service_argv("inference"), work / "run", env)
     target = f"127.0.0.1:{port}"
     try:
