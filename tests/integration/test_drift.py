@@ -1,7 +1,7 @@
 """Semantic drift on the real mesh: a source that streams SciFact abstracts and then
 incident reports gets a drift event for the switch, seen through the Stats RPC and
-`streamrag status --json`, the way a user sees it. The session mesh runs 3 s drift windows
-(tests/support/mesh.py)."""
+`streamrag status --json`, the way a user sees it; on the multi-process mesh and in
+one-process mode. The session meshes run 3 s drift windows (tests/support/mesh.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def drift_state(mesh: Endpoints, source: str) -> pb.DriftState | None:
 
 
 def test_a_switch_of_collection_raises_one_drift_event_named_by_its_words(
-        mesh: Endpoints) -> None:
+        each_mode: Endpoints) -> None:
+    mesh = each_mode
     source = uid("drift")
     papers, incidents = scifact_slices()[1][:4 * PER_WINDOW], incident_reports(PER_WINDOW, 7)
     batches = [papers[i:i + PER_WINDOW] for i in range(0, len(papers), PER_WINDOW)]
