@@ -93,6 +93,7 @@ allow inference Read literal \
   --topic query.latency.v1 \
   --topic stats.counts.v1 \
   --topic drift.windows.v1 \
+  --topic config.query.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
   --topic streamrag-inference-query_latency-changelog \

@@ -71,8 +71,10 @@ class WindowedFeedback:
         return int(clicks[chunk_id].now()), int(skips[chunk_id].now())
 
 
-async def publish_feedback(chunk_id: str, kind: str) -> None:
-    record = Feedback(chunk_id=chunk_id, kind=kind, at=time.time())
+async def publish_feedback(chunk_id: str, kind: str, variant: str, config_version: int,
+                           ) -> None:
+    record = Feedback(chunk_id=chunk_id, kind=kind, at=time.time(), variant=variant,
+                      config_version=config_version)
     await feedback_topic.send(key=chunk_id.encode(), value=encode(record))
 
 
@@ -161,7 +163,7 @@ class Runtime(InferenceRuntime):
         super().__init__(settings, kafka, feedback_sink=publish_feedback,
                          feedback_view=WindowedFeedback(),
                          latency_sink=latency_buffer.record, latency_view=latency_stats,
-                         stats_view=stream_stats, **kwargs)
+                         stats_view=stream_stats, follow_config=True, **kwargs)
         # Every stage's counters (default registry) on inference's port too: in one-process
         # mode that one port shows them all.
         self.metrics.registry.register(metrics.Default())

@@ -114,7 +114,8 @@ class QueryEngine:
     def choose_mode(self, params: QueryParams, time_left_s: float | None) -> ModeChoice:
         """The answer path of one query (answer/modes.py), counted by mode and reason."""
         load = None if self.generative is None else self.generative.load(params)
-        choice = modes.choose(params.answer_mode, self.settings.answer_mode, load, time_left_s)
+        default = params.settings(self.settings).answer_mode
+        choice = modes.choose(params.answer_mode, default, load, time_left_s)
         self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
         return choice
 
@@ -169,23 +170,24 @@ class QueryEngine:
         epoch = self.encoder_epoch  # the vector's: no await since it was made
         embedded = time.perf_counter()
         fetch = self._fetch(params)
+        s = params.settings(self.settings)
         query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, fetch,
                             params.since, params.until, params.domain, params.source,
-                            params.question if self.settings.hybrid else "",
-                            self.settings.fusion())
-        timeout_s = min(self.settings.shard_timeout_s, budget_s)
+                            params.question if s.hybrid else "", s.fusion())
+        timeout_s = min(s.shard_timeout_s, budget_s)
         result = await self.search.search(query, timeout_s)
         if not result.answered:
             raise NoShardsError(_no_shards_message(result, self.search.partitions, timeout_s))
         candidates = self._renderable(result.hits)
         result = replace(result, hits=self.feedback_order(params, candidates))
         searched = time.perf_counter()
-        if self.reranker is None:
+        if not self._reranks(params):
             return Retrieval(params, vector, result, started, (embedded - started) * 1000,
                              (searched - embedded) * 1000, epoch, candidates=candidates,
                              ranked=result.hits)
         # The cross-encoder picks from the (feedback-ordered) candidates and has the last
         # word on their order.
+        assert self.reranker is not None
         reranked = await self.reranker.rerank(params.question, result.hits, params.top_k)
         return Retrieval(params, vector, replace(result, hits=reranked.hits), started,
                          (embedded - started) * 1000, (searched - embedded) * 1000,
@@ -198,17 +200,23 @@ class QueryEngine:
         (or the reranker) is given; unchanged with feedback off."""
         if self.feedback is None:
             return tuple(candidates)
-        hits = boost_by_feedback(candidates, self.feedback, self.settings.feedback_weight,
-                                 self.settings.feedback_max_boost)
-        return hits[:params.top_k if self.reranker is None else self._fetch(params)]
+        s = params.settings(self.settings)
+        hits = boost_by_feedback(candidates, self.feedback, s.feedback_weight,
+                                 s.feedback_max_boost)
+        return hits[:self._fetch(params) if self._reranks(params) else params.top_k]
+
+    def _reranks(self, params: QueryParams) -> bool:
+        """True when the cross-encoder re-scores this query: loaded, and not turned off by
+        the query's configuration."""
+        return self.reranker is not None and (params.served is None or params.served.rerank)
 
     def _fetch(self, params: QueryParams) -> int:
         """How many hits to ask the shards for."""
         # With feedback on, fetch twice the k so a boosted chunk just outside it can enter.
         fetch = params.top_k
-        if self.feedback is not None and self.settings.feedback_weight > 0:
+        if self.feedback is not None and params.settings(self.settings).feedback_weight > 0:
             fetch = min(self.settings.max_top_k, params.top_k * 2)
-        if self.reranker is not None:
+        if self._reranks(params):
             fetch = max(fetch, self.settings.rerank_candidates)
         return fetch
 

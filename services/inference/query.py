@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.inference.answer.modes import MODES
+from services.inference.config.live import Served
 from services.inference.search.timefilter import parse_window
 from services.inference.settings import InferenceSettings
 from shared.errors import InvalidInput
@@ -27,6 +28,13 @@ class QueryParams:
     temperature: float
     stop: tuple[str, ...]
     answer_mode: str = ""  # "": the server's default; else one of answer.modes.MODES
+    # The configuration version and variant the query was routed to (config/live.py);
+    # None: the settings alone.
+    served: Served | None = field(default=None, compare=False)
+
+    def settings(self, default: InferenceSettings) -> InferenceSettings:
+        """The settings this query is served with: its variant's, else `default`."""
+        return default if self.served is None else self.served.settings
 
 
 def parse_params(

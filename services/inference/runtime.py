@@ -26,6 +26,8 @@ from services.inference.api.server import (
     set_serving,
 )
 from services.inference.cache.serve import CachedQueries, no_generation
+from services.inference.config import reader
+from services.inference.config.live import LiveConfig, Refusal
 from services.inference.encoding import TextEncoder
 from services.inference.engine import QueryEngine, SearchBackend
 from services.inference.rerank.stage import PairScorer
@@ -107,6 +109,7 @@ class InferenceRuntime(mode.Service):
                  latency_sink: LatencySink | None = None,
                  latency_view: LatencyView | None = None,
                  stats_view: StatsView | None = None,
+                 follow_config: bool = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
@@ -120,6 +123,9 @@ class InferenceRuntime(mode.Service):
         # backend's cached answers are revalidated by a search (cache/serve.py).
         self.cache = CachedQueries(self.engine, self.search.generation
                                    if isinstance(self.search, SearchClient) else no_generation)
+        # The query configuration of config.query.v1 (follow_config: read from the broker).
+        self.live = LiveConfig(settings, self._config_applied, self._config_refused)
+        self._kafka, self._follow_config = kafka, follow_config
         self.health = health_aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -145,7 +151,7 @@ class InferenceRuntime(mode.Service):
         self.engine.start()
         self.server, self.port = build_server(
             self.engine, self.health, self.settings, self._feedback_sink, self._latency_sink,
-            self._latency_view, self._stats_view, self.cache)
+            self._latency_view, self._stats_view, self.cache, self.live)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)
@@ -157,6 +163,8 @@ class InferenceRuntime(mode.Service):
         # A failure here crashes the service, and with it the worker: loud, for the
         # supervisor to restart, rather than a server that never turns SERVING.
         await self.search.start()
+        if self._follow_config:  # it retries a broker it cannot reach; never ends by itself
+            self.add_future(reader.follow(self._kafka, self.live))
         self.engine.encoder = await asyncio.to_thread(self._encoder_factory)
         lm = await asyncio.to_thread(self._generator_factory)
         if lm is not None:
@@ -184,6 +192,14 @@ class InferenceRuntime(mode.Service):
         if self._warm and not self.search.ready and not self.should_stop:
             await set_serving(self.health, False)
             await self.crash(InfrastructureError("the search reply reader stopped"))
+
+    def _config_applied(self, version: int) -> None:
+        # Answers of an older configuration are never found again (cache/key.py).
+        self.cache.config_version = f"{self.cache.settings_version}@{version}"
+        self.metrics.config_version.set(version)
+
+    def _config_refused(self, refusal: Refusal) -> None:
+        self.metrics.config_refused.labels(reason=refusal.reason).inc()
 
     async def on_stop(self) -> None:
         await self.health.enter_graceful_shutdown()

@@ -327,6 +327,10 @@ class Feedback(Record):
     chunk_id: str = Field(min_length=1, max_length=512)
     kind: Literal["click", "skip"]
     at: float  # seconds since the epoch
+    # The query configuration version and variant of the answer that cited the chunk, as
+    # the caller reported them ("" and 0: not reported).
+    variant: str = Field(default="", max_length=32)
+    config_version: int = Field(default=0, ge=0)
 
 
 def encode_vector(vec: np.ndarray) -> str:

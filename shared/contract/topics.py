@@ -126,11 +126,17 @@ DRIFT_WINDOWS = TopicSpec(
     doc="One report per closed drift window of each source, domain and model; those with "
         "status drift are the drift events.",
 )
+CONFIG_QUERY = TopicSpec(
+    "config.query.v1", "query/<version, 12 digits>", "query_config.QueryConfig", partitions=1,
+    compacted=True,
+    doc="The query-path configuration, one key per version so compaction keeps the history; "
+        "every inference instance reads it from the start and applies the newest valid one.",
+)
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
-    FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS,
+    FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS, CONFIG_QUERY,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -195,7 +201,9 @@ SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
 
 # Read by a plain consumer outside the service's group (no lag to report): redaction reads
 # the tail of its own audit records back to rebuild its chain ends after a restart.
-SERVICE_LOOKUPS: dict[str, tuple[TopicSpec, ...]] = {"redaction": (AUDIT_BATCHES,)}
+# Every inference instance follows config.query.v1 from its start (written by the CLI).
+SERVICE_LOOKUPS: dict[str, tuple[TopicSpec, ...]] = {"redaction": (AUDIT_BATCHES,),
+                                                     "inference": (CONFIG_QUERY,)}
 
 
 def embedding_app(model_id: str) -> str:

@@ -17,6 +17,7 @@ from services.inference.render import iso
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import WindowCounts
+from shared.contract.query_config import BASE
 from shared.contract.records import DriftReport, SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 
@@ -89,8 +90,15 @@ def query_response(retrieval: Retrieval, answer: Answer, choice: ModeChoice | No
         shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
         finish_reason=answer.finish_reason, usage=_usage(answer),
         cited_chunk_ids=list(check.cited_ids), citation_check=citation_check(check),
-        answer_mode_reason=choice.reason if choice else "",
+        answer_mode_reason=choice.reason if choice else "", **served(retrieval),
     )
+
+
+def served(retrieval: Retrieval) -> dict[str, Any]:
+    """The configuration version and variant that served the call (config/live.py)."""
+    s = retrieval.params.served
+    return {"config_version": 0 if s is None else s.version,
+            "variant": BASE if s is None else s.variant}
 
 
 def retrieve_response(retrieval: Retrieval) -> pb.RetrieveResponse:
@@ -101,6 +109,7 @@ def retrieve_response(retrieval: Retrieval) -> pb.RetrieveResponse:
         missing_shards=result.unanswered, shard_errors=dict(result.errors),
         timings=pb.Timings(embed_ms=retrieval.embed_ms, retrieval_ms=retrieval.retrieval_ms,
                            total_ms=total_ms, rerank_ms=retrieval.rerank_ms),
+        **served(retrieval),
     )
 
 
@@ -110,6 +119,7 @@ def stream_start(retrieval: Retrieval, choice: ModeChoice) -> pb.StreamQueryResp
         citations=citations(retrieval), answer_mode=choice.mode,
         partial=result.partial, missing_shards=result.unanswered,
         shard_errors=dict(result.errors), answer_mode_reason=choice.reason,
+        **served(retrieval),
     ))
 
 

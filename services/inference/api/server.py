@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from types import TracebackType
 
 import grpc
@@ -22,6 +23,7 @@ from services.inference.api.auth import BearerAuth
 from services.inference.api.status import DeadlineError, StatusMapper
 from services.inference.cache.key import scope_of
 from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
+from services.inference.config.live import LiveConfig
 from services.inference.engine import QueryEngine
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
@@ -29,6 +31,7 @@ from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import StatsView, check_filter
 from shared.batching.queue import BULK
+from shared.contract.query_config import VARIANT_NAME
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
@@ -39,8 +42,10 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Inference"].full_name
 # answer step and the reply, so a slow shard costs a partial answer, not a timeout.
 GATHER_SHARE = 0.75
 FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"}
-FeedbackSink = Callable[[str, str], Awaitable[None]]
-LatencySink = Callable[[str, float], None]  # (method, seconds) of a finished call
+# (chunk id, kind, variant, config version) of one click or skip
+FeedbackSink = Callable[[str, str, str, int], Awaitable[None]]
+# (method, seconds, variant, config version) of a finished call
+LatencySink = Callable[[str, float, str, int], None]
 LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
 TIMED_METHODS = ("Query", "StreamQuery", "Retrieve", "Embed")
 STATS_WINDOWS = {pb.STATS_WINDOW_MINUTE: "minute", pb.STATS_WINDOW_HOUR: "hour"}
@@ -51,8 +56,10 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                  latency_sink: LatencySink | None = None,
                  latency_view: LatencyView | None = None,
                  stats_view: StatsView | None = None,
-                 cache: CachedQueries | None = None) -> None:
+                 cache: CachedQueries | None = None, live: LiveConfig | None = None,
+                 ) -> None:
         self.engine, self.feedback_sink = engine, feedback_sink
+        self.live = live or LiveConfig(engine.settings)
         self.latency_sink, self.latency_view = latency_sink, latency_view
         self.stats_view = stats_view
         self.metrics = engine.metrics
@@ -71,7 +78,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                     retrieval.params, _time_left(context, request.deadline_ms, started))
                 answer = await self.engine.answer(retrieval, choice)
                 self.cache.store_answer(found, choice, answer)
-        self._finished("Query", started, found.outcome)
+        self._finished("Query", started, found.outcome, retrieval.params)
         return convert.query_response(retrieval, answer, choice)
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
@@ -104,7 +111,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             yield pb.StreamQueryResponse(delta=event)
         if found.answer is None:
             self.cache.store_answer(found, choice, answer)
-        self._finished("StreamQuery", started, found.outcome)
+        self._finished("StreamQuery", started, found.outcome, retrieval.params)
         yield convert.stream_end(retrieval, answer)
 
     async def Retrieve(self, request: pb.RetrieveRequest,
@@ -112,9 +119,11 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         """Query's retrieval alone: the question encoded once, no answer, no sentence encoded."""
         started = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
-            params = convert.retrieve_params(request, self.engine.settings, time.time())
+            served = self.live.serve(_caller(context, request.client_id), request.question)
+            params = replace(convert.retrieve_params(request, served.settings, time.time()),
+                             served=served)
             found = await self._retrieve(params, context, call="retrieve")
-        self._finished("Retrieve", started, found.outcome)
+        self._finished("Retrieve", started, found.outcome, params)
         return convert.retrieve_response(found.retrieval)
 
     async def Embed(self, request: pb.EmbedRequest,
@@ -133,7 +142,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                                             FEEDBACK_KINDS.get(request.kind, ""))
             if self.feedback_sink is None:
                 raise InfrastructureError("feedback is not enabled on this instance")
-            await self.feedback_sink(chunk_id, kind)
+            variant = _reported_variant(request.variant)
+            await self.feedback_sink(chunk_id, kind, variant, max(request.config_version, 0))
         return pb.FeedbackResponse(accepted=True)
 
     async def Info(self, request: pb.InfoRequest,
@@ -157,14 +167,20 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             counts = self.stats_view(window, request.at, source, domain)
         return convert.stats_response(request.window, counts)
 
-    def _finished(self, method: str, started: float, cache_outcome: str = "") -> None:
+    def _finished(self, method: str, started: float, cache_outcome: str = "",
+                  params: QueryParams | None = None) -> None:
         seconds = time.perf_counter() - started
         self.metrics.latency.labels(method=method).observe(seconds)
+        if params is not None and params.served is not None:
+            self.metrics.variant_latency.labels(method=method,
+                                                variant=params.served.variant).observe(seconds)
         if cache_outcome:
             self.metrics.answer_cache_latency.labels(method=method,
                                                      outcome=cache_outcome).observe(seconds)
         if self.latency_sink is not None:
-            self.latency_sink(method, seconds)
+            served = None if params is None else params.served
+            self.latency_sink(method, seconds, served.variant if served else "",
+                              served.version if served else 0)
 
     def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
         s = self.engine.settings
@@ -183,7 +199,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
     async def _params(self, request: pb.QueryRequest,
                       context: grpc.aio.ServicerContext) -> QueryParams:
-        return convert.params(request, self.engine.settings, time.time())
+        served = self.live.serve(_caller(context, request.client_id), request.question)
+        return replace(convert.params(request, served.settings, time.time()), served=served)
 
     async def _retrieve(self, params: QueryParams, context: grpc.aio.ServicerContext,
                         call: str = "query") -> Lookup:
@@ -229,6 +246,25 @@ class _Guard:
         return False
 
 
+def _reported_variant(variant: str) -> str:
+    if variant and not VARIANT_NAME.match(variant):
+        raise InvalidInput("bad_variant", "variant", "a variant name as a response gave it")
+    return variant
+
+
+def _caller(context: grpc.aio.ServicerContext, client_id: str) -> str:
+    """Who asks, for routing among variants: the client_id it names, else its bearer token
+    hashed (one token per server today names no one in particular, hence second), else
+    its address without the port (a new connection keeps its variant)."""
+    if client_id:
+        return f"client:{client_id}"
+    scope = _scope(context)
+    if scope:
+        return f"token:{scope}"
+    peer = context.peer() or ""
+    return f"peer:{peer.rsplit(':', 1)[0] if peer.startswith(('ipv4:', 'ipv6:')) else peer}"
+
+
 def _scope(context: grpc.aio.ServicerContext) -> str:
     """The caller's scope for the answer cache: its bearer token, hashed (one token per
     server today; per-caller tokens would keep their answers apart with no change here)."""
@@ -254,7 +290,8 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
                  latency_sink: LatencySink | None = None,
                  latency_view: LatencyView | None = None,
                  stats_view: StatsView | None = None,
-                 cache: CachedQueries | None = None) -> tuple[grpc.aio.Server, int]:
+                 cache: CachedQueries | None = None,
+                 live: LiveConfig | None = None) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
     TLS when a cert and key are set; a bearer-token check when a token is set.
@@ -270,7 +307,7 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
         interceptors.append(BearerAuth(token))
     server = grpc.aio.server(interceptors=interceptors)
     servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view,
-                                 cache)
+                                 cache, live)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)

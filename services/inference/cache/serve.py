@@ -57,9 +57,11 @@ class CachedQueries:
         self.engine, self._generation = engine, generation
         self.enabled = s.answer_cache if enabled is None else enabled
         self.store = AnswerStore(s.answer_cache_size, s.answer_cache_ttl_s, clock)
-        # Settings are fixed for the process today; a configuration reloaded at run time
-        # must set its version here (and every entry of the old one is never found again).
-        self.config_version = config_version(s.model_dump_json())
+        # The settings' fingerprint; a query configuration applied at run time (config/)
+        # sets config_version to it plus its version, and every entry of the old one is
+        # never found again. The key adds the query's variant.
+        self.settings_version = config_version(s.model_dump_json())
+        self.config_version = self.settings_version
         self.metrics = engine.metrics
 
     async def query(self, params: QueryParams, scope: str, budget_s: float) -> Lookup:
@@ -116,7 +118,16 @@ class CachedQueries:
         exact_case = (call == "query" and e.generative is not None
                       and params.answer_mode != EXTRACTIVE)
         return key_for(call, params, scope=scope, encoder=self._encoder_tag(e.encoder_epoch),
-                       config=self.config_version, exact_case=exact_case)
+                       config=self._config_tag(params),
+                       exact_case=exact_case)
+
+    def _config_tag(self, params: QueryParams) -> str:
+        """The configuration the query is answered under: its version and variant when it
+        was routed (so an answer in flight across a new version is kept under its own)."""
+        served = params.served
+        if served is None:
+            return self.config_version
+        return f"{self.settings_version}@{served.version}/{served.variant}"
 
     def _encoder_tag(self, epoch: int) -> str:
         encoder = self.engine.encoder

@@ -27,6 +27,9 @@ class QueryLatency(Record):
     method: str = Field(min_length=1, max_length=64)
     latency_ms: float = Field(ge=0)
     at: float  # seconds since the epoch
+    # The query configuration version and variant that served the call ("", 0: none).
+    variant: str = Field(default="", max_length=32)
+    config_version: int = Field(default=0, ge=0)
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,11 @@ class LatencyBuffer:
     now: Callable[[], float]
     items: deque[QueryLatency] = field(default_factory=lambda: deque(maxlen=BUFFER_MAX))
 
-    def record(self, method: str, seconds: float) -> None:
+    def record(self, method: str, seconds: float, variant: str = "",
+               config_version: int = 0) -> None:
         self.items.append(QueryLatency(method=method, latency_ms=seconds * 1000.0,
-                                       at=self.now()))
+                                       at=self.now(), variant=variant,
+                                       config_version=config_version))
 
     def drain(self) -> list[QueryLatency]:
         out = list(self.items)

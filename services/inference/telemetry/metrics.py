@@ -89,6 +89,17 @@ class InferenceMetrics:
                                               "Call latency by answer cache outcome (off: "
                                               "cache disabled)", ["method", "outcome"],
                                               buckets=_LATENCY_S, registry=r)
+        # Variant names are bounded by the configuration (at most 8 per version).
+        self.variant_latency = Histogram("streamrag_inference_variant_request_seconds",
+                                         "Query, StreamQuery and Retrieve latency by the "
+                                         "configuration variant that served the call",
+                                         ["method", "variant"], buckets=_LATENCY_S, registry=r)
+        self.config_version = Gauge("streamrag_inference_config_version",
+                                    "The query configuration version applied (0: none)",
+                                    registry=r)
+        self.config_refused = Counter("streamrag_inference_config_refused_total",
+                                      "Query configuration records refused, never applied",
+                                      ["reason"], registry=r)
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on host:port (a daemon thread; it ends with the process)."""

@@ -51,7 +51,7 @@ class GenerativeAnswerer:
         await self.batcher.stop()
 
     def max_new_tokens(self, params: QueryParams) -> int:
-        s = self.settings
+        s = params.settings(self.settings)  # the limits of the query's configuration
         return min(params.max_new_tokens or s.default_max_new_tokens, s.max_new_tokens_cap)
 
     def load(self, params: QueryParams) -> GeneratorLoad:

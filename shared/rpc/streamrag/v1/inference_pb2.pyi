@@ -28,7 +28,7 @@ STATS_WINDOW_MINUTE: StatsWindow
 STATS_WINDOW_HOUR: StatsWindow
 
 class QueryRequest(_message.Message):
-    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "max_new_tokens", "temperature", "stop", "deadline_ms", "answer_mode")
+    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "max_new_tokens", "temperature", "stop", "deadline_ms", "answer_mode", "client_id")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class QueryRequest(_message.Message):
     STOP_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_MODE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     question: str
     top_k: int
     since: str
@@ -51,7 +52,8 @@ class QueryRequest(_message.Message):
     stop: _containers.RepeatedScalarFieldContainer[str]
     deadline_ms: int
     answer_mode: str
-    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ..., answer_mode: _Optional[str] = ...) -> None: ...
+    client_id: str
+    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ..., answer_mode: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("chunk_id", "doc_id", "version", "score", "event_time", "event_time_iso", "text", "title", "domain", "source", "rerank_score")
@@ -104,7 +106,7 @@ class Usage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., unit: _Optional[str] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
-    __slots__ = ("answer", "citations", "answer_mode", "partial", "missing_shards", "shard_errors", "timings", "finish_reason", "usage", "cited_chunk_ids", "citation_check", "answer_mode_reason")
+    __slots__ = ("answer", "citations", "answer_mode", "partial", "missing_shards", "shard_errors", "timings", "finish_reason", "usage", "cited_chunk_ids", "citation_check", "answer_mode_reason", "config_version", "variant")
     class ShardErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +126,8 @@ class QueryResponse(_message.Message):
     CITED_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
     CITATION_CHECK_FIELD_NUMBER: _ClassVar[int]
     ANSWER_MODE_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     answer_mode: str
@@ -136,7 +140,9 @@ class QueryResponse(_message.Message):
     cited_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
     citation_check: CitationCheck
     answer_mode_reason: str
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ..., citation_check: _Optional[_Union[CitationCheck, _Mapping]] = ..., answer_mode_reason: _Optional[str] = ...) -> None: ...
+    config_version: int
+    variant: str
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ..., citation_check: _Optional[_Union[CitationCheck, _Mapping]] = ..., answer_mode_reason: _Optional[str] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class CitationCheck(_message.Message):
     __slots__ = ("cited_by", "uncited", "unknown_markers", "supported_share")
@@ -151,7 +157,7 @@ class CitationCheck(_message.Message):
     def __init__(self, cited_by: _Optional[str] = ..., uncited: _Optional[bool] = ..., unknown_markers: _Optional[_Iterable[int]] = ..., supported_share: _Optional[float] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "deadline_ms")
+    __slots__ = ("question", "top_k", "since", "until", "domain", "source", "deadline_ms", "client_id")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +165,7 @@ class RetrieveRequest(_message.Message):
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     question: str
     top_k: int
     since: str
@@ -166,10 +173,11 @@ class RetrieveRequest(_message.Message):
     domain: str
     source: str
     deadline_ms: int
-    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+    client_id: str
+    def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., deadline_ms: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("chunks", "partial", "missing_shards", "shard_errors", "timings")
+    __slots__ = ("chunks", "partial", "missing_shards", "shard_errors", "timings", "config_version", "variant")
     class ShardErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -182,15 +190,19 @@ class RetrieveResponse(_message.Message):
     MISSING_SHARDS_FIELD_NUMBER: _ClassVar[int]
     SHARD_ERRORS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
     chunks: _containers.RepeatedCompositeFieldContainer[Citation]
     partial: bool
     missing_shards: _containers.RepeatedScalarFieldContainer[int]
     shard_errors: _containers.ScalarMap[int, str]
     timings: Timings
-    def __init__(self, chunks: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ...) -> None: ...
+    config_version: int
+    variant: str
+    def __init__(self, chunks: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class StreamStart(_message.Message):
-    __slots__ = ("citations", "answer_mode", "partial", "missing_shards", "shard_errors", "answer_mode_reason")
+    __slots__ = ("citations", "answer_mode", "partial", "missing_shards", "shard_errors", "answer_mode_reason", "config_version", "variant")
     class ShardErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -204,13 +216,17 @@ class StreamStart(_message.Message):
     MISSING_SHARDS_FIELD_NUMBER: _ClassVar[int]
     SHARD_ERRORS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_MODE_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     answer_mode: str
     partial: bool
     missing_shards: _containers.RepeatedScalarFieldContainer[int]
     shard_errors: _containers.ScalarMap[int, str]
     answer_mode_reason: str
-    def __init__(self, citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., answer_mode_reason: _Optional[str] = ...) -> None: ...
+    config_version: int
+    variant: str
+    def __init__(self, citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., answer_mode_reason: _Optional[str] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class StreamEnd(_message.Message):
     __slots__ = ("finish_reason", "usage", "timings", "cited_chunk_ids", "citation_check")
@@ -331,14 +347,18 @@ class EmbedResponse(_message.Message):
     def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., vectors: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ...) -> None: ...
 
 class FeedbackRequest(_message.Message):
-    __slots__ = ("chunk_id", "kind", "question")
+    __slots__ = ("chunk_id", "kind", "question", "config_version", "variant")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     kind: FeedbackKind
     question: str
-    def __init__(self, chunk_id: _Optional[str] = ..., kind: _Optional[_Union[FeedbackKind, str]] = ..., question: _Optional[str] = ...) -> None: ...
+    config_version: int
+    variant: str
+    def __init__(self, chunk_id: _Optional[str] = ..., kind: _Optional[_Union[FeedbackKind, str]] = ..., question: _Optional[str] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class FeedbackResponse(_message.Message):
     __slots__ = ("accepted",)

@@ -57,9 +57,11 @@ def test_bad_embed_requests_name_the_field(texts: list[str], reason: str) -> Non
 
 def test_feedback_reaches_the_sink_and_bad_kinds_are_refused() -> None:
     sent: list[tuple[str, str]] = []
+    tagged: list[tuple[str, int]] = []
 
-    async def sink(chunk_id: str, kind: str) -> None:
+    async def sink(chunk_id: str, kind: str, variant: str, config_version: int) -> None:
         sent.append((chunk_id, kind))
+        tagged.append((variant, config_version))
 
     async def go() -> grpc.aio.AioRpcError:
         settings = InferenceSettings(grpc_port=0, grace_s=0)
@@ -70,7 +72,8 @@ def test_feedback_reaches_the_sink_and_bad_kinds_are_refused() -> None:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
                 await until_status(channel, SERVING)
                 ok = await stub(channel).Feedback(pb.FeedbackRequest(
-                    chunk_id="c-fix", kind=pb.FEEDBACK_KIND_CLICK))
+                    chunk_id="c-fix", kind=pb.FEEDBACK_KIND_CLICK, variant="canary",
+                    config_version=3))
                 assert ok.accepted
                 await stub(channel).Feedback(pb.FeedbackRequest(
                     chunk_id="c-lunch", kind=pb.FEEDBACK_KIND_SKIP))
@@ -81,6 +84,7 @@ def test_feedback_reaches_the_sink_and_bad_kinds_are_refused() -> None:
             await runtime.stop()
     err = asyncio.run(go())
     assert sent == [("c-fix", "click"), ("c-lunch", "skip")]
+    assert tagged == [("canary", 3), ("", 0)]  # the variant reported, else none
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid kind" in err.details()
 
 

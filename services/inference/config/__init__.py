@@ -1,0 +1,1 @@
+"""The query-path configuration at run time: applied versions (live), routing, the reader."""
