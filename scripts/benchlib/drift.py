@@ -7,8 +7,9 @@ Usage: scripts/bench_drift [--corpus $BEIR/scifact-train] [--slice held|tune]
 Measures, on one slice of SciFact (held: the one the defaults were not tuned on), the
 detection delay of a switch to incident reports (at a window start and halfway into one)
 and to SciFact's cancer abstracts, and the false-alarm rate of a stationary stream. Windows
-hold 25-40 documents drawn at random from the slice. tests/unit/retrieval/drift uses the same
-corpora and streams at a smaller scale.
+hold 25-40 documents drawn at random from the slice. Prints the figures as JSON and writes
+them to bench-results/drift-<slice>.json. tests/unit/retrieval/drift uses the same corpora
+and streams at a smaller scale.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.benchlib.paths import ROOT
+from scripts.benchlib.paths import RESULTS, ROOT
 from services.retrieval.drift.detector import Detector, DriftConfig, Sample
 from services.retrieval.drift.sample import words
 from shared.contract.records import DriftReport
@@ -236,6 +237,10 @@ def main() -> None:
     out["stationary"] = {"windows_judged": judged, "drift_events": events,
                          "false_alarm_rate": round(events / max(judged, 1), 5)}
     print(json.dumps(out, indent=2))
+    path = RESULTS / f"drift-{args.slice}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(out, indent=2))
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
