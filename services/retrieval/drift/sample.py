@@ -28,9 +28,15 @@ def words(text: str) -> Counter[str]:
     return Counter(w for w in WORD.findall(text.lower()) if w not in STOP)
 
 
+MAX_NAME = 512  # source, domain and model id longer than this are not judged (records.py)
+
+
 def drift_sample(update: EmbeddedChunkSet) -> DriftSample | None:
-    """The sample of an upsert with chunks; None for a delete or an empty document."""
+    """The sample of an upsert with chunks; None for a delete, an empty document or names
+    too long to key a detector by (the document itself is indexed all the same)."""
     if update.op != "upsert" or not update.chunks:
+        return None
+    if max(len(update.source), len(update.domain), len(update.model_id)) > MAX_NAME:
         return None
     mean = np.mean([c.array() for c in update.chunks], axis=0)
     norm = float(np.linalg.norm(mean))

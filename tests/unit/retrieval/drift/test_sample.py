@@ -34,9 +34,11 @@ def test_a_document_is_the_normalised_mean_of_its_chunks_and_its_frequent_words(
     assert not any(t.isdigit() for t in record.terms)
 
 
-def test_deletes_and_empty_documents_are_not_sampled() -> None:
+def test_deletes_empty_documents_and_overlong_names_are_not_sampled() -> None:
     assert drift_sample(chunk_set([], [], op="delete")) is None
     assert drift_sample(chunk_set([], [])) is None
+    long_source = chunk_set(["words"], [np.ones(4)]).model_copy(update={"source": "s" * 513})
+    assert drift_sample(long_source) is None  # indexed all the same, never dead-lettered
 
 
 def test_a_vector_that_is_not_a_unit_vector_of_the_keys_length_is_refused() -> None:
