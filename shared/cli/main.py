@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from shared import logsafe
-from shared.cli import admin, audit, backup, produce, query, status, trace, up
+from shared.cli import admin, audit, backup, config, produce, query, status, trace, up
 from shared.contract.topics import SERVICES
 
 
@@ -28,7 +28,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "up": up.run, "worker": _run_worker, "produce": produce.run, "query": query.run,
     "status": status.run, "topics": admin.run_topics, "health": admin.run_health,
     "audit": audit.run, "backup": backup.run_backup, "restore": backup.run_restore,
-    "trace": trace.run,
+    "trace": trace.run, "config": config.run,
 }
 
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_parser(sub)
     status.add_parser(sub)
     trace.add_parser(sub)
+    config.add_parser(sub)
     admin.add_parsers(sub)
     audit.add_parser(sub)
     backup.add_parsers(sub)
