@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import tempfile
@@ -30,7 +31,21 @@ from services.retrieval.drift.detector import Detector, DriftConfig, Sample
 from services.retrieval.drift.sample import words
 from shared.contract.records import DriftReport
 
-SCIFACT = ROOT.parent / "shared" / "data" / "beir" / "scifact-train"
+# SciFact (BEIR layout) is kept outside the repository, in the machine's shared folder:
+# beside the checkout, or where STREAMRAG_SCIFACT_DIR says (a clone elsewhere finds it
+# through the variable or the machine's fixed place).
+SCIFACT_PLACES = (ROOT.parent / "shared" / "data" / "beir" / "scifact-train",
+                  Path("/work/shared/data/beir/scifact-train"))
+
+
+def find_scifact() -> Path | None:
+    """The SciFact folder, or None where this machine has none."""
+    named = os.environ.get("STREAMRAG_SCIFACT_DIR")
+    places = ((Path(named),) if named else ()) + SCIFACT_PLACES
+    return next((p for p in places if (p / "corpus.jsonl").is_file()), None)
+
+
+SCIFACT = find_scifact()
 MAX_TOKENS = 64  # a document's opening says its topic; short keeps the first run short
 POOL = 300  # documents per slice
 
@@ -45,9 +60,12 @@ class Corpus:
                       self.vectors[np.asarray(keep)])
 
 
-def scifact_slices(corpus: Path = SCIFACT) -> tuple[list[str], list[str]]:
+def scifact_slices(corpus: Path | None = SCIFACT) -> tuple[list[str], list[str]]:
     """Two disjoint slices of SciFact in a fixed shuffled order: the first to tune on, the
     second held out (its figures are the ones docs/design/drift.md reports)."""
+    if corpus is None:
+        raise FileNotFoundError("SciFact not found: set STREAMRAG_SCIFACT_DIR to its folder "
+                                f"(looked in {', '.join(map(str, SCIFACT_PLACES))})")
     with (corpus / "corpus.jsonl").open() as f:
         docs = [json.loads(line) for line in f]
     random.Random(26).shuffle(docs)

@@ -14,7 +14,7 @@ import time
 import grpc
 import pytest
 
-from scripts.benchlib.drift import incident_reports, scifact_slices
+from scripts.benchlib.drift import SCIFACT, incident_reports, scifact_slices
 from shared.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
@@ -43,6 +43,8 @@ def test_a_switch_of_collection_raises_one_drift_event_named_by_its_words(
         each_mode: Endpoints) -> None:
     mesh = each_mode
     source = uid("drift")
+    if SCIFACT is None:
+        pytest.skip("SciFact is not on this machine: set STREAMRAG_SCIFACT_DIR")
     papers, incidents = scifact_slices()[1][:4 * PER_WINDOW], incident_reports(PER_WINDOW, 7)
     batches = [papers[i:i + PER_WINDOW] for i in range(0, len(papers), PER_WINDOW)]
     batches.append(incidents)

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from scripts.benchlib.drift import (
+    SCIFACT,
+    SCIFACT_PLACES,
     Corpus,
     embed,
     incident_reports,
@@ -18,7 +20,7 @@ from scripts.benchlib.drift import (
 
 @pytest.fixture(scope="session")
 def cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)
     if cache is None:  # -p no:cacheprovider: this session only
         return tmp_path_factory.mktemp("drift-embeddings")
     return Path(cache.mkdir("streamrag-drift-embeddings"))
@@ -27,6 +29,9 @@ def cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.fixture(scope="session")
 def held_out(cache_dir: Path) -> Corpus:
     """SciFact abstracts the detector's defaults were not tuned on."""
+    if SCIFACT is None:
+        pytest.skip("SciFact is not on this machine (STREAMRAG_SCIFACT_DIR, or "
+                    f"{' or '.join(map(str, SCIFACT_PLACES))})")
     texts = scifact_slices()[1]
     return Corpus(texts, embed(texts, cache_dir))
 
