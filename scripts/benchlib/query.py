@@ -73,12 +73,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from aiokafka import AIOKafkaProducer
 
 from scripts.benchlib.paths import ANVIL, RESULTS, ROOT
 from scripts.benchlib.procs import cpu_s
+from scripts.benchlib.query_cache import main_cache
 from scripts.benchlib.stats import pct
 from scripts.benchlib.tinylm import SHAPES, build_tiny_lm
+from scripts.benchlib.workload import TOPICS, produce_corpus, wait_searchable
 from shared.cli.mesh import Endpoints, free_port, isolated
 from shared.cli.procs import Child, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -119,46 +120,6 @@ GEN_CONFIGS = {  # with --generator: the generation batcher, set like the encode
     BASELINE: {"STREAMRAG_INFERENCE_GEN_MAX_BATCH": "8"},
     "batch size 1": {"STREAMRAG_INFERENCE_GEN_MAX_BATCH": "1"},
 }
-TOPICS = ["checkout", "billing", "search", "login", "payments", "inventory", "shipping",
-          "notifications"]
-TEXT = ("The {t} service returned HTTP 502 errors for ten minutes after a deploy. "
-        "On-call traced it to an expired TLS certificate on the {t} gateway and rotated it. "
-        "Error rates fell back to normal four minutes later. A follow-up adds an alert "
-        "thirty days before any certificate expires. Incident number {i} is closed.")
-
-
-async def produce_corpus(bootstrap: str, docs: int, source: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        for i in range(docs):
-            doc = {"id": f"{source}-{i}", "source": source,
-                   "text": TEXT.format(t=TOPICS[i % len(TOPICS)], i=i)}
-            await producer.send_and_wait("docs.raw.v1", json.dumps(doc).encode(),
-                                         key=doc["id"].encode())
-    finally:
-        await producer.stop()
-
-
-async def wait_searchable(stub: pb_grpc.InferenceStub, source: str, docs: int) -> None:
-    # Most of the corpus, not all: one document lost upstream should not sink the bench.
-    want = max(1, min(docs, 20) * 3 // 4)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            # One new token: with a generator, the wait is for retrieval, not for answers.
-            resp = await stub.Query(pb.QueryRequest(question="TLS certificate expired",
-                                                    source=source, top_k=want,
-                                                    max_new_tokens=1, answer_mode="extractive"),
-                                    timeout=30)
-        except grpc.aio.AioRpcError as exc:  # a busy mesh still settling: try again
-            print(f"  searchable: not yet ({exc.code().name})", flush=True)
-        else:
-            print(f"  searchable: {len(resp.citations)}/{want}", flush=True)
-            if len(resp.citations) >= want:
-                return
-        await asyncio.sleep(2)
-    raise TimeoutError("the corpus never became searchable")
 
 
 async def closed_loop(stub: pb_grpc.InferenceStub, clients: int, seconds: float,
@@ -732,7 +693,6 @@ def main() -> int:
         return main_int8_quality(args.int8_quality)
     args.clients = args.clients or ([1, 8] if args.retrieve or args.cache else [1, 8, 32])
     if args.cache:
-        from scripts.benchlib.query_cache import main_cache  # it imports this module
 
         return main_cache(args)
     if args.retrieve:

@@ -36,8 +36,8 @@ import grpc
 from aiokafka import AIOKafkaProducer
 
 from scripts.benchlib.paths import ANVIL, RESULTS
-from scripts.benchlib.query import TEXT, TOPICS, produce_corpus, wait_searchable
 from scripts.benchlib.stats import pct
+from scripts.benchlib.workload import TEXT, TOPICS, produce_corpus, wait_searchable
 from shared.cli.mesh import free_port, isolated
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
