@@ -693,7 +693,6 @@ def main() -> int:
         return main_int8_quality(args.int8_quality)
     args.clients = args.clients or ([1, 8] if args.retrieve or args.cache else [1, 8, 32])
     if args.cache:
-
         return main_cache(args)
     if args.retrieve:
         if args.tuning:
