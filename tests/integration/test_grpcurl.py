@@ -153,7 +153,9 @@ def test_retrieve_returns_the_chunk_query_cites_without_an_answer(
     doc_id, source = doc
     [answer] = _query(grpcurl, "Query", source)
     [retrieved] = _query(grpcurl, "Retrieve", source)
-    assert set(retrieved) <= {"chunks", "partial", "missing_shards", "shard_errors", "timings"}
+    # config_version and variant: the query configuration that served it (query-config.md).
+    assert set(retrieved) <= {"chunks", "partial", "missing_shards", "shard_errors", "timings",
+                              "config_version", "variant"}
     [chunk] = retrieved["chunks"]
     [citation] = answer["citations"]
     assert (chunk["doc_id"], chunk["source"], chunk["text"]) == (doc_id, source, TEXT)
