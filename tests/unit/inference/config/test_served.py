@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 
+import grpc
+
 from services.inference.runtime import InferenceRuntime
+from services.inference.settings import InferenceSettings
+from services.inference.telemetry.latency import LatencyBuffer
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from tests.unit.inference.fakes import FakeSearch
-from tests.unit.inference.serving import CHUNKS, serving, stub
+from shared.settings import KafkaSettings
+from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import CHUNKS, SERVING, serving, stub, until_status
 
 
 def record(version: int, knobs: dict[str, object], variants: dict[str, object] | None = None,
@@ -50,3 +55,27 @@ def test_a_new_version_changes_the_next_query_and_the_cache_key() -> None:
     counts = {v: m.sample("streamrag_inference_variant_request_seconds_count",
                           {"method": "Retrieve", "variant": v}) or 0 for v in ("stable", "canary")}
     assert counts["stable"] + counts["canary"] == 12 and min(counts.values()) > 0
+
+
+def test_stream_start_and_latency_records_carry_the_variant_and_version() -> None:
+    buffer = LatencyBuffer(lambda: 0.0)
+
+    async def go() -> pb.StreamStart:
+        settings = InferenceSettings(grpc_port=0, grace_s=0)
+        runtime = InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(CHUNKS),
+                                   encoder_factory=WordEncoder, latency_sink=buffer.record)
+        await runtime.start()
+        try:
+            runtime.live.offer(record(3, {}, {"only": {"weight": 1}}))
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
+                await until_status(channel, SERVING)
+                events = [e async for e in stub(channel).StreamQuery(
+                    pb.QueryRequest(question="disk full"))]
+                await stub(channel).Embed(pb.EmbedRequest(texts=["disk"]))
+                return events[0].start
+        finally:
+            await runtime.stop()
+    start = asyncio.run(go())
+    assert (start.config_version, start.variant) == (3, "only")
+    assert [(r.method, r.variant, r.config_version) for r in buffer.drain()] == [
+        ("StreamQuery", "only", 3), ("Embed", "", 0)]  # Embed is not a query: no variant
