@@ -37,6 +37,7 @@ from services.inference.settings import InferenceSettings
 from services.inference.switch import ModelSwitch
 from services.inference.telemetry.metrics import InferenceMetrics
 from services.inference.telemetry.streamstats import StatsView, WindowCollector
+from shared.contract.topics import CONFIG_QUERY
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 
@@ -45,6 +46,9 @@ if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configure
 
 log = logging.getLogger(__name__)
 WARM_STEPS = 4  # decode steps of the generator's warm-up
+# How long a starting instance waits to have read config.query.v1 to its end before it
+# turns SERVING (so it does not answer with an older configuration than its peers).
+CONFIG_CATCH_UP_S = 10.0
 
 
 class ManagedSearch(SearchBackend, Protocol):
@@ -163,8 +167,11 @@ class InferenceRuntime(mode.Service):
         # A failure here crashes the service, and with it the worker: loud, for the
         # supervisor to restart, rather than a server that never turns SERVING.
         await self.search.start()
+        config_read = asyncio.Event()
         if self._follow_config:  # it retries a broker it cannot reach; never ends by itself
-            self.add_future(reader.follow(self._kafka, self.live))
+            self.add_future(reader.follow(self._kafka, self.live, config_read))
+        else:
+            config_read.set()
         self.engine.encoder = await asyncio.to_thread(self._encoder_factory)
         lm = await asyncio.to_thread(self._generator_factory)
         if lm is not None:
@@ -177,6 +184,11 @@ class InferenceRuntime(mode.Service):
             self.engine.reranker.attach(scorer)
             log.info("reranker %s on %s, %d candidates", scorer.model_id, scorer.device,
                      self.settings.rerank_candidates)
+        try:
+            await asyncio.wait_for(config_read.wait(), CONFIG_CATCH_UP_S)
+        except TimeoutError:
+            log.warning("%s not read to its end in %.0fs; serving configuration version %d",
+                        CONFIG_QUERY.name, CONFIG_CATCH_UP_S, self.live.version)
         await set_serving(self.health, True)
         self._warm = True
         encoder = self.engine.encoder
