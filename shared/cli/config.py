@@ -17,21 +17,25 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO
 
+import grpc
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
+from shared.cli.settings import MeshSettings
 from shared.contract.codec import encode
 from shared.contract.query_config import QueryConfig, check_next, key_of, parse
 from shared.contract.topics import CONFIG_QUERY
 from shared.errors import InvalidInput
+from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
 
 REFUSED = 2
+NOT_APPLIED = 1  # written, but the inference instance asked did not apply it in --wait s
 READ_IDLE_S = 0.5  # stop reading once the end offset is reached and nothing came this long
 
 
@@ -194,6 +198,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for q in (s, r):
         q.add_argument("--author", default=None, help="default: $USER")
         q.add_argument("--note", default="", help="why (kept with the version)")
+        q.add_argument("--wait", type=float, default=0.0, metavar="S",
+                       help="then ask inference (Info) until it applies the version, up to S "
+                            "seconds; exit 1 if it did not (an instance's own limits, such as "
+                            "max_top_k, may refuse what the record allows)")
+        q.add_argument("--target", default=None,
+                       help="inference gRPC address for --wait (default: the mesh's)")
     cmd.add_parser("history", help="every version with its author and time; refused records")
 
 
@@ -213,15 +223,45 @@ def run(args: argparse.Namespace, log: ConfigLog | None = None, out: TextIO = sy
             record = asyncio.run(set_config(log, args.assignments, args.remove_variant, author,
                                             args.note))
             print(f"version {record.version} written by {record.author}", file=out)
+            return _waited(args, record.version, out)
         else:
             record = asyncio.run(rollback(log, args.version, author, args.note))
             print(f"version {record.version} written by {record.author} "
                   f"(the content of version {args.version})", file=out)
+            return _waited(args, record.version, out)
     except InvalidInput as exc:
         print(f"config {args.config_command}: refused, {exc.reason}"
               f"{f' ({exc.field})' if exc.field else ''}: {exc.detail}", file=sys.stderr)
         return REFUSED
     return 0
+
+
+def applied_version(target: str) -> int:
+    """The configuration version the inference instance at `target` has applied."""
+    with grpc.insecure_channel(target) as channel:
+        info = inference_pb2_grpc.InferenceStub(channel).Info(inference_pb2.InfoRequest(),
+                                                              timeout=5)
+    return int(info.config_version)
+
+
+def _waited(args: argparse.Namespace, version: int, out: TextIO,
+            applied: Callable[[str], int] = applied_version) -> int:
+    if args.wait <= 0:
+        return 0
+    target = args.target or MeshSettings().inference_target
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            if applied(target) >= version:
+                print(f"applied by {target}", file=out)
+                return 0
+        except grpc.RpcError:
+            pass  # not up yet, or restarting: ask again until the deadline
+        if time.monotonic() >= deadline:
+            print(f"version {version} not applied by {target} within {args.wait:g}s: see "
+                  "its log and streamrag_inference_config_refused_total", file=sys.stderr)
+            return NOT_APPLIED
+        time.sleep(0.2)
 
 
 def history_lines(items: Sequence[Entry]) -> list[str]:

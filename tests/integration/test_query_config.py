@@ -78,8 +78,12 @@ def test_a_config_change_reaches_the_next_query_and_rollback_restores_it(
 
         eventually(lambda: served(baseline, 3), "all three documents under the baseline")
         try:
-            two = written(streamrag_config(mesh, "set", "default_top_k=2", "--author", "itest"))
-            response = eventually(lambda: served(two, 2), "default top_k 2 applied", 15)
+            done = streamrag_config(mesh, "set", "default_top_k=2", "--author", "itest",
+                                    "--wait", "15", "--target", mesh.grpc_target)
+            two = written(done)
+            assert f"applied by {mesh.grpc_target}" in done.stdout
+            response = served(two, 2)  # --wait saw it applied: the very next call has it
+            assert response is not None
             assert response.variant == "base"
 
             bad = streamrag_config(mesh, "set", "default_top_k=0")

@@ -139,7 +139,8 @@ def embed_response(engine: QueryEngine, vectors: np.ndarray) -> pb.EmbedResponse
 
 
 def info(engine: QueryEngine, shards: int,
-         latency: Sequence[tuple[str, LatencyStats]] = ()) -> pb.InfoResponse:
+         latency: Sequence[tuple[str, LatencyStats]] = (), config_version: int = 0,
+         variants: Sequence[str] = (BASE,)) -> pb.InfoResponse:
     s, encoder, lm = engine.settings, engine.encoder, engine.lm
     scorer = engine.reranker.scorer if engine.reranker is not None else None
     return pb.InfoResponse(
@@ -159,6 +160,7 @@ def info(engine: QueryEngine, shards: int,
         rerank_candidates=s.rerank_candidates if engine.reranker is not None else 0,
         latency=[pb.MethodLatency(method=m, count=s.count, p50_ms=s.p50_ms, p95_ms=s.p95_ms,
                                   p99_ms=s.p99_ms) for m, s in latency],
+        config_version=config_version, variants=list(variants),
     )
 
 

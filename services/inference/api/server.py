@@ -151,7 +151,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         view = self.latency_view
         latency = [] if view is None else [(m, view(m)) for m in TIMED_METHODS]
         return convert.info(self.engine, self.engine.search.partitions,
-                            [(m, s) for m, s in latency if s.count])
+                            [(m, s) for m, s in latency if s.count], self.live.version,
+                            self.live.variants)
 
     async def Stats(self, request: pb.StatsRequest,
                     context: grpc.aio.ServicerContext) -> pb.StatsResponse:

@@ -279,7 +279,7 @@ class Limits(_message.Message):
     def __init__(self, default_top_k: _Optional[int] = ..., max_top_k: _Optional[int] = ..., max_question_chars: _Optional[int] = ..., shard_timeout_s: _Optional[float] = ..., answer_sentences: _Optional[int] = ..., max_embed_texts: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., max_new_tokens: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "dim", "device", "answer_mode", "shards", "limits", "ready", "generator_model", "generator_device", "latency", "reranker_model", "reranker_device", "rerank_candidates")
+    __slots__ = ("model_id", "dim", "device", "answer_mode", "shards", "limits", "ready", "generator_model", "generator_device", "latency", "reranker_model", "reranker_device", "rerank_candidates", "config_version", "variants")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +293,8 @@ class InfoResponse(_message.Message):
     RERANKER_MODEL_FIELD_NUMBER: _ClassVar[int]
     RERANKER_DEVICE_FIELD_NUMBER: _ClassVar[int]
     RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VARIANTS_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     dim: int
     device: str
@@ -306,7 +308,9 @@ class InfoResponse(_message.Message):
     reranker_model: str
     reranker_device: str
     rerank_candidates: int
-    def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., device: _Optional[str] = ..., answer_mode: _Optional[str] = ..., shards: _Optional[int] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., ready: _Optional[bool] = ..., generator_model: _Optional[str] = ..., generator_device: _Optional[str] = ..., latency: _Optional[_Iterable[_Union[MethodLatency, _Mapping]]] = ..., reranker_model: _Optional[str] = ..., reranker_device: _Optional[str] = ..., rerank_candidates: _Optional[int] = ...) -> None: ...
+    config_version: int
+    variants: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., device: _Optional[str] = ..., answer_mode: _Optional[str] = ..., shards: _Optional[int] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., ready: _Optional[bool] = ..., generator_model: _Optional[str] = ..., generator_device: _Optional[str] = ..., latency: _Optional[_Iterable[_Union[MethodLatency, _Mapping]]] = ..., reranker_model: _Optional[str] = ..., reranker_device: _Optional[str] = ..., rerank_candidates: _Optional[int] = ..., config_version: _Optional[int] = ..., variants: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MethodLatency(_message.Message):
     __slots__ = ("method", "count", "p50_ms", "p95_ms", "p99_ms")

@@ -90,3 +90,20 @@ def test_history_lists_every_version_and_each_refused_record() -> None:
     assert lines[4].startswith("version 3 ") and "rollback to 1" in lines[4]
     # The next version follows the highest applied one, whatever was refused between.
     assert parse(log.records[-1][1]).version == 3
+
+
+def test_wait_asks_inference_until_the_version_is_applied() -> None:
+    args = build_parser().parse_args(["config", "set", "hybrid=false", "--wait", "2",
+                                      "--target", "inference:1"])
+    answers = iter([0, 0, 4])
+    out = io.StringIO()
+    assert config._waited(args, 4, out, lambda target: next(answers)) == 0
+    assert "applied by inference:1" in out.getvalue()
+
+
+def test_wait_exits_1_when_the_version_is_never_applied(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["config", "rollback", "2", "--wait", "0.3",
+                                      "--target", "inference:1"])
+    assert config._waited(args, 5, io.StringIO(), lambda target: 4) == config.NOT_APPLIED
+    assert "version 5 not applied by inference:1" in capsys.readouterr().err
