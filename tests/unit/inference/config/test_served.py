@@ -71,6 +71,8 @@ def test_stream_start_and_latency_records_carry_the_variant_and_version() -> Non
                 await until_status(channel, SERVING)
                 events = [e async for e in stub(channel).StreamQuery(
                     pb.QueryRequest(question="disk full"))]
+                info = await stub(channel).Info(pb.InfoRequest())
+                assert (info.config_version, list(info.variants)) == (3, ["only"])
                 await stub(channel).Embed(pb.EmbedRequest(texts=["disk"]))
                 return events[0].start
         finally:
