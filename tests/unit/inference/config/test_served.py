@@ -81,3 +81,28 @@ def test_stream_start_and_latency_records_carry_the_variant_and_version() -> Non
     assert (start.config_version, start.variant) == (3, "only")
     assert [(r.method, r.variant, r.config_version) for r in buffer.drain()] == [
         ("StreamQuery", "only", 3), ("Embed", "", 0)]  # Embed is not a query: no variant
+
+
+def test_search_knobs_reach_the_shards_per_variant() -> None:
+    search = FakeSearch(CHUNKS)
+
+    async def go() -> list[str]:
+        async with serving(search) as (runtime, channel):
+            runtime.live.offer(record(1, {"dense_weight": 2.0, "shard_timeout_s": 0.5}, {
+                "a": {"weight": 1},
+                "b": {"weight": 1, "overrides": {"hybrid": False}}}))
+            variants = []
+            for i in range(10):
+                r = await stub(channel).Retrieve(pb.RetrieveRequest(
+                    question="disk usage", client_id=f"c{i}"))
+                variants.append(r.variant)
+            return variants
+    variants = asyncio.run(go())
+    assert set(variants) == {"a", "b"}
+    for variant, (query, timeout_s) in zip(variants, search.queries, strict=True):
+        assert timeout_s <= 0.5
+        if variant == "b":  # hybrid off: no text for BM25
+            assert query.text == ""
+        else:
+            assert query.text == "disk usage" and query.fusion is not None
+            assert query.fusion.dense_weight == 2.0
