@@ -93,6 +93,7 @@ allow inference Read literal \
   --topic query.latency.v1 \
   --topic stats.counts.v1 \
   --topic drift.windows.v1 \
+  --topic guard.samples.v1 \
   --topic config.query.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
@@ -102,12 +103,16 @@ allow inference Read literal \
   --topic streamrag-inference-stream_stats_minute-key_index-changelog \
   --topic streamrag-inference-stream_stats_hour-key_index-changelog \
   --topic streamrag-inference-drift_latest-changelog \
+  --topic streamrag-inference-guard_windows-changelog \
   --group streamrag-inference
 allow inference Write literal \
   --topic search.requests.v1 \
   --topic feedback.v1 \
   --topic query.latency.v1 \
   --topic deadletter.v1 \
+  --topic guard.samples.v1 \
+  --topic guard.incidents.v1 \
+  --topic config.query.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
   --topic streamrag-inference-query_latency-changelog \
@@ -115,7 +120,8 @@ allow inference Write literal \
   --topic streamrag-inference-stream_stats_hour-changelog \
   --topic streamrag-inference-stream_stats_minute-key_index-changelog \
   --topic streamrag-inference-stream_stats_hour-key_index-changelog \
-  --topic streamrag-inference-drift_latest-changelog
+  --topic streamrag-inference-drift_latest-changelog \
+  --topic streamrag-inference-guard_windows-changelog
 allow ledger Read literal \
   --topic audit.batches.v1 \
   --topic streamrag-ledger-anchored_batches-changelog \

@@ -20,12 +20,20 @@ one window back for the Stats RPC and the /metrics collector.
 
 Drift reports (drift.windows.v1, judged by retrieval) are kept newest per (source, domain,
 model) in drift_latest; the Stats RPC shows them beside the counts of any window.
+
+The SLO guard (services/inference/guard/): every instance sends a sample per routed call
+and per feedback event to guard.samples.v1, which has one partition, so the one instance
+Kafka's group assigns it to counts every variant's windows in guard_windows and is the
+only one that probes, judges and acts. If it dies, the partition, the table (from its
+changelog) and the guard move to another instance at the rebalance; no second election.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any
+
+from faust.types import TP
 
 from services.inference.app import (
     app,
@@ -34,6 +42,9 @@ from services.inference.app import (
     drift_latest,
     drift_topic,
     feedback_topic,
+    guard_samples_topic,
+    guard_windows,
+    incidents_topic,
     kafka,
     latencies,
     latency_topic,
@@ -43,6 +54,8 @@ from services.inference.app import (
     stats_minute,
     stats_topic,
 )
+from services.inference.guard.runner import GuardRunner
+from services.inference.guard.samples import GuardSample, table_keys
 from services.inference.runtime import InferenceRuntime
 from services.inference.telemetry.drift import drift_key, merge, states
 from services.inference.telemetry.latency import (
@@ -56,7 +69,9 @@ from services.inference.telemetry.latency import (
 from services.inference.telemetry.streamstats import WindowCounts, rows, stat_key, window_instant
 from shared.contract.codec import encode
 from shared.contract.dlq import decode_or_dead_letter
-from shared.contract.records import DriftReport, Feedback, StreamCounts
+from shared.contract.records import DriftReport, Feedback, GuardIncident, StreamCounts
+from shared.contract.topics import GUARD_SAMPLES
+from shared.kafka.config_log import KafkaConfigLog
 from shared.worker import metrics
 
 STAGE = "inference"
@@ -76,6 +91,9 @@ async def publish_feedback(chunk_id: str, kind: str, variant: str, config_versio
     record = Feedback(chunk_id=chunk_id, kind=kind, at=time.time(), variant=variant,
                       config_version=config_version)
     await feedback_topic.send(key=chunk_id.encode(), value=encode(record))
+    if variant:
+        await send_guard_sample(GuardSample(variant=variant, config_version=config_version,
+                                            kind=kind, at=record.at))
 
 
 @app.agent(feedback_topic)
@@ -101,6 +119,10 @@ def latency_stats(method: str, at: float | None = None) -> LatencyStats:
 async def send_latencies() -> None:
     for record in latency_buffer.drain():
         await latency_topic.send(key=record.method.encode(), value=encode(record))
+        if record.variant and record.method != "Embed":
+            await send_guard_sample(GuardSample(
+                variant=record.variant, config_version=record.config_version, kind="call",
+                at=record.at, latency_ms=record.latency_ms))
 
 
 @app.agent(latency_topic)
@@ -111,6 +133,45 @@ async def count_latencies(stream: Any) -> None:
         if latency is None:
             continue
         latencies[table_key(latency.method, bucket_of(latency.latency_ms))] += 1
+
+
+async def send_guard_sample(sample: GuardSample) -> None:
+    await guard_samples_topic.send(key=sample.variant.encode(), value=encode(sample))
+
+
+async def send_incident(incident: GuardIncident) -> None:
+    await incidents_topic.send(key=incident.incident.encode(), value=encode(incident))
+
+
+@app.agent(guard_samples_topic)
+async def count_guard_samples(stream: Any) -> None:
+    async for event in stream.events():
+        metrics.received(STAGE, event.message.topic)
+        sample = await decode_or_dead_letter(GuardSample, event, deadletters, STAGE)
+        if sample is None:
+            continue
+        for key in table_keys(sample):
+            guard_windows[key] += 1
+
+
+def guard_counts(start: float) -> Any:
+    """The window table's counters of the window that starts at `start`."""
+    view = guard_windows.clone(relative_to=start)
+    return lambda key: int(view[key].value())
+
+
+def runs_the_guard() -> bool:
+    """Whether this instance holds guard.samples.v1's one partition (and so the table)."""
+    return TP(GUARD_SAMPLES.name, 0) in app.assignor.assigned_actives()
+
+
+guard_runner: list[GuardRunner] = []  # the Runtime's, once Faust has built it
+
+
+@app.timer(min(1.0, settings.guard_window_s / 4))
+async def guard_tick() -> None:
+    if guard_runner and runs_the_guard():
+        await guard_runner[0].tick()
 
 
 @app.agent(stats_topic)
@@ -167,3 +228,6 @@ class Runtime(InferenceRuntime):
         # Every stage's counters (default registry) on inference's port too: in one-process
         # mode that one port shows them all.
         self.metrics.registry.register(metrics.Default())
+        guard_runner[:] = [GuardRunner(settings, self.live, self.engine, KafkaConfigLog(kafka),
+                                       self.metrics, guard_counts, send_guard_sample,
+                                       send_incident)]

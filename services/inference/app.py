@@ -5,6 +5,8 @@ Latency: finished calls counted per (method, log bucket) in tumbling one-minute 
 Stream statistics: counts per (source, domain, kind) from stats.counts.v1, in tumbling
 one-minute and hopping one-hour windows, their retention set by the settings.
 Drift: the newest report and drift event per (source, domain, model) from drift.windows.v1.
+SLO guard: per-variant samples from guard.samples.v1 (one partition) counted per
+(variant, figure) in tumbling windows of guard_window_s; its incidents on guard.incidents.v1.
 """
 
 from typing import Any
@@ -17,6 +19,9 @@ from shared.contract.topics import (
     DRIFT_LATEST,
     DRIFT_WINDOWS,
     FEEDBACK,
+    GUARD_INCIDENTS,
+    GUARD_SAMPLES,
+    GUARD_WINDOWS,
     INFERENCE_APP,
     QUERY_LATENCIES,
     QUERY_LATENCY,
@@ -64,6 +69,12 @@ stats_hour: Any = app.Table(STATS_HOUR.name, default=int, partitions=STATS_HOUR.
 drift_topic = topic(app, DRIFT_WINDOWS)
 drift_latest: Any = app.Table(DRIFT_LATEST.name, default=str, partitions=DRIFT_LATEST.partitions,
                               key_type=str, value_type=str)
+guard_samples_topic = topic(app, GUARD_SAMPLES)
+incidents_topic = topic(app, GUARD_INCIDENTS)
+guard_windows: Any = app.Table(GUARD_WINDOWS.name, default=int,
+                               partitions=GUARD_WINDOWS.partitions, key_type=str,
+                               value_type=int).tumbling(
+    settings.guard_window_s, expires=4 * settings.guard_window_s).relative_to_stream()
 # Faust names and builds the key indexes itself; the contract must name the same tables.
 assert stats_minute.key_index_table.name == STATS_MINUTE_KEYS.name
 assert stats_hour.key_index_table.name == STATS_HOUR_KEYS.name

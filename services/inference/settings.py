@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from services.inference.answer.generative import weights
@@ -13,6 +13,14 @@ from services.inference.rerank.folder import check_model_dir
 from services.inference.search.fusion import Fusion
 from shared.encoder.runtime import EncoderSettings, Runtime
 from shared.settings import ServiceSettings
+
+
+class Probe(BaseModel):
+    """A judged pair of the SLO guard's probe set: the question should find the document."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    question: str = Field(min_length=1, max_length=1000)
+    doc_id: str = Field(min_length=1, max_length=512)
 
 
 class InferenceSettings(ServiceSettings, EncoderSettings):
@@ -152,6 +160,26 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     stats_hour_retention_s: float = Field(default=86_400.0, ge=3600)
     # The hop of the hour windows (a window starts every this many seconds).
     stats_hour_step_s: float = Field(default=300.0, ge=1, le=3600)
+
+    # The SLO guard (docs/design/slo-guard.md): per variant, tumbling windows of this many
+    # seconds (p99, error rate, probe hit rate, click share).
+    guard_window_s: float = Field(default=30.0, ge=1, le=3600)
+    # This many consecutive breaking windows stop routing to the variant (a new version).
+    guard_windows: int = Field(default=3, ge=1, le=100)
+    # This long after that, the last version judged stable is restored (a new version).
+    guard_grace_s: float = Field(default=30.0, ge=0)
+    # Objective: a variant's p99 latency in a window at most this (milliseconds).
+    guard_p99_ms: float = Field(default=1200.0, gt=0)
+    # Objective: a variant's share of failed calls in a window at most this.
+    guard_max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    # Objective: a variant's probe hit rate and click share at least this share of the
+    # reference (largest-weight) variant's in the same window.
+    guard_quality_ratio: float = Field(default=0.8, ge=0, le=1)
+    # Fewer calls than this in a window: its p99 and error rate are not judged.
+    guard_min_calls: int = Field(default=10, ge=1)
+    # The probe set, JSON: [{"question": ..., "doc_id": ...}, ...], replayed through every
+    # variant each window (hit rate at 10); empty: no probes.
+    guard_probes: tuple[Probe, ...] = Field(default=(), max_length=200)
 
     # The query encoder on ONNX runs an int8 copy of its graph (shared/encoder/onnx.py):
     # markedly less CPU per question at the same retrieval quality (docs/benchmarks.md,

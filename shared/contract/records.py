@@ -333,6 +333,37 @@ class Feedback(Record):
     config_version: int = Field(default=0, ge=0)
 
 
+class GuardWindow(BaseModel):
+    """One breaking window of the variant an SLO guard incident is about."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    start: float
+    end: float
+    calls: int
+    errors: int
+    p99_ms: float
+    probe_hit_rate: float | None
+    reference_probe_hit_rate: float | None
+    clicks: int
+    skips: int
+    breaches: tuple[str, ...]
+
+
+class GuardIncident(Record):
+    """An SLO guard action (guard.incidents.v1, keyed by incident id; one record per tier)."""
+
+    incident: str = Field(min_length=1, max_length=128)
+    variant: str = Field(max_length=32)
+    tier: int = Field(ge=1, le=2)  # 1: routing to the variant stopped; 2: rolled back
+    at: float
+    from_version: int = Field(ge=0)  # the version acted on
+    version: int | None = None  # the version the guard wrote (None: it wrote none)
+    rollback_of: int | None = None
+    note: str = Field(default="", max_length=512)
+    windows: tuple[GuardWindow, ...] = ()
+    diff: dict[str, tuple[object, object]] = Field(default_factory=dict)  # path: (old, new)
+
+
 def encode_vector(vec: np.ndarray) -> str:
     return base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")
 

@@ -132,11 +132,25 @@ CONFIG_QUERY = TopicSpec(
     doc="The query-path configuration, one key per version so compaction keeps the history; "
         "every inference instance reads it from the start and applies the newest valid one.",
 )
+# One partition: the inference instance the group assigns it to is the one SLO guard.
+GUARD_SAMPLES = TopicSpec(
+    "guard.samples.v1", "variant", "services.inference.guard.samples.GuardSample",
+    partitions=1, retention_ms=HOUR_MS,
+    doc="Per-variant calls, probe results and feedback, for the SLO guard's window table; "
+        "one partition, so one inference instance judges every variant's windows.",
+)
+GUARD_INCIDENTS = TopicSpec(
+    "guard.incidents.v1", "incident id", "records.GuardIncident", partitions=1,
+    retention_ms=WEEK_MS,
+    doc="The SLO guard's actions: the breaking windows and their figures, the version it "
+        "wrote and the configuration diff (shown by streamrag status).",
+)
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
     FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS, CONFIG_QUERY,
+    GUARD_SAMPLES, GUARD_INCIDENTS,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -168,10 +182,14 @@ STATS_HOUR_KEYS = TableSpec(INFERENCE_APP, f"{STATS_HOUR.name}-key_index",
                             "[source, domain, kind]", "1")
 DRIFT_LATEST = TableSpec(INFERENCE_APP, "drift_latest", "[source, domain, model]",
                          "the newest DriftReport and the last drift event, JSON")
+GUARD_WINDOWS = TableSpec(INFERENCE_APP, "guard_windows", "variant/figure",
+                          "calls, latency buckets, probe hits, clicks, skips; tumbling "
+                          "guard window", partitions=1)
 
 TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, SOURCE_CLOCKS, ANCHORED, CHUNK_CLICKS,
                                  CHUNK_SKIPS, QUERY_LATENCIES, STATS_MINUTE, STATS_HOUR,
-                                 STATS_MINUTE_KEYS, STATS_HOUR_KEYS, DRIFT_LATEST)
+                                 STATS_MINUTE_KEYS, STATS_HOUR_KEYS, DRIFT_LATEST,
+                                 GUARD_WINDOWS)
 
 SERVICES: dict[str, str] = {
     "ingest": INGEST_APP, "redaction": REDACTION_APP, "chunking": CHUNKING_APP,
@@ -184,7 +202,8 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_RAW, DOCS_PARSED), "redaction": (DOCS_NORMALIZED,),
     "chunking": (DOCS_REDACTED,), "embedding": (CHUNKS,),
     "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS, DRIFT_SAMPLES),
-    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_WINDOWS),
+    "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_WINDOWS,
+                  GUARD_SAMPLES),
     "ledger": (AUDIT_BATCHES,),
 }
 
@@ -195,7 +214,9 @@ SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER, STREAM_STATS),
     "chunking": (CHUNKS, DEADLETTER), "embedding": (CHUNKS_EMBEDDED, DEADLETTER),
     "retrieval": (SEARCH_REPLIES, DEADLETTER, DRIFT_SAMPLES, DRIFT_WINDOWS),
-    "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER),
+    # The SLO guard writes configuration versions (as `streamrag config set` does).
+    "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER, GUARD_SAMPLES,
+                  GUARD_INCIDENTS, CONFIG_QUERY),
     "ledger": (LEDGER_ANCHORS, DEADLETTER),
 }
 

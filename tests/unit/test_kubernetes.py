@@ -274,7 +274,9 @@ def scaling_problems(docs: list[Doc], _: dict[str, Any]) -> list[str]:
             if so is not None:
                 problems.append(f"{name} is autoscaled")
             replicas = target["spec"].get("replicas", 1)
-            if replicas > min(t.partitions for t in inputs):
+            # An instance idles only with no partition of any input (inference's one-
+            # partition guard.samples.v1 goes to one instance, the others keep the rest).
+            if replicas > max(t.partitions for t in inputs):
                 problems.append(f"{name}: {replicas} replicas, more than its partitions")
             continue
         if so is None or so["spec"]["scaleTargetRef"].get("kind", "Deployment") != \

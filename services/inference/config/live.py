@@ -79,6 +79,10 @@ class LiveConfig:
         """The variant (and its settings) of a query from `caller` asking `question`."""
         return self._served[route(self._weights, caller, question) or BASE]
 
+    def forced(self, variant: str) -> Served | None:
+        """The settings of `variant` whatever the routing (the SLO guard's probes)."""
+        return self._served.get(variant)
+
     def _build(self, config: QueryConfig, variant: str) -> Served:
         knobs = merged(config, variant).set()
         rerank = bool(knobs.pop("rerank", True))

@@ -100,6 +100,15 @@ class InferenceMetrics:
         self.config_refused = Counter("streamrag_inference_config_refused_total",
                                       "Query configuration records refused, never applied",
                                       ["reason"], registry=r)
+        self.guard_breaches = Gauge("streamrag_inference_guard_breaches",
+                                    "The SLO guard's consecutive breaking windows per variant "
+                                    "(on the instance that runs the guard)", ["variant"],
+                                    registry=r)
+        self.guard_actions = Counter("streamrag_inference_guard_actions_total",
+                                     "SLO guard actions: 1 stop routing, 2 roll back",
+                                     ["tier"], registry=r)
+        self.guard_windows = Counter("streamrag_inference_guard_windows_total",
+                                     "Windows the SLO guard has judged", registry=r)
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on host:port (a daemon thread; it ends with the process)."""

@@ -65,8 +65,10 @@ def _plain_reads(service: str) -> set[str]:
 
 
 def _plain_writes(service: str) -> set[str]:
-    # ... and sends search requests with its own producer.
-    return {topics.SEARCH_REQUESTS.name} if service == "inference" else set()
+    # ... and sends search requests with its own producer; its SLO guard writes
+    # configuration versions with the CLI's writer (shared/kafka/config_log.py).
+    return ({topics.SEARCH_REQUESTS.name, topics.CONFIG_QUERY.name} if service == "inference"
+            else set())
 
 
 def test_the_plain_clients_named_above_are_the_real_ones() -> None:

@@ -67,3 +67,21 @@ def test_reference_is_the_largest_weight_and_judge_spares_it() -> None:
     verdicts = judge({"stable": Figures(probe_hit_rate=1.0),
                       "canary": Figures(probe_hit_rate=0.0)}, cfg, OBJ)
     assert verdicts == {"stable": (), "canary": (PROBE,)}
+
+
+def test_samples_add_up_to_the_window_figures() -> None:
+    from collections import Counter
+
+    from services.inference.guard.samples import GuardSample, figures, table_keys
+
+    counts: Counter[str] = Counter()
+    events = [("call", 50.0, False)] * 98 + [("error", 2000.0, False)] * 2 \
+        + [("probe", 0.0, True)] * 3 + [("probe", 0.0, False)] + [("click", 0.0, False)]
+    for kind, ms, hit in events:
+        counts.update(table_keys(GuardSample(variant="canary", kind=kind, at=0.0,
+                                             latency_ms=ms, hit=hit)))
+    fig = figures("canary", lambda key: counts[key])
+    assert fig is not None
+    assert (fig.calls, fig.errors, fig.probe_hit_rate, fig.clicks) == (100, 2, 0.75, 1)
+    assert fig.p99_ms > 1200 and fig.error_rate == 0.02
+    assert figures("stable", lambda key: counts[key]) is None
