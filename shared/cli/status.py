@@ -1,6 +1,7 @@
 """`streamrag status`: services up (group members), lag per topic, per-stage record counts,
-each stage's progress (stalled: records waiting for it and none handled for a while), and
-each source's event time (watermark, lag behind real time, late changes).
+each stage's progress (stalled: records waiting for it and none handled for a while),
+each source's event time (watermark, lag behind real time, late changes), and the SLO
+guard's newest incidents (guard.incidents.v1).
 
 `--json` prints the same as one JSON object for scripts."""
 
@@ -23,6 +24,7 @@ from aiokafka.errors import KafkaConnectionError
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.cli import incidents as guard_incidents
 from shared.cli.settings import MeshSettings
 from shared.contract.topics import CHUNKS_EMBEDDED, ONEBOX_APP, SERVICE_INPUTS, SERVICES
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
@@ -366,6 +368,7 @@ def run(args: argparse.Namespace) -> int:
     stats = stream_stats(target) if health == "SERVING" else health
     models = index_models(data_dir)
     serving = inference_model(target) if health == "SERVING" else ""
+    incidents = asyncio.run(guard_incidents.newest(kafka))
     workers_up = all(r.members for r in rows if r.service != "inference")
     stalled = any(p["stalled"] for p in progress.values())
     code = 0 if workers_up and health == "SERVING" and not stalled else 1
@@ -374,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
                           "stage_progress": progress,
                           "event_time": sources, "stream_stats": stats,
                           "index_models": models,
+                          "guard_incidents": guard_incidents.as_json(incidents),
                           "inference": {"target": target, "health": health,
                                         "model_id": serving}},
                          sort_keys=True))
@@ -388,5 +392,6 @@ def run(args: argparse.Namespace) -> int:
     if models:
         print("\n" + render_models(models, serving))
     print("\n" + render_stats(stats))
+    print("\n" + guard_incidents.render(incidents))
     print(f"\ninference gRPC {target}: {health}")
     return code
