@@ -16,7 +16,7 @@ import pytest
 from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
 from tests.support.anvil import Anvil, running_anvil
-from tests.support.mesh import MESH_ENV
+from tests.support.mesh import GUARD_ENV, MESH_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("STREAMRAG_INFERENCE_GENERATOR_BUNDLED", "false")
@@ -44,7 +44,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str,
          mesh_metrics_url: str) -> Iterator[Endpoints]:
     """Start the whole mesh once, one process per service (as docker-compose runs it)."""
     metrics_port = mesh_metrics_url.rsplit(":", 1)[1].split("/")[0]
-    env = {**MESH_ENV, "STREAMRAG_INFERENCE_METRICS_PORT": metrics_port}
+    env = {**MESH_ENV, **GUARD_ENV, "STREAMRAG_INFERENCE_METRICS_PORT": metrics_port}
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
                   broker, env, processes=True) as endpoints:
         yield endpoints

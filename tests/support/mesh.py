@@ -38,6 +38,18 @@ MESH_ENV.update({"STREAMRAG_RETRIEVAL_DRIFT_WINDOW_S": "3",
                  "STREAMRAG_RETRIEVAL_DRIFT_MIN_DOCS": "4",
                  "STREAMRAG_RETRIEVAL_DRIFT_MIN_HISTORY": "2"})
 
+# The SLO guard on the multi-process session mesh only (the one-process mesh's tests count
+# its local searches, which probes would add to): windows of 2 s, acting after 2 breaking
+# ones, a probe set of three documents tests/integration/test_slo_guard.py produces. p99
+# is not judged there (60 s), so a slow call in another test never rolls anything back;
+# quality is judged only where a version has variants, which only that test ships.
+GUARD_WORDS = ("amberquill", "basaltwick", "cobaltfern")
+GUARD_PROBES = [{"question": f"where does the zorbulant kelpfinch {w} nest",
+                 "doc_id": f"guard-probe-{w}"} for w in GUARD_WORDS]
+GUARD_ENV = {"STREAMRAG_INFERENCE_GUARD_WINDOW_S": "2", "STREAMRAG_INFERENCE_GUARD_WINDOWS": "2",
+             "STREAMRAG_INFERENCE_GUARD_GRACE_S": "2", "STREAMRAG_INFERENCE_GUARD_P99_MS": "60000",
+             "STREAMRAG_INFERENCE_GUARD_PROBES": json.dumps(GUARD_PROBES)}
+
 
 def uid(prefix: str) -> str:
     """A fresh id, so tests sharing one mesh never see each other's documents."""
