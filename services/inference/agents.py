@@ -121,8 +121,9 @@ async def send_latencies() -> None:
         await latency_topic.send(key=record.method.encode(), value=encode(record))
         if record.variant and record.method != "Embed":
             await send_guard_sample(GuardSample(
-                variant=record.variant, config_version=record.config_version, kind="call",
-                at=record.at, latency_ms=record.latency_ms))
+                variant=record.variant, config_version=record.config_version,
+                kind="error" if record.error else "call", at=record.at,
+                latency_ms=record.latency_ms))
 
 
 @app.agent(latency_topic)
@@ -130,7 +131,7 @@ async def count_latencies(stream: Any) -> None:
     async for event in stream.events():
         metrics.received(STAGE, event.message.topic)
         latency = await decode_or_dead_letter(QueryLatency, event, deadletters, STAGE)
-        if latency is None:
+        if latency is None or latency.error:
             continue
         latencies[table_key(latency.method, bucket_of(latency.latency_ms))] += 1
 

@@ -6,6 +6,7 @@ Status codes with reasons come from one interceptor (services/inference/api/stat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -25,12 +26,13 @@ from services.inference.cache.key import scope_of
 from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
 from services.inference.config.live import LiveConfig
 from services.inference.engine import QueryEngine
+from services.inference.errors import NoShardsError
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import StatsView, check_filter
-from shared.batching.queue import BULK
+from shared.batching.queue import BULK, QueueFullError
 from shared.contract.query_config import VARIANT_NAME
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -45,7 +47,9 @@ FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"
 # (chunk id, kind, variant, config version) of one click or skip
 FeedbackSink = Callable[[str, str, str, int], Awaitable[None]]
 # (method, seconds, variant, config version) of a finished call
-LatencySink = Callable[[str, float, str, int], None]
+# (method, seconds, variant, config version, failed): a failed call is one that found no
+# shards or no queue room, counted against its variant by the SLO guard.
+LatencySink = Callable[[str, float, str, int, bool], None]
 LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
 TIMED_METHODS = ("Query", "StreamQuery", "Retrieve", "Embed")
 STATS_WINDOWS = {pb.STATS_WINDOW_MINUTE: "minute", pb.STATS_WINDOW_HOUR: "hour"}
@@ -69,15 +73,17 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
         started = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
-            found = await self._retrieve(await self._params(request, context), context)
-            retrieval = found.retrieval
-            if found.choice is not None and found.answer is not None:
-                choice, answer = found.choice, found.answer
-            else:
-                choice = self.engine.choose_mode(
-                    retrieval.params, _time_left(context, request.deadline_ms, started))
-                answer = await self.engine.answer(retrieval, choice)
-                self.cache.store_answer(found, choice, answer)
+            params = await self._params(request, context)
+            async with self._failures("Query", started, params):
+                found = await self._retrieve(params, context)
+                retrieval = found.retrieval
+                if found.choice is not None and found.answer is not None:
+                    choice, answer = found.choice, found.answer
+                else:
+                    choice = self.engine.choose_mode(
+                        retrieval.params, _time_left(context, request.deadline_ms, started))
+                    answer = await self.engine.answer(retrieval, choice)
+                    self.cache.store_answer(found, choice, answer)
         self._finished("Query", started, found.outcome, retrieval.params)
         return convert.query_response(retrieval, answer, choice)
 
@@ -85,7 +91,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
         started = last = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
-            found = await self._retrieve(await self._params(request, context), context)
+            params = await self._params(request, context)
+            async with self._failures("StreamQuery", started, params):
+                found = await self._retrieve(params, context)
             retrieval = found.retrieval
             if found.choice is not None and found.answer is not None:
                 choice = found.choice
@@ -122,7 +130,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             served = self.live.serve(_caller(context, request.client_id), request.question)
             params = replace(convert.retrieve_params(request, served.settings, time.time()),
                              served=served)
-            found = await self._retrieve(params, context, call="retrieve")
+            async with self._failures("Retrieve", started, params):
+                found = await self._retrieve(params, context, call="retrieve")
         self._finished("Retrieve", started, found.outcome, params)
         return convert.retrieve_response(found.retrieval)
 
@@ -181,7 +190,20 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         if self.latency_sink is not None:
             served = None if params is None else params.served
             self.latency_sink(method, seconds, served.variant if served else "",
-                              served.version if served else 0)
+                              served.version if served else 0, False)
+
+    @contextlib.asynccontextmanager
+    async def _failures(self, method: str, started: float, params: QueryParams,
+                        ) -> AsyncIterator[None]:
+        """A call that finds no shards or no queue room is its variant's error (the SLO
+        guard's error rate); a caller's mistake or a deadline is not the variant's."""
+        try:
+            yield
+        except (NoShardsError, QueueFullError):
+            if self.latency_sink is not None and params.served is not None:
+                self.latency_sink(method, time.perf_counter() - started,
+                                  params.served.variant, params.served.version, True)
+            raise
 
     def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
         s = self.engine.settings

@@ -30,6 +30,9 @@ class QueryLatency(Record):
     # The query configuration version and variant that served the call ("", 0: none).
     variant: str = Field(default="", max_length=32)
     config_version: int = Field(default=0, ge=0)
+    # The call failed (no shards answered, a full queue): the SLO guard's error rate. The
+    # latency table counts finished calls only, as it did before failures were sent.
+    error: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,10 @@ class LatencyBuffer:
     items: deque[QueryLatency] = field(default_factory=lambda: deque(maxlen=BUFFER_MAX))
 
     def record(self, method: str, seconds: float, variant: str = "",
-               config_version: int = 0) -> None:
+               config_version: int = 0, error: bool = False) -> None:
         self.items.append(QueryLatency(method=method, latency_ms=seconds * 1000.0,
                                        at=self.now(), variant=variant,
-                                       config_version=config_version))
+                                       config_version=config_version, error=error))
 
     def drain(self) -> list[QueryLatency]:
         out = list(self.items)

@@ -106,3 +106,35 @@ def test_search_knobs_reach_the_shards_per_variant() -> None:
         else:
             assert query.text == "disk usage" and query.fusion is not None
             assert query.fusion.dense_weight == 2.0
+
+
+def test_a_call_no_shard_answers_is_its_variants_error_and_a_bad_question_is_not() -> None:
+    buffer = LatencyBuffer(lambda: 0.0)
+
+    async def go() -> list[grpc.StatusCode]:
+        settings = InferenceSettings(grpc_port=0, grace_s=0, shard_timeout_s=0.05)
+        runtime = InferenceRuntime(settings, KafkaSettings(),
+                                   search=FakeSearch(CHUNKS, silent=frozenset(range(4))),
+                                   encoder_factory=WordEncoder, latency_sink=buffer.record)
+        await runtime.start()
+        codes = []
+        try:
+            runtime.live.offer(record(4, {}, {"only": {"weight": 1}}))
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
+                await until_status(channel, SERVING)
+                for call in (stub(channel).Retrieve(pb.RetrieveRequest(question="disk")),
+                             stub(channel).Query(pb.QueryRequest(question="disk")),
+                             stub(channel).Query(pb.QueryRequest(question=""))):
+                    try:
+                        await call
+                    except grpc.aio.AioRpcError as exc:
+                        codes.append(exc.code())
+            return codes
+        finally:
+            await runtime.stop()
+    codes = asyncio.run(go())
+    # grpc.aio starts each call when it is made: the three run at once, in any order.
+    assert codes == [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAVAILABLE,
+                     grpc.StatusCode.INVALID_ARGUMENT]
+    assert sorted((r.method, r.variant, r.config_version, r.error) for r in buffer.drain()) == [
+        ("Query", "only", 4, True), ("Retrieve", "only", 4, True)]
