@@ -20,6 +20,7 @@ from services.inference.guard.objectives import Figures, Objectives, judge, refe
 from shared.contract.query_config import BASE, QueryConfig
 
 AUTHOR = "slo-guard"
+KEEP_STABLE = 32  # versions judged stable kept as rollback targets, newest
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class Guard:
         if same and config is not None and window and not any(verdicts.values()) \
                 and not _stops_routing(config):
             self._stable[version] = config
+            for old in sorted(self._stable)[:-KEEP_STABLE]:
+                del self._stable[old]
         self._count(start, end, window, verdicts, config)
         if self._open is not None:
             return self._after_grace(end, config)
