@@ -14,7 +14,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from services.inference.cache.serve import HIT, REVALIDATED
@@ -86,8 +86,15 @@ async def scenario(in_process: bool, size: int, ops: list[tuple[Any, ...]]) -> N
                 make(w, op)
 
 
+ASK = ("query", QUESTIONS[0], 1, None)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.booleans(), st.integers(1, 4), st.lists(operation, min_size=1, max_size=40))
+# Every outcome, whatever the draws (the random ones may miss one in a run):
+@example(True, 4, [ASK, ASK])  # miss, then a hit from the in-process shards
+@example(False, 4, [ASK, ASK])  # miss, then revalidated through the broker
+@example(False, 4, [ASK, ("upsert", "d0", TEXTS[3]), ASK])  # the index changed: invalidated
 def no_served_answer_differs(in_process: bool, size: int, ops: list[tuple[Any, ...]]) -> None:
     asyncio.run(scenario(in_process, size, ops))
 
