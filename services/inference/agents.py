@@ -31,7 +31,8 @@ changelog) and the guard move to another instance at the rebalance; no second el
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from faust.types import TP
 
@@ -69,7 +70,7 @@ from services.inference.telemetry.latency import (
 from services.inference.telemetry.streamstats import WindowCounts, rows, stat_key, window_instant
 from shared.contract.codec import encode
 from shared.contract.dlq import decode_or_dead_letter
-from shared.contract.records import DriftReport, Feedback, GuardIncident, StreamCounts
+from shared.contract.records import DriftReport, Feedback, GuardIncident, Record, StreamCounts
 from shared.contract.topics import GUARD_SAMPLES
 from shared.kafka.config_log import KafkaConfigLog
 from shared.worker import metrics
@@ -96,13 +97,22 @@ async def publish_feedback(chunk_id: str, kind: str, variant: str, config_versio
                                             kind=kind, at=record.at))
 
 
-@app.agent(feedback_topic)
-async def count_feedback(stream: Any) -> None:
+R = TypeVar("R", bound=Record)
+
+
+async def decoded(stream: Any, record_type: type[R]) -> AsyncIterator[R]:
+    """The records of one of this service's streams, each counted in; a record that does not
+    decode is dead-lettered (with its reason) and skipped."""
     async for event in stream.events():
         metrics.received(STAGE, event.message.topic)
-        record = await decode_or_dead_letter(Feedback, event, deadletters, STAGE)
-        if record is None:
-            continue
+        record = await decode_or_dead_letter(record_type, event, deadletters, STAGE)
+        if record is not None:
+            yield record
+
+
+@app.agent(feedback_topic)
+async def count_feedback(stream: Any) -> None:
+    async for record in decoded(stream, Feedback):
         table = clicks if record.kind == "click" else skips
         table[record.chunk_id] += 1
 
@@ -128,10 +138,8 @@ async def send_latencies() -> None:
 
 @app.agent(latency_topic)
 async def count_latencies(stream: Any) -> None:
-    async for event in stream.events():
-        metrics.received(STAGE, event.message.topic)
-        latency = await decode_or_dead_letter(QueryLatency, event, deadletters, STAGE)
-        if latency is None or latency.error:
+    async for latency in decoded(stream, QueryLatency):
+        if latency.error:
             continue
         latencies[table_key(latency.method, bucket_of(latency.latency_ms))] += 1
 
@@ -146,11 +154,7 @@ async def send_incident(incident: GuardIncident) -> None:
 
 @app.agent(guard_samples_topic)
 async def count_guard_samples(stream: Any) -> None:
-    async for event in stream.events():
-        metrics.received(STAGE, event.message.topic)
-        sample = await decode_or_dead_letter(GuardSample, event, deadletters, STAGE)
-        if sample is None:
-            continue
+    async for sample in decoded(stream, GuardSample):
         for key in table_keys(sample):
             guard_windows[key] += 1
 
@@ -177,11 +181,7 @@ async def guard_tick() -> None:
 
 @app.agent(stats_topic)
 async def count_stream_stats(stream: Any) -> None:
-    async for event in stream.events():
-        metrics.received(STAGE, event.message.topic)
-        record = await decode_or_dead_letter(StreamCounts, event, deadletters, STAGE)
-        if record is None:
-            continue
+    async for record in decoded(stream, StreamCounts):
         for kind, n in record.counts.items():
             key = stat_key(record.source, record.domain, kind)
             stats_minute[key] += n
@@ -190,11 +190,7 @@ async def count_stream_stats(stream: Any) -> None:
 
 @app.agent(drift_topic)
 async def keep_drift(stream: Any) -> None:
-    async for event in stream.events():
-        metrics.received(STAGE, event.message.topic)
-        report = await decode_or_dead_letter(DriftReport, event, deadletters, STAGE)
-        if report is None:
-            continue
+    async for report in decoded(stream, DriftReport):
         key = drift_key(report)
         drift_latest[key] = merge(drift_latest[key], report)
 

@@ -126,36 +126,30 @@ class Boundary:
         stage = metrics.current_stage.set(self.stage)  # the sends inside are this stage's
         started = time.perf_counter()
         with spans.record(self.stage, event.message, operation):
-            async with self._guarded(event, token, stage, started):
+            try:
                 yield
-
-    @asynccontextmanager
-    async def _guarded(self, event: Any, token: Any, stage: Any,
-                       started: float) -> AsyncIterator[None]:
-        try:
-            yield
-        except InvalidInput as exc:
-            await self._dead_letter(exc, event)
-        except Exception as exc:  # noqa: BLE001 - sorted below, fatal ones stop the worker
-            if is_fatal(exc):
-                if await self._gave_up(exc, event):
-                    return
-                self._fatal(exc, event)
-                raise
-            INTERNAL.labels(self.stage, type(exc).__name__).inc()
-            msg = event.message
-            log.error("internal error in %s on %s/%s@%s: %s at %s; record dead-lettered",
-                      self.stage, msg.topic, msg.partition, msg.offset, type(exc).__name__,
-                      _where(exc))
-            await self._dead_letter(
-                InvalidInput("internal_error", detail=type(exc).__name__), event)
-        else:
-            if poison.journal.entries:  # it failed before and got through this time
-                poison.journal.forget(self.stage, event.message)
-        finally:
-            metrics.handled(self.stage, time.perf_counter() - started)
-            metrics.current_stage.reset(stage)
-            heartbeat.in_hand.leave(token)
+            except InvalidInput as exc:
+                await self._dead_letter(exc, event)
+            except Exception as exc:  # noqa: BLE001 - sorted below, fatal ones stop the worker
+                if is_fatal(exc):
+                    if await self._gave_up(exc, event):
+                        return
+                    self._fatal(exc, event)
+                    raise
+                INTERNAL.labels(self.stage, type(exc).__name__).inc()
+                msg = event.message
+                log.error("internal error in %s on %s/%s@%s: %s at %s; record dead-lettered",
+                          self.stage, msg.topic, msg.partition, msg.offset, type(exc).__name__,
+                          _where(exc))
+                await self._dead_letter(
+                    InvalidInput("internal_error", detail=type(exc).__name__), event)
+            else:
+                if poison.journal.entries:  # it failed before and got through this time
+                    poison.journal.forget(self.stage, event.message)
+            finally:
+                metrics.handled(self.stage, time.perf_counter() - started)
+                metrics.current_stage.reset(stage)
+                heartbeat.in_hand.leave(token)
 
     async def give_up(self, key: str, event: Any) -> None:
         """Dead-letter a record that hung or killed the worker MAX_FAILURES times running;
