@@ -32,9 +32,16 @@ MAX_INPUT_BYTES = MIB  # a docs.raw.v1 value (ingest's STREAMRAG_INGEST_MAX_PAYL
 GROWTH = 16  # a derived record may be this many times the input limit
 MAX_RECORD_BYTES = GROWTH * MAX_INPUT_BYTES
 MIN_RECORD_BYTES = 64 * 1024  # below this even a dead letter with its key may not fit
-# A record batch's header (61 bytes) and one record's varints and attributes, with slack:
-# aiokafka compares this estimate plus key and value against max_request_size.
-FRAMING_BYTES = 512
+# The trace context every record carries (shared/tracing/context.py): a `traceparent`
+# header (a 55-byte value) and a `tracestate` of at most MAX_TRACESTATE bytes, each with
+# its name and length varints. aiokafka counts headers against max_request_size too.
+MAX_TRACESTATE = 512  # the W3C limit a receiver must carry; a longer one is dropped
+TRACE_HEADER_BYTES = (1 + len("traceparent") + 1 + 55) + (1 + len("tracestate") + 2
+                                                          + MAX_TRACESTATE)
+# A record batch's header (61 bytes) and one record's varints and attributes, with slack,
+# and the trace headers: aiokafka compares this estimate plus key and value against
+# max_request_size.
+FRAMING_BYTES = 512 + TRACE_HEADER_BYTES
 
 DERIVED_TOO_LARGE = "derived_too_large"
 

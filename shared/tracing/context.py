@@ -20,11 +20,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from shared.contract.sizes import MAX_TRACESTATE  # record sizes leave room for it
+
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 # version-traceid-parentid-flags; a later version may append fields after a dash.
 _PARENT = re.compile(rb"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
-MAX_TRACESTATE = 512  # the spec's limit a receiver must be able to carry
 
 
 @dataclass(frozen=True, slots=True)

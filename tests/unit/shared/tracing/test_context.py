@@ -81,3 +81,21 @@ def test_a_record_without_context_gets_a_new_unsampled_trace_and_keeps_its_own_o
     assert parse(context.continued([], sampled_if_new=True)[0]).sampled  # type: ignore[union-attr]
     own = f"00-{TID}-{SID}-01".encode()
     assert context.continued([("traceparent", own), ("tracestate", b"k=v")]) == (own, b"k=v")
+
+
+def test_a_record_at_the_size_limit_still_fits_with_the_largest_trace_context() -> None:
+    """Every record carries the trace headers: a value the size check lets through must
+    still pass the producer's own estimate (headers included) with the largest ones."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from shared.contract import sizes
+
+    key = b"k" * (sizes.MAX_ID_CHARS + 64)
+    pair = (f"00-{TID}-{SID}-01".encode(), b"v" * sizes.MAX_TRACESTATE)
+    assert context.from_headers([("traceparent", pair[0]), ("tracestate", pair[1])])[1] \
+        == pair[1]  # carried onward at the limit
+    for limit in (sizes.MIN_RECORD_BYTES, sizes.MAX_RECORD_BYTES):
+        value = b"x" * sizes.value_limit(key, limit)
+        headers = with_trace([("streamrag-kind", b"truncate")], pair)
+        estimate = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+        assert estimate <= limit, (limit, estimate)
