@@ -40,7 +40,8 @@ class Asker:
     async def scatter(self, q: np.ndarray, top_k: int, domain: str | None) -> list[SearchReply]:
         """The replies of every shard that answered within 10 s, by partition."""
         rid = uuid.uuid4().hex
-        spec = SearchSpec(query_id="q", vector=encode_vector(q), top_k=top_k, domain=domain)
+        spec = SearchSpec(query_id="q", vector=encode_vector(q), top_k=top_k, domain=domain,
+                          all_access=True)
         for p in range(PARTITIONS):
             req = SearchRequest(request_id=rid, partition=p, model_id=self.model, dim=self.dim,
                                 deadline=time.time() + 10, queries=(spec,))

@@ -54,6 +54,10 @@ class Document(Record):
     # The source declared that its ids live in a space other sources share (a mapping's
     # id_space): only then may a document id move between sources (ingest's dedup).
     shared_id: bool = False
+    # Access labels (shared.contract.access): who may read this document and every chunk of
+    # it. () is deny by default (only an all-access caller reads it); ingest fills in the
+    # configured default when the input names none.
+    acl: tuple[str, ...] = ()
 
 
 class TableTruncate(Record):
@@ -98,6 +102,7 @@ class ChunkSet(Record):
     event_time: float
     ingest_time: float
     chunks: tuple[Chunk, ...] = ()
+    acl: tuple[str, ...] = ()  # the document version's access labels, for every chunk
 
 
 class EmbeddedChunk(Chunk):
@@ -119,6 +124,7 @@ class EmbeddedChunkSet(Record):
     model_id: str
     dim: int
     chunks: tuple[EmbeddedChunk, ...] = ()
+    acl: tuple[str, ...] = ()  # the document version's access labels, for every chunk
 
 
 class SearchSpec(BaseModel):
@@ -134,6 +140,11 @@ class SearchSpec(BaseModel):
     until: float | None = None
     domain: str | None = None
     source: str | None = None
+    # Who asks (shared.contract.access.Access): the shard admits a chunk only when one of
+    # `groups` is among its labels, in the same mask as the filters above, or every chunk
+    # when `all_access`. The defaults admit public documents only (fail closed).
+    groups: tuple[str, ...] = ("public",)
+    all_access: bool = False
 
 
 class SearchRequest(Record):
@@ -165,6 +176,9 @@ class SearchHit(BaseModel):
     domain: str
     source: str
     lexical: float = 0.0  # BM25 of the chunk for the question's text (hybrid search)
+    # The chunk's access labels: the shard's columns and snapshots keep them with the hit;
+    # inference never shows them to a caller.
+    acl: tuple[str, ...] = ()
 
 
 class QueryHits(BaseModel):

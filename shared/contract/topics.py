@@ -97,6 +97,12 @@ SEARCH_REPLIES = TopicSpec("search.replies.v1", "request id", "records.SearchRep
 AUDIT_BATCHES = TopicSpec("audit.batches.v1", "partition of docs.normalized.v1",
                           "records.AuditBatch", retention_ms=FOREVER, evidence=True,
                           doc="One record per redaction micro-batch.")
+AUDIT_QUERIES = TopicSpec(
+    "audit.queries.v1", "query id", "records.QueryAudit", retention_ms=FOREVER, evidence=True,
+    doc="One record per answered query: who asked (principal and grants), when, the "
+        "question's hash, the chunks cited and the answer mode; batched into the audit trail "
+        "like documents, so an auditor can prove who was shown what.",
+)
 LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", partitions=1,
                            retention_ms=FOREVER, evidence=True,
                            doc="The on-chain transaction that anchored each audit batch.")
@@ -148,8 +154,8 @@ GUARD_INCIDENTS = TopicSpec(
 
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
-    SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, LEDGER_ANCHORS, DEADLETTER_RAW, DEADLETTER,
-    FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS, CONFIG_QUERY,
+    SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS,
+    DEADLETTER_RAW, DEADLETTER, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS, CONFIG_QUERY,
     GUARD_SAMPLES, GUARD_INCIDENTS,
 )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.inference.search.fusion import Fusion
+from shared.contract.access import Access
 from shared.contract.records import SearchRequest, SearchSpec, encode_vector
 
 
@@ -28,7 +29,8 @@ class SearchQuery:
     # Hybrid search: the question for the shards' BM25, and how to fuse ("": dense only).
     text: str = ""
     fusion: Fusion | None = None
-
+    # What the caller may read; every shard applies it inside its filter mask.
+    access: Access = Access.everything()
 
 
 def build_requests(
@@ -43,7 +45,8 @@ def build_requests(
     specs = tuple(
         SearchSpec(query_id=query_id, vector=encode_vector(q.vector), top_k=q.top_k,
                    since=q.since, until=q.until, domain=q.domain, source=q.source,
-                   text=q.text)
+                   text=q.text, groups=tuple(sorted(q.access.grants)),
+                   all_access=q.access.all_access)
         for query_id, q in queries
     )
     return [

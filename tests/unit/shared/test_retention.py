@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import (
     AUDIT_BATCHES,
+    AUDIT_QUERIES,
     CHUNKS,
     DOCS_NORMALIZED,
     DOCS_REDACTED,
@@ -22,7 +23,7 @@ from shared.kafka.admin import contract_specs, evidence_config_problems
 
 def test_the_evidence_topics_are_what_a_proof_reads() -> None:
     assert {t.name for t in TOPICS if t.evidence} == {
-        DOCS_REDACTED.name, AUDIT_BATCHES.name, LEDGER_ANCHORS.name}
+        DOCS_REDACTED.name, AUDIT_BATCHES.name, AUDIT_QUERIES.name, LEDGER_ANCHORS.name}
 
 
 def test_evidence_is_kept_forever_by_default_by_time_and_size() -> None:
@@ -38,7 +39,7 @@ def test_the_setting_sets_the_evidence_topics_and_leaves_the_others_alone() -> N
     days_400 = 400 * 86_400_000
     specs = {s.name: s for s in contract_specs(AuditRetentionSettings(retention_ms=days_400))}
     assert {n for n, s in specs.items() if s.retention_ms == days_400} == {
-        DOCS_REDACTED.name, AUDIT_BATCHES.name, LEDGER_ANCHORS.name}
+        DOCS_REDACTED.name, AUDIT_BATCHES.name, AUDIT_QUERIES.name, LEDGER_ANCHORS.name}
     assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
     assert "retention.bytes" not in specs[DOCS_NORMALIZED.name].broker_config()
     assert "retention.ms" not in specs[CHUNKS.name].broker_config()  # compacted
