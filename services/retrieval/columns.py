@@ -1,4 +1,10 @@
-"""Chunk metadata as numpy columns aligned with FAISS ids, so filters are vectorised masks."""
+"""Chunk metadata as numpy columns aligned with FAISS ids, so filters are vectorised masks.
+
+Access labels are a column too: one packed bitmap over slots per label (bit set: the chunk
+carries the label), so a caller's grants become a mask by OR-ing a handful of bitmaps, the
+same mask that time, domain and source narrow. 1,000 groups over 100k slots cost 12.5 MB;
+a caller in 5 groups ORs 7 bitmaps of 12.5 KB (its groups, PUBLIC, its user label).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.contract.access import Access
 from shared.contract.records import SearchHit
+
+EVERYTHING = Access.everything()
 
 
 @dataclass(frozen=True)
@@ -15,12 +24,17 @@ class Filters:
     until: float | None = None
     domain: str | None = None
     source: str | None = None
+    # Who asks. The default reads everything so in-process callers (benchmarks) keep working;
+    # a search request never uses it: search.py builds the access from the request, whose own
+    # default is public-only.
+    access: Access = EVERYTHING
 
     def admits(self, hit: SearchHit) -> bool:
         return ((self.since is None or hit.event_time >= self.since)
                 and (self.until is None or hit.event_time <= self.until)
                 and (self.domain is None or hit.domain == self.domain)
-                and (self.source is None or hit.source == self.source))
+                and (self.source is None or hit.source == self.source)
+                and self.access.admits(hit.acl))
 
     @property
     def empty(self) -> bool:
@@ -42,6 +56,10 @@ class Columns:
         self.hits: list[SearchHit | None] = []
         self.free: list[int] = []
         self.codes: dict[str, dict[str, int]] = {"domain": {}, "source": {}}
+        # label -> packed little-endian bitmap over slots (grown only as far as its highest
+        # slot) and how many slots carry it, so a label no chunk carries any more is dropped.
+        self.labels: dict[str, np.ndarray] = {}
+        self.label_count: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.hits) - len(self.free)
@@ -74,8 +92,25 @@ class Columns:
         self.domain[slot] = self._code("domain", hit.domain)
         self.source[slot] = self._code("source", hit.source)
         self.live[slot] = True
+        byte, bit = slot >> 3, np.uint8(1 << (slot & 7))
+        for label in hit.acl:
+            bitmap = self.labels.get(label)
+            if bitmap is None or byte >= len(bitmap):
+                grown = np.zeros(max(128, 2 * (byte + 1)), dtype="uint8")
+                if bitmap is not None:
+                    grown[:len(bitmap)] = bitmap
+                bitmap = self.labels[label] = grown
+            bitmap[byte] |= bit
+            self.label_count[label] = self.label_count.get(label, 0) + 1
 
     def remove(self, slot: int) -> None:
+        hit = self.hits[slot]
+        byte, keep = slot >> 3, np.uint8(0xFF ^ (1 << (slot & 7)))
+        for label in hit.acl if hit is not None else ():
+            self.labels[label][byte] &= keep
+            self.label_count[label] -= 1
+            if not self.label_count[label]:
+                del self.labels[label], self.label_count[label]
         self.hits[slot] = None
         self.live[slot] = False
         self.free.append(slot)
@@ -94,10 +129,30 @@ class Columns:
     def _code(self, column: str, value: str) -> int:
         return self.codes[column].setdefault(value, len(self.codes[column]))
 
-    def mask(self, filters: Filters) -> np.ndarray:
-        """Admitted live slots as a boolean array of length `size`."""
+    def access_mask(self, access: Access) -> np.ndarray:
+        """Live slots the caller may read: all with `all_access`, else those carrying one
+        of its grants (a grant no chunk carries adds nothing; a chunk without labels is
+        never among them)."""
         n = self.size
-        mask = self.live[:n].copy()
+        if access.all_access:
+            return self.live[:n].copy()
+        packed = np.zeros((n + 7) >> 3, dtype="uint8")
+        for grant in access.grants:
+            bitmap = self.labels.get(grant)
+            if bitmap is not None:
+                m = min(len(bitmap), len(packed))
+                packed[:m] |= bitmap[:m]
+        return np.unpackbits(packed, count=n, bitorder="little").view(bool) & self.live[:n]
+
+    def permitted(self, access: Access) -> int:
+        """How many live chunks the caller may read."""
+        return len(self) if access.all_access else int(self.access_mask(access).sum())
+
+    def mask(self, filters: Filters) -> np.ndarray:
+        """Admitted live slots (readable by the caller, inside the filters) as a boolean
+        array of length `size`."""
+        n = self.size
+        mask = self.access_mask(filters.access)
         if filters.since is not None:
             mask &= self.event_time[:n] >= filters.since
         if filters.until is not None:

@@ -69,7 +69,8 @@ class Shard:
         slots = [self.columns.add(SearchHit(
             chunk_id=c.chunk_id, doc_id=update.doc_id, version=update.version, score=0.0,
             event_time=update.event_time, text=c.text, title=update.title,
-            domain=update.domain, source=update.source)) for c in update.chunks]
+            domain=update.domain, source=update.source, acl=update.acl))
+            for c in update.chunks]
         self.vectors.add(np.array(slots, dtype="int64"), vectors)
         if self.lexical is not None:
             for slot, c in zip(slots, update.chunks, strict=True):
@@ -97,16 +98,20 @@ class Shard:
 
     def search(self, vector: np.ndarray, top_k: int, filters: Filters,
                text: str = "") -> list[SearchHit]:
-        """The dense top k; with `text` and a lexical index, also the BM25 top k (see above)."""
+        """The dense top k; with `text` and a lexical index, also the BM25 top k (see above).
+
+        Only chunks `filters.access` may read are candidates (the mask goes into FAISS and
+        BM25, so the top k is filled with readable chunks); hits leave without their labels.
+        """
         if not len(self.columns):
             return []
         mask = None if filters.empty else self.columns.mask(filters)
         found = self.vectors.search(vector, top_k, mask, self.strategy)
         hits = self.columns.hits
         if text and self.lexical is not None:
-            out = self._hybrid(vector, text, top_k, mask, found)
+            out = self._hybrid(vector, text, top_k, mask, found, filters)
         else:
-            out = [hit.model_copy(update={"score": score}) for score, slot in found
+            out = [hit.model_copy(update={"score": score, "acl": ()}) for score, slot in found
                    if (hit := hits[slot]) is not None]
         kept = [hit for hit in out if travels(hit)]
         if len(kept) < len(out):
@@ -117,10 +122,13 @@ class Shard:
 
 
     def _hybrid(self, vector: np.ndarray, text: str, top_k: int, mask: np.ndarray | None,
-                found: list[tuple[float, int]]) -> list[SearchHit]:
+                found: list[tuple[float, int]], filters: Filters) -> list[SearchHit]:
         assert self.lexical is not None
         size = self.columns.size
-        bm25 = self.lexical.scores(text, size)
+        # BM25's corpus statistics (documents, document frequencies, mean length) over the
+        # chunks the caller may read, so no score moves with a chunk it may not.
+        corpus = None if filters.access.all_access else self.columns.access_mask(filters.access)
+        bm25 = self.lexical.scores(text, size, corpus)
         dense = {slot: score for score, slot in found}
         live = self.columns.live[:size] if mask is None else mask[:size]
         ranked = np.flatnonzero((bm25 > 0) & live)
@@ -132,7 +140,7 @@ class Shard:
             dense.update(zip(extra.tolist(), (self.vectors.vectors_of(extra) @ q).tolist(),
                              strict=True))
         hits = self.columns.hits
-        return [hit.model_copy(update={"score": score, "lexical": float(bm25[slot])})
+        return [hit.model_copy(update={"score": score, "lexical": float(bm25[slot]), "acl": ()})
                 for slot, score in dense.items() if (hit := hits[slot]) is not None]
 
 

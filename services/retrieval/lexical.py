@@ -68,22 +68,36 @@ class LexicalIndex:
             self.total_length -= self.lengths[slot]
             self.lengths[slot] = 0.0
 
-    def scores(self, query: str, size: int) -> np.ndarray:
-        """BM25 of every slot below `size` for `query` (0 where no term matches)."""
+    def scores(self, query: str, size: int, corpus: np.ndarray | None = None) -> np.ndarray:
+        """BM25 of every slot below `size` for `query` (0 where no term matches).
+
+        With `corpus` (a boolean mask over slots), only those slots are scored and the
+        statistics (N, document frequency, mean length) count only them: the scores are
+        those of an index holding nothing else (a caller's readable chunks)."""
         out = np.zeros(size, dtype="float64")
-        n = len(self.slot_terms)
-        if not n:
+        if corpus is None:
+            n, total = len(self.slot_terms), self.total_length
+        else:
+            corpus = corpus[:size]  # live slots, every one of them indexed here
+            n, total = int(corpus.sum()), float(self.lengths[:size][corpus].sum())
+        if not n or total <= 0:
             return out
-        norm = self.k1 * (1 - self.b + self.b * self.lengths[:size] / (self.total_length / n))
+        norm = self.k1 * (1 - self.b + self.b * self.lengths[:size] / (total / n))
         for term in set(terms(query)):
             posting = self.postings.get(term)
             if not posting:
                 continue
-            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
             slots = np.fromiter(posting.keys(), dtype="int64", count=len(posting))
             tfs = np.fromiter(posting.values(), dtype="float64", count=len(posting))
             inside = slots < size
             slots, tfs = slots[inside], tfs[inside]
+            if corpus is not None:
+                readable = corpus[slots]
+                slots, tfs = slots[readable], tfs[readable]
+            if not len(slots):
+                continue
+            df = len(posting) if corpus is None else len(slots)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             out[slots] += idf * tfs / (tfs + norm[slots])
         return out
 

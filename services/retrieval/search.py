@@ -14,6 +14,7 @@ import numpy as np
 from services.retrieval.index import Filters, Shard
 from services.retrieval.shards import Shards
 from shared.contract import sizes
+from shared.contract.access import Access
 from shared.contract.codec import encode
 from shared.contract.records import (
     QueryHits,
@@ -49,10 +50,25 @@ def answer(shards: Shards, req: SearchRequest, partition: int) -> SearchReply:
                            error="model_mismatch")
     if not shards.caught_up(req.model_id, partition):
         return SearchReply(request_id=req.request_id, partition=partition,
-                           shard_size=len(shard), error="catching_up")
+                           shard_size=shard_size(shard, req), error="catching_up")
     return SearchReply(request_id=req.request_id, partition=partition,
                        results=tuple(search_one(shard, q) for q in req.queries),
-                       shard_size=len(shard))
+                       shard_size=shard_size(shard, req))
+
+
+def access_of(spec: SearchSpec) -> Access:
+    """The asker's access exactly as the request states it (its grants are not widened)."""
+    return Access(frozenset(spec.groups), spec.all_access)
+
+
+def shard_size(shard: Shard, req: SearchRequest) -> int:
+    """The chunks here that every query of the batch may read: the whole shard for
+    all-access askers, never a count that includes a chunk one of the askers may not read."""
+    accesses = {access_of(q) for q in req.queries}
+    if all(a.all_access for a in accesses):
+        return len(shard)
+    masks = [shard.columns.access_mask(a) for a in accesses]
+    return int(np.logical_and.reduce(masks).sum())
 
 
 def search_one(shard: Shard, spec: SearchSpec) -> QueryHits:
@@ -65,7 +81,7 @@ def search_one(shard: Shard, spec: SearchSpec) -> QueryHits:
     if vector.shape != (shard.dim,) or not np.isfinite(vector).all():
         return QueryHits(query_id=spec.query_id, error="invalid_vector")
     filters = Filters(since=spec.since, until=spec.until, domain=spec.domain,
-                      source=spec.source)
+                      source=spec.source, access=access_of(spec))
     return QueryHits(query_id=spec.query_id,
                      hits=tuple(shard.search(vector, spec.top_k, filters, spec.text)))
 

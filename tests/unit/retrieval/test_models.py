@@ -176,7 +176,8 @@ def test_a_dropped_model_is_deleted_and_no_longer_indexed(tmp_path: Path) -> Non
 
 
 def request(model: str, dim: int) -> SearchRequest:
-    spec = SearchSpec(query_id="q", vector=encode_vector(unit(1, dim)), top_k=5)
+    spec = SearchSpec(query_id="q", vector=encode_vector(unit(1, dim)), top_k=5,
+                      all_access=True)  # this module is about models, not access
     return SearchRequest(request_id="r", partition=0, model_id=model, dim=dim, deadline=0.0,
                          queries=(spec,))
 
