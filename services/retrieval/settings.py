@@ -40,6 +40,9 @@ class RetrievalSettings(ServiceSettings):
     # How filtered searches work: selector (an id bitmap from the filter columns) or
     # overfetch (search wider, then filter).
     filter_strategy: Literal["selector", "overfetch"] = "selector"
+    # A filtered search admitting at most this many chunks (a rare filter, a caller who may
+    # read few documents) scores exactly those, brute force: exact recall; 0: never.
+    exact_below: int = Field(default=4096, ge=0)
     # Seconds between snapshots of each shard to <data_dir>/retrieval-shards/, from which a
     # restarted shard resumes.
     snapshot_interval_s: float = Field(default=30.0, gt=0)
@@ -94,4 +97,5 @@ class RetrievalSettings(ServiceSettings):
 
     def index_config(self) -> IndexConfig:
         return IndexConfig(ivf_threshold=self.ivf_threshold, nlist_factor=self.ivf_nlist_factor,
-                           nprobe=self.nprobe, use_gpu=self.use_gpu)
+                           nprobe=self.nprobe, use_gpu=self.use_gpu,
+                           exact_below=self.exact_below)
