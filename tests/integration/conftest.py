@@ -82,3 +82,28 @@ def anvil(tmp_path: Path) -> Iterator[Anvil]:
     (modules that need needs_anvil mark themselves)."""
     with running_anvil(tmp_path) as node:
         yield node
+
+
+# scripts/test runs the integration tests as two pytest processes side by side, split by the
+# session mesh a test needs, so that each mesh starts once: "mesh" takes every test on the
+# multi-process session mesh (and each_mode's processes half), "rest" the one-process mesh's
+# and every test that starts meshes of its own. Unset: every test, as a plain pytest run.
+GROUPS = ("mesh", "rest")
+
+
+def test_group(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "each_mode" in callspec.params:
+        return "mesh" if callspec.params["each_mode"] == "processes" else "rest"
+    return "mesh" if "mesh" in getattr(item, "fixturenames", ()) else "rest"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group = os.environ.get("STREAMRAG_TEST_GROUP", "")
+    if not group:
+        return
+    if group not in GROUPS:
+        raise pytest.UsageError(f"STREAMRAG_TEST_GROUP={group!r}: one of {', '.join(GROUPS)}")
+    keep = [item for item in items if test_group(item) == group]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
