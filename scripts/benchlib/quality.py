@@ -387,6 +387,7 @@ async def _shard_runs(mesh: Any, c: Collection, chunk_k: int, qvecs: np.ndarray,
     """Dense and default-hybrid runs straight from the mesh's shards (inference's client)."""
     from services.inference.search.client import SearchClient
     from services.inference.search.scatter import SearchQuery
+    from shared.contract.access import Access
     from shared.encoder.model import MODEL_DIM
     from shared.settings import KafkaSettings
 
@@ -400,7 +401,8 @@ async def _shard_runs(mesh: Any, c: Collection, chunk_k: int, qvecs: np.ndarray,
             for name, ask in (("dense", ""), ("hybrid", text)):
                 t0 = time.perf_counter()
                 result = await client.search(SearchQuery(
-                    vec, MODEL_ID, MODEL_DIM, chunk_k, text=ask, fusion=fusion), 30)
+                    vec, MODEL_ID, MODEL_DIM, chunk_k, text=ask, fusion=fusion,
+                    access=Access.everything()), 30)
                 out[f"{name}_ms"].append(enc_ms + (time.perf_counter() - t0) * 1000)
                 out[name][q] = documents_by_best_chunk((h.doc_id, h.score) for h in result.hits)
             bar.add()

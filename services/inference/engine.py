@@ -173,7 +173,8 @@ class QueryEngine:
         s = params.settings(self.settings)
         query = SearchQuery(vector, self.encoder.model_id, self.encoder.dim, fetch,
                             params.since, params.until, params.domain, params.source,
-                            params.question if s.hybrid else "", s.fusion())
+                            params.question if s.hybrid else "", s.fusion(),
+                            access=params.access)
         timeout_s = min(s.shard_timeout_s, budget_s)
         result = await self.search.search(query, timeout_s)
         if not result.answered:

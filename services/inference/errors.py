@@ -7,6 +7,9 @@ shared.batching.queue.QueueFullError  (RESOURCE_EXHAUSTED) comes from the batche
 shared.errors.InvalidInput            (INVALID_ARGUMENT)
  +-- OutOfRangeError                  (OUT_OF_RANGE) a valid ask beyond what is kept
  +-- NoGeneratorError                 (FAILED_PRECONDITION) generative asked, none loaded
+ +-- NotFoundError                    (NOT_FOUND) a chunk the caller cannot name: absent, or
+ |                                    not readable by it (the two are indistinguishable)
+ +-- PermissionDeniedError            (PERMISSION_DENIED) a call only all-access callers make
 """
 
 from __future__ import annotations
@@ -31,3 +34,12 @@ class NoGeneratorError(InvalidInput):
 
     def __init__(self, detail: str) -> None:
         super().__init__("no_generator", "answer_mode", detail)
+
+
+class NotFoundError(InvalidInput):
+    """Nothing the caller may read by that name (a chunk that does not exist, or one it may
+    not read: the answer is the same)."""
+
+
+class PermissionDeniedError(InvalidInput):
+    """A call whose answer would count documents the caller may not read."""

@@ -9,11 +9,14 @@ from services.inference.answer.modes import MODES
 from services.inference.config.live import Served
 from services.inference.search.timefilter import parse_window
 from services.inference.settings import InferenceSettings
+from shared.contract.access import Access
 from shared.errors import InvalidInput
 
 MAX_FILTER_CHARS = 256
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 64
+# What a query made without naming its caller's access reads: public documents (fail closed).
+PUBLIC_ONLY = Access.of(None, ())
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class QueryParams:
     # The configuration version and variant the query was routed to (config/live.py);
     # None: the settings alone.
     served: Served | None = field(default=None, compare=False)
+    # What the caller may read (api/principal.py): every shard filters with it, and the
+    # answer cache keeps each scope's answers apart.
+    access: Access = PUBLIC_ONLY
 
     def settings(self, default: InferenceSettings) -> InferenceSettings:
         """The settings this query is served with: its variant's, else `default`."""
@@ -41,6 +47,7 @@ def parse_params(
     settings: InferenceSettings, *, question: str, top_k: int = 0, since: str = "",
     until: str = "", domain: str = "", source: str = "", max_new_tokens: int = 0,
     temperature: float = 0.0, stop: tuple[str, ...] = (), answer_mode: str = "", now: float,
+    access: Access = PUBLIC_ONLY,
 ) -> QueryParams:
     """Validated parameters; raises InvalidInput(reason, field) for the first bad argument."""
     text = question.strip()
@@ -58,7 +65,7 @@ def parse_params(
         domain=_filter(domain, "domain"), source=_filter(source, "source"),
         max_new_tokens=_max_new_tokens(max_new_tokens),
         temperature=_temperature(temperature), stop=_stop(stop),
-        answer_mode=_answer_mode(answer_mode),
+        answer_mode=_answer_mode(answer_mode), access=access,
     )
 
 

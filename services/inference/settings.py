@@ -11,7 +11,9 @@ from pydantic_settings import SettingsConfigDict
 from services.inference.answer.generative import weights
 from services.inference.rerank.folder import check_model_dir
 from services.inference.search.fusion import Fusion
+from shared.contract.access import parse_acl
 from shared.encoder.runtime import EncoderSettings, Runtime
+from shared.errors import InvalidInput
 from shared.settings import ServiceSettings
 
 
@@ -35,8 +37,30 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     tls_cert: Path | None = None
     # TLS private key (PEM) of tls_cert.
     tls_key: Path | None = None
-    # Calls must send "authorization: Bearer <token>" when set (health checks are exempt).
+    # Calls must send "authorization: Bearer <token>" when set (health checks are exempt):
+    # the service account's token (docs/design/access-control.md). With no auth_token and
+    # no JWT key the server is open: every caller reads everything.
     auth_token: SecretStr | None = None
+    # The groups the service account (auth_token) reads, JSON ["payments", ...]; unset: it
+    # reads every document.
+    service_account_groups: tuple[str, ...] | None = None
+    # Signed user tokens (JWT, "authorization: Bearer <jwt>"): the HS256 shared secret.
+    jwt_secret: SecretStr | None = None
+    # The PEM public key (RSA: RS256, EC P-256: ES256) that signs user tokens.
+    jwt_public_key: Path | None = None
+    # A JWKS file of public keys (RS256/ES256) that sign user tokens, chosen by the token's kid.
+    jwt_jwks: Path | None = None
+    # The audience a user token must name (aud); required with any JWT key.
+    jwt_audience: str | None = None
+    # The issuer a user token must name (iss); unset: not checked.
+    jwt_issuer: str | None = None
+    # The claim holding a user's groups (a list of label names).
+    jwt_groups_claim: str = Field(default="groups", min_length=1)
+    # Seconds of clock skew allowed on exp, nbf and iat.
+    jwt_leeway_s: float = Field(default=30.0, ge=0, le=600)
+    # Chunk ids served per caller scope remembered for feedback, so a restricted caller
+    # clicks only chunks it was shown (docs/design/access-control.md).
+    feedback_served_capacity: int = Field(default=100_000, ge=1)
     # Port of Prometheus /metrics; 0 disables it (the default, so parallel meshes never collide).
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # Hits returned when a request does not say how many.
@@ -206,6 +230,22 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             raise ValueError("STREAMRAG_INFERENCE_NEXT_MODEL_PATH needs its _NEXT_MODEL_ID")
         if self.next_model_id and self.next_model_id == self.encoder_model_id():
             raise ValueError("the next model id is the current one: nothing to switch to")
+        return self
+
+    def jwt_configured(self) -> bool:
+        return (self.jwt_secret is not None or self.jwt_public_key is not None
+                or self.jwt_jwks is not None)
+
+    @model_validator(mode="after")
+    def _jwt(self) -> InferenceSettings:
+        if self.jwt_configured() and not self.jwt_audience:
+            raise ValueError("a JWT key is set: STREAMRAG_INFERENCE_JWT_AUDIENCE is required")
+        if self.service_account_groups is not None:
+            try:
+                parse_acl(list(self.service_account_groups), "service_account_groups")
+            except InvalidInput as exc:
+                msg = f"STREAMRAG_INFERENCE_SERVICE_ACCOUNT_GROUPS: {exc.detail}"
+                raise ValueError(msg) from exc
         return self
 
     @model_validator(mode="after")

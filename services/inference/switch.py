@@ -22,6 +22,7 @@ from services.inference.encoding import TextEncoder
 from services.inference.engine import SearchBackend
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
+from shared.contract.access import Access
 
 log = logging.getLogger(__name__)
 PROBE = "probe"  # any text: the probe asks whether shards answer, not what
@@ -53,7 +54,8 @@ class ModelSwitch:
         """Load the next encoder, probe until its index has caught up, then switch."""
         encoder = await asyncio.to_thread(self._load_next)
         vector = (await asyncio.to_thread(encoder.encode, [PROBE]))[0]
-        probe = SearchQuery(vector, encoder.model_id, encoder.dim, top_k=1)
+        probe = SearchQuery(vector, encoder.model_id, encoder.dim, top_k=1,
+                            access=Access.everything())  # the service's own probe
         log.info("next model %s loaded; queries switch to it once its index has caught up",
                  encoder.model_id)
         while not await self.probe(probe):

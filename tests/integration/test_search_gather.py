@@ -16,6 +16,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from services.inference.search.client import SearchClient
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
+from shared.contract.access import Access
 from shared.contract.codec import decode, encode
 from shared.contract.records import QueryHits, SearchHit, SearchReply, SearchRequest, decode_vector
 from shared.contract.topics import SEARCH_REPLIES, SEARCH_REQUESTS, TopicSpec
@@ -101,7 +102,8 @@ async def search_with(answering: set[int], timeout_s: float, clients: int = 1,
         for client in started:
             await client.start()
         try:
-            query = SearchQuery(np.ones(8, dtype=np.float32), "m", 8, top_k=3)
+            query = SearchQuery(np.ones(8, dtype=np.float32), "m", 8, top_k=3,
+                                access=Access.everything())
 
             # The test's own bound (a hang fails here, naming it), never the search's deadline.
             async with asyncio.timeout(HANG_S):
@@ -142,7 +144,8 @@ def test_queries_asked_together_share_one_request_per_shard(max_batch: int,
                                   max_batch=max_batch)
             await client.start()
             try:
-                queries = [SearchQuery(np.full(8, i, dtype=np.float32), "m", 8, top_k=2)
+                queries = [SearchQuery(np.full(8, i, dtype=np.float32), "m", 8, top_k=2,
+                                       access=Access.everything())
                            for i in range(5)]
                 results = await asyncio.gather(*(client.search(q, 10.0) for q in queries))
             finally:

@@ -1,6 +1,9 @@
 """The Inference gRPC API: deadlines, auth, health and reflection.
 
 Status codes with reasons come from one interceptor (services/inference/api/status.py).
+Who calls comes from another (auth.py): every search of a call is made with its principal's
+Access, the answer cache is scoped by it, and feedback and Stats are checked against it
+(docs/design/access-control.md).
 """
 
 from __future__ import annotations
@@ -19,16 +22,17 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from services.inference.answer.result import Answer
-from services.inference.api import convert
-from services.inference.api.auth import BearerAuth
+from services.inference.api import convert, principal
+from services.inference.api.auth import Authenticator, TokenVerifier
 from services.inference.api.status import DeadlineError, StatusMapper
 from services.inference.cache.key import scope_of
 from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
 from services.inference.config.live import LiveConfig
-from services.inference.engine import QueryEngine
-from services.inference.errors import NoShardsError
+from services.inference.engine import QueryEngine, Retrieval
+from services.inference.errors import NoShardsError, NotFoundError, PermissionDeniedError
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
+from services.inference.search.served import ServedChunks
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import StatsView, check_filter
@@ -68,6 +72,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self.stats_view = stats_view
         self.metrics = engine.metrics
         self.cache = cache or CachedQueries(engine, no_generation, enabled=False)
+        # Chunks shown to restricted callers: what their feedback may name (search/served.py).
+        self.served = ServedChunks(engine.settings.feedback_served_capacity)
 
     async def Query(self, request: pb.QueryRequest,
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
@@ -84,8 +90,10 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                         retrieval.params, _time_left(context, request.deadline_ms, started))
                     answer = await self.engine.answer(retrieval, choice)
                     self.cache.store_answer(found, choice, answer)
+        self._shown(retrieval)
         self._finished("Query", started, found.outcome, retrieval.params)
-        return convert.query_response(retrieval, answer, choice)
+        response = convert.query_response(retrieval, answer, choice)
+        return response
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
@@ -101,7 +109,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                 choice = self.engine.choose_mode(
                     retrieval.params, _time_left(context, request.deadline_ms, started))
         # Citations first: the reader sees the sources early.
-        yield convert.stream_start(retrieval, choice)
+        self._shown(retrieval)
+        start = convert.stream_start(retrieval, choice)
+        yield start
         events = (answer_events(found.answer) if found.answer is not None
                   else self.engine.answer_stream(retrieval, choice))
         answer: Answer | None = None
@@ -120,7 +130,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         if found.answer is None:
             self.cache.store_answer(found, choice, answer)
         self._finished("StreamQuery", started, found.outcome, retrieval.params)
-        yield convert.stream_end(retrieval, answer)
+        end = convert.stream_end(retrieval, answer)
+        yield end
 
     async def Retrieve(self, request: pb.RetrieveRequest,
                        context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:
@@ -129,11 +140,13 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         async with self._guard(context, request.deadline_ms):
             served = self.live.serve(_caller(context, request.client_id), request.question)
             params = replace(convert.retrieve_params(request, served.settings, time.time()),
-                             served=served)
+                             served=served, access=principal.current().access)
             async with self._failures("Retrieve", started, params):
                 found = await self._retrieve(params, context, call="retrieve")
+        self._shown(found.retrieval)
         self._finished("Retrieve", started, found.outcome, params)
-        return convert.retrieve_response(found.retrieval)
+        response = convert.retrieve_response(found.retrieval)
+        return response
 
     async def Embed(self, request: pb.EmbedRequest,
                     context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
@@ -149,6 +162,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         async with self._guard(context, 0):
             chunk_id, kind = check_feedback(request.chunk_id,
                                             FEEDBACK_KINDS.get(request.kind, ""))
+            self._check_shown(chunk_id)
             if self.feedback_sink is None:
                 raise InfrastructureError("feedback is not enabled on this instance")
             variant = _reported_variant(request.variant)
@@ -166,6 +180,12 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     async def Stats(self, request: pb.StatsRequest,
                     context: grpc.aio.ServicerContext) -> pb.StatsResponse:
         async with self._guard(context, 0):
+            if not principal.current().access.all_access:
+                # Counts per source and domain include documents this caller may not read.
+                raise PermissionDeniedError(
+                    "needs_all_access", "request",
+                    "stream statistics count every document: only callers that read all "
+                    "(the service account, or a server without auth) may see them")
             window = STATS_WINDOWS.get(request.window)
             if window is None:
                 raise InvalidInput("unknown_window", "window",
@@ -176,6 +196,20 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                 raise InfrastructureError("stream statistics are not enabled on this instance")
             counts = self.stats_view(window, request.at, source, domain)
         return convert.stats_response(request.window, counts)
+
+    def _shown(self, retrieval: Retrieval) -> None:
+        """Remember what a restricted caller was shown: the chunks its feedback may name."""
+        access = retrieval.params.access
+        if not access.all_access:
+            self.served.record(scope_of(access), (h.chunk_id for h in retrieval.result.hits))
+
+    def _check_shown(self, chunk_id: str) -> None:
+        """A restricted caller's feedback names a chunk it was shown, else NOT_FOUND: the
+        same answer for a chunk that does not exist and one it may not read."""
+        access = principal.current().access
+        if not access.all_access and not self.served.shown(scope_of(access), chunk_id):
+            raise NotFoundError("unknown_chunk", "chunk_id",
+                                "no chunk by that id was recently shown to this caller")
 
     def _finished(self, method: str, started: float, cache_outcome: str = "",
                   params: QueryParams | None = None) -> None:
@@ -223,7 +257,8 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     async def _params(self, request: pb.QueryRequest,
                       context: grpc.aio.ServicerContext) -> QueryParams:
         served = self.live.serve(_caller(context, request.client_id), request.question)
-        return replace(convert.params(request, served.settings, time.time()), served=served)
+        return replace(convert.params(request, served.settings, time.time()), served=served,
+                       access=principal.current().access)
 
     async def _retrieve(self, params: QueryParams, context: grpc.aio.ServicerContext,
                         call: str = "query") -> Lookup:
@@ -232,10 +267,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         budget = self.engine.settings.shard_timeout_s
         if remaining is not None:
             budget = min(budget, remaining * GATHER_SHARE)
-        scope = _scope(context) if self.cache.enabled else ""
         if call == "retrieve":
-            return await self.cache.retrieve(params, scope, budget)
-        return await self.cache.query(params, scope, budget)
+            return await self.cache.retrieve(params, budget)
+        return await self.cache.query(params, budget)
 
 
 class _Guard:
@@ -276,23 +310,16 @@ def _reported_variant(variant: str) -> str:
 
 
 def _caller(context: grpc.aio.ServicerContext, client_id: str) -> str:
-    """Who asks, for routing among variants: the client_id it names, else its bearer token
-    hashed (one token per server today names no one in particular, hence second), else
-    its address without the port (a new connection keeps its variant)."""
+    """Who asks, for routing among variants: the client_id it names, else its verified
+    principal (a user keeps its variant across token renewals), else its address without
+    the port (a new connection keeps its variant)."""
     if client_id:
         return f"client:{client_id}"
-    scope = _scope(context)
-    if scope:
-        return f"token:{scope}"
+    who = principal.current()
+    if who.subject:
+        return f"{who.kind}:{who.subject}"
     peer = context.peer() or ""
     return f"peer:{peer.rsplit(':', 1)[0] if peer.startswith(('ipv4:', 'ipv6:')) else peer}"
-
-
-def _scope(context: grpc.aio.ServicerContext) -> str:
-    """The caller's scope for the answer cache: its bearer token, hashed (one token per
-    server today; per-caller tokens would keep their answers apart with no change here)."""
-    sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-    return scope_of(sent if isinstance(sent, str) else bytes(sent).decode("latin-1"))
 
 
 def _remaining(context: grpc.aio.ServicerContext) -> float | None:
@@ -317,17 +344,19 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
                  live: LiveConfig | None = None) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
-    TLS when a cert and key are set; a bearer-token check when a token is set.
+    TLS when a cert and key are set; callers verified as auth.py says (open when no token
+    and no JWT key is set).
     """
-    token = settings.auth_token.get_secret_value() if settings.auth_token else ""
     # Status mapping first: it sees whatever any later interceptor or handler raises.
     failures = engine.metrics.failures
     # OpenTelemetry's (tracing on) outermost: its span covers the call, mapped status too.
     interceptors: list[grpc.aio.ServerInterceptor] = [
         *spans.server_interceptors(),
         StatusMapper(lambda method, reason: failures.labels(method=method, reason=reason).inc())]
-    if token:
-        interceptors.append(BearerAuth(token))
+    m = engine.metrics
+    verifier = TokenVerifier(settings, m.auth_ignored_groups.inc)
+    interceptors.append(Authenticator(
+        verifier, lambda reason: m.auth_failures.labels(reason=reason).inc()))
     server = grpc.aio.server(interceptors=interceptors)
     servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view,
                                  cache, live)

@@ -2,6 +2,8 @@
 
 OutOfRangeError           -> OUT_OF_RANGE, naming the field (same metadata as below)
 NoGeneratorError          -> FAILED_PRECONDITION, naming the field (same metadata)
+NotFoundError             -> NOT_FOUND, naming the field (same metadata)
+PermissionDeniedError     -> PERMISSION_DENIED, naming the field (same metadata)
 InvalidInput              -> INVALID_ARGUMENT, naming the field (metadata streamrag-field,
                              streamrag-reason)
 QueueFullError            -> RESOURCE_EXHAUSTED, saying so
@@ -25,7 +27,12 @@ from typing import Any
 
 import grpc
 
-from services.inference.errors import NoGeneratorError, OutOfRangeError
+from services.inference.errors import (
+    NoGeneratorError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+)
 from shared.batching.queue import QueueFullError
 from shared.errors import InfrastructureError, InvalidInput, StreamragError
 
@@ -44,9 +51,12 @@ def status_of(exc: BaseException) -> Status:
         field = exc.field or "request"
         code = (grpc.StatusCode.OUT_OF_RANGE if isinstance(exc, OutOfRangeError)
                 else grpc.StatusCode.FAILED_PRECONDITION if isinstance(exc, NoGeneratorError)
+                else grpc.StatusCode.NOT_FOUND if isinstance(exc, NotFoundError)
+                else grpc.StatusCode.PERMISSION_DENIED
+                if isinstance(exc, PermissionDeniedError)
                 else grpc.StatusCode.INVALID_ARGUMENT)
         return (code,
-                f"invalid {field} ({exc.reason}): {exc.detail}", exc.reason,
+                f"{_verb(exc)} {field} ({exc.reason}): {exc.detail}", exc.reason,
                 (("streamrag-field", field), ("streamrag-reason", exc.reason)))
     if isinstance(exc, QueueFullError):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "queue_full", ()
@@ -56,6 +66,12 @@ def status_of(exc: BaseException) -> Status:
         return grpc.StatusCode.DEADLINE_EXCEEDED, str(exc), "deadline", ()
     name = type(exc).__name__
     return grpc.StatusCode.INTERNAL, f"internal error ({name})", f"internal_{name}", ()
+
+
+def _verb(exc: InvalidInput) -> str:
+    if isinstance(exc, NotFoundError):
+        return "no such"
+    return "not permitted:" if isinstance(exc, PermissionDeniedError) else "invalid"
 
 
 def _passes_through(exc: BaseException) -> bool:

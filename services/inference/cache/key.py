@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 
 from services.inference.query import QueryParams
+from shared.contract.access import Access
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class CacheKey:
     max_new_tokens: int
     temperature: float
     stop: tuple[str, ...]
-    scope: str  # the caller's credential, hashed ("" with no token)
+    scope: str  # what the caller may read (Access.scope()), hashed: answers never cross it
     encoder: str  # the question encoder's model id and epoch (switch.py)
     config: str  # the serving configuration's version
 
@@ -33,11 +34,13 @@ def question_text(question: str, exact_case: bool) -> str:
     return words if exact_case else words.lower()
 
 
-def scope_of(authorization: str) -> str:
-    """A caller's scope from its credential, never the credential itself."""
-    if not authorization:
-        return ""
-    return hashlib.blake2b(authorization.encode(), digest_size=16).hexdigest()
+def scope_of(access: Access) -> str:
+    """The cache's name of what a caller may read: its grants hashed ("*" for all access),
+    so two callers share answers only when they read exactly the same documents."""
+    scope = access.scope()
+    if scope == "*":
+        return scope
+    return hashlib.blake2b(scope.encode(), digest_size=16).hexdigest()
 
 
 def config_version(settings_json: str) -> str:
@@ -45,8 +48,10 @@ def config_version(settings_json: str) -> str:
     return hashlib.blake2b(settings_json.encode(), digest_size=16).hexdigest()
 
 
-def key_for(call: str, params: QueryParams, *, scope: str, encoder: str, config: str,
+def key_for(call: str, params: QueryParams, *, encoder: str, config: str,
             exact_case: bool) -> CacheKey:
+    """The key of a call; its scope is the query's own access, so no caller can be handed
+    a key (or an answer) made for another's."""
     answering = call == "query"
     return CacheKey(
         call=call, question=question_text(params.question, exact_case), top_k=params.top_k,
@@ -54,4 +59,5 @@ def key_for(call: str, params: QueryParams, *, scope: str, encoder: str, config:
         answer_mode=params.answer_mode if answering else "",
         max_new_tokens=params.max_new_tokens if answering else 0,
         temperature=params.temperature if answering else 0.0,
-        stop=params.stop if answering else (), scope=scope, encoder=encoder, config=config)
+        stop=params.stop if answering else (), scope=scope_of(params.access), encoder=encoder,
+        config=config)

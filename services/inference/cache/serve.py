@@ -64,11 +64,12 @@ class CachedQueries:
         self.config_version = self.settings_version
         self.metrics = engine.metrics
 
-    async def query(self, params: QueryParams, scope: str, budget_s: float) -> Lookup:
-        return await self._lookup("query", params, scope, budget_s)
+    async def query(self, params: QueryParams, budget_s: float) -> Lookup:
+        """The call's retrieval (and answer, when current) for params.access's scope."""
+        return await self._lookup("query", params, budget_s)
 
-    async def retrieve(self, params: QueryParams, scope: str, budget_s: float) -> Lookup:
-        found = await self._lookup("retrieve", params, scope, budget_s)
+    async def retrieve(self, params: QueryParams, budget_s: float) -> Lookup:
+        found = await self._lookup("retrieve", params, budget_s)
         self.store_answer(found)
         return found
 
@@ -85,11 +86,10 @@ class CachedQueries:
         self.store.put(found.key, Entry(r, choice, answer))
         self.metrics.answer_cache_entries.set(len(self.store))
 
-    async def _lookup(self, call: str, params: QueryParams, scope: str,
-                      budget_s: float) -> Lookup:
+    async def _lookup(self, call: str, params: QueryParams, budget_s: float) -> Lookup:
         if not self.enabled:
             return Lookup(None, await self.engine.retrieve(params, budget_s), OFF)
-        key = self._key(call, params, scope)
+        key = self._key(call, params)
         entry, expired = self.store.get(key)
         if entry is not None and self._current(entry):
             return self._counted(call, _served(key, entry, HIT))
@@ -113,11 +113,11 @@ class CachedQueries:
             return False
         return self.engine.feedback_order(r.params, r.candidates) == r.ranked
 
-    def _key(self, call: str, params: QueryParams, scope: str) -> CacheKey:
+    def _key(self, call: str, params: QueryParams) -> CacheKey:
         e = self.engine
         exact_case = (call == "query" and e.generative is not None
                       and params.answer_mode != EXTRACTIVE)
-        return key_for(call, params, scope=scope, encoder=self._encoder_tag(e.encoder_epoch),
+        return key_for(call, params, encoder=self._encoder_tag(e.encoder_epoch),
                        config=self._config_tag(params),
                        exact_case=exact_case)
 

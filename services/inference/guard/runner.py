@@ -25,6 +25,7 @@ from services.inference.guard.tiers import AUTHOR, Decision, Guard, diff, routed
 from services.inference.query import parse_params
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import InferenceMetrics
+from shared.contract.access import Access
 from shared.contract.query_config import QueryConfig
 from shared.contract.records import GuardIncident, GuardWindow
 from shared.errors import InvalidInput
@@ -77,8 +78,10 @@ class GuardRunner:
         if served is None:
             return
         for probe in self.settings.guard_probes:
+            # Probes judge the variant, not a caller: they search everything.
             params = replace(parse_params(served.settings, question=probe.question,
-                                          now=time.time()), served=served)
+                                          now=time.time(), access=Access.everything()),
+                             served=served)
             try:
                 retrieval = await self.engine.retrieve(params, served.settings.shard_timeout_s)
                 hit = any(h.doc_id == probe.doc_id

@@ -7,7 +7,7 @@ Pure: no Kafka and no asyncio.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,8 +29,9 @@ class SearchQuery:
     # Hybrid search: the question for the shards' BM25, and how to fuse ("": dense only).
     text: str = ""
     fusion: Fusion | None = None
-    # What the caller may read; every shard applies it inside its filter mask.
-    access: Access = Access.everything()
+    # What the caller may read; every shard applies it inside its filter mask. Required
+    # (keyword): a search that forgot its caller must not be possible.
+    access: Access = field(kw_only=True)
 
 
 def build_requests(

@@ -109,6 +109,13 @@ class InferenceMetrics:
                                      ["tier"], registry=r)
         self.guard_windows = Counter("streamrag_inference_guard_windows_total",
                                      "Windows the SLO guard has judged", registry=r)
+        self.auth_failures = Counter("streamrag_inference_auth_failures_total",
+                                     "Calls refused UNAUTHENTICATED, by reason", ["reason"],
+                                     registry=r)
+        self.auth_ignored_groups = Counter(
+            "streamrag_inference_auth_ignored_groups_total",
+            "Groups in verified tokens dropped: not a label name, or a user: label",
+            registry=r)
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on host:port (a daemon thread; it ends with the process)."""

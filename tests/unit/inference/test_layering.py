@@ -1,8 +1,10 @@
 """Inference's layers, read from the code: the gRPC API imports the engine, never the reverse.
 
 Every module of services/inference outside api/ must not import services.inference.api,
-so the engine, search, rerank and answer steps run (and are tested) without gRPC. The one
-exception is runtime.py, the composition root that starts the gRPC server around the engine.
+so the engine, search, rerank and answer steps run (and are tested) without gRPC. The
+exceptions: runtime.py, the composition root that starts the gRPC server around the engine;
+and api/principal.py, the verified caller as a plain value (no gRPC in it), which the query
+audit below the API reads.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[3]
 INFERENCE = ROOT / "services" / "inference"
 API = "services.inference.api"
 COMPOSITION_ROOT = INFERENCE / "runtime.py"
+PRINCIPAL = API + ".principal"
 
 
 def module_name(path: Path) -> str:
@@ -38,6 +41,8 @@ def imported(path: Path) -> list[str]:
 
 
 def reaches_api(name: str) -> bool:
+    if name == PRINCIPAL or name.startswith(PRINCIPAL + "."):
+        return False
     return name == API or name.startswith(API + ".")
 
 
@@ -57,6 +62,10 @@ def test_the_rule_is_checked_on_real_code() -> None:
     # Guard against a vacuous pass: every spelling of an import of the API is seen.
     assert reaches_api("services.inference.api.server")
     assert not reaches_api("services.inference.apis")
+    assert not reaches_api("services.inference.api.principal.current")
+    # The exception holds only while the principal stays free of gRPC and the server.
+    assert not [n for n in imported(INFERENCE / "api" / "principal.py")
+                if n.startswith("grpc") or reaches_api(n)]
     assert "services.inference.api.server" in imported(COMPOSITION_ROOT)
     server = imported(INFERENCE / "api" / "server.py")
     assert "services.inference.engine" in server and "services.inference.api.convert" in server

@@ -5,17 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from services.inference.cache.key import CacheKey, key_for, question_text, scope_of
 from services.inference.cache.store import AnswerStore, Entry
 from services.inference.query import parse_params
 from services.inference.settings import InferenceSettings
+from shared.contract.access import Access
 
 SETTINGS = InferenceSettings()
 
 
 def key(question: str, **kw: Any) -> CacheKey:
     params = parse_params(SETTINGS, question=question, now=1_700_000_000.0, **kw)
-    return key_for("query", params, scope="", encoder="m@0", config="c", exact_case=False)
+    return key_for("query", params, encoder="m@0", config="c", exact_case=False)
 
 
 def entry() -> Entry:
@@ -71,13 +75,27 @@ def test_case_and_spacing_share_a_key_everything_else_separates_them() -> None:
     others = [key("q", top_k=3), key("q", domain="ops"), key("q", source="wiki"),
               key("q", since="2024-01-01T00:00:00Z"), key("q", answer_mode="extractive"),
               key("q", temperature=0.5), key("q", max_new_tokens=5), key("q", stop=("x",)),
-              replace(base, scope=scope_of("Bearer t")), replace(base, encoder="m@1"),
+              key("q", access=Access.of("ann", ["payments"])), replace(base, encoder="m@1"),
               replace(base, config="d"), replace(base, call="retrieve")]
     assert all(o != base for o in others)
     assert len(set(others)) == len(others)
 
 
-def test_a_scope_never_holds_the_credential() -> None:
-    assert scope_of("") == ""
-    assert "secret" not in scope_of("Bearer secret")
-    assert scope_of("Bearer a") != scope_of("Bearer b")
+grants = st.frozensets(st.sampled_from(["payments", "hr", "ops", "user:ann", "user:bob"]))
+
+
+@given(grants, grants)
+def test_two_callers_share_a_key_only_when_they_read_the_same(a: frozenset[str],
+                                                              b: frozenset[str]) -> None:
+    one, two = Access.of(None, a), Access.of(None, b)
+    assert (key("q", access=one) == key("q", access=two)) == (one.grants == two.grants)
+    assert key("q", access=one) != key("q", access=Access.everything())
+
+
+def test_a_scope_names_no_group() -> None:
+    """Keys may be logged or counted: the scope is a digest, not the caller's grants."""
+    scope = scope_of(Access.of("ann", ["payments"]))
+    assert "payments" not in scope and "ann" not in scope and len(scope) == 32
+    assert scope_of(Access.everything()) == "*"
+    # The default (no caller named) reads public documents only: fail closed.
+    assert key("q").scope == scope_of(Access.of(None, ()))

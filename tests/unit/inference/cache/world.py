@@ -1,6 +1,8 @@
 """A small world for the answer cache tests: an index of documents that change, searched
 in-process (through the real SearchClient and a registered LocalSearch) or "by broker"
-(no generation known), a cached engine and an uncached oracle engine over it."""
+(no generation known), a cached engine and an uncached oracle engine over it. Each
+document has access labels; every search returns only what its asker's Access admits,
+as the shards' filter does."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from services.inference.search.client import SearchClient
 from services.inference.search.gather import Gather, GatherResult, ShardAnswer
 from services.inference.search.scatter import SearchQuery
 from services.inference.settings import InferenceSettings
+from shared.contract.access import PUBLIC, Access
 from shared.contract.records import (
     QueryHits,
     SearchHit,
@@ -33,6 +36,7 @@ from shared.worker import local_search
 from tests.unit.inference.fakes import WordEncoder
 
 PARTITIONS = 3
+EVERYTHING = Access.everything()
 NOW = 1_700_000_000.0
 
 
@@ -43,15 +47,17 @@ class Index:
 
     def __init__(self) -> None:
         self.docs: dict[str, tuple[int, str]] = {}
+        self.acls: dict[str, tuple[str, ...]] = {}
         self.versions: dict[str, int] = {}
         self.generation = 0
         self.pending: list[Callable[[], None]] = []
         self.changed_mid_search = False
         self._encoder = WordEncoder()
 
-    def upsert(self, doc: str, text: str) -> None:
+    def upsert(self, doc: str, text: str, acl: tuple[str, ...] = (PUBLIC,)) -> None:
         self.versions[doc] = self.versions.get(doc, 0) + 1
         self.docs[doc] = (self.versions[doc], text)
+        self.acls[doc] = acl
         self.generation += 1
 
     def delete(self, doc: str) -> None:
@@ -59,16 +65,18 @@ class Index:
         self.docs.pop(doc, None)
         self.generation += 1
 
-    def shard_hits(self, partition: int, vector: np.ndarray, top_k: int,
+    def shard_hits(self, partition: int, vector: np.ndarray, top_k: int, access: Access,
                    ) -> tuple[SearchHit, ...]:
-        docs = sorted(d for d in self.docs if int(d[1:]) % PARTITIONS == partition)
+        docs = sorted(d for d in self.docs if int(d[1:]) % PARTITIONS == partition
+                      and access.admits(self.acls[d]))
         if not docs:
             return ()
         texts = [self.docs[d][1] for d in docs]
         scores = self._encoder.encode(texts) @ vector
         hits = [SearchHit(chunk_id=f"{d}#0", doc_id=d, version=self.docs[d][0],
                           score=float(s), event_time=NOW, text=t, title="", domain="d",
-                          source="s") for d, t, s in zip(docs, texts, scores, strict=True)]
+                          source="s", acl=self.acls[d])
+                for d, t, s in zip(docs, texts, scores, strict=True)]
         return tuple(sorted(hits, key=lambda h: (-h.score, h.chunk_id))[:top_k])
 
     def between_shards(self) -> None:
@@ -94,9 +102,9 @@ class InProcess:
                 self.index.between_shards()
             replies.append(SearchReply(request_id=r.request_id, partition=r.partition,
                                        results=tuple(QueryHits(query_id=q.query_id, hits=(
-                                           self.index.shard_hits(r.partition,
-                                                                 decode_vector(q.vector),
-                                                                 q.top_k)))
+                                           self.index.shard_hits(
+                                               r.partition, decode_vector(q.vector), q.top_k,
+                                               Access(frozenset(q.groups), q.all_access))))
                                                      for q in r.queries)))
         return replies
 
@@ -121,7 +129,8 @@ class ByBroker:
             if p and self.pausing:
                 await asyncio.sleep(0)
                 self.index.between_shards()
-            gather.add(ShardAnswer(p, self.index.shard_hits(p, query.vector, query.top_k)))
+            gather.add(ShardAnswer(p, self.index.shard_hits(p, query.vector, query.top_k,
+                                                            query.access)))
         return gather.result(query.top_k)
 
 
@@ -150,12 +159,13 @@ class World:
     oracle: QueryEngine
     clock: list[float]
 
-    async def ask(self, question: str, top_k: int = 2) -> tuple[Lookup, Answer]:
+    async def ask(self, question: str, top_k: int = 2, access: Access = EVERYTHING,
+                  ) -> tuple[Lookup, Answer]:
         """A Query as the server runs it (services/inference/api/server.py)."""
         params = parse_params(self.cached.engine.settings, question=question, top_k=top_k,
-                              now=NOW)
+                              now=NOW, access=access)
         engine = self.cached.engine
-        found = await self.cached.query(params, "", 1.0)
+        found = await self.cached.query(params, 1.0)
         if found.choice is not None and found.answer is not None:
             return found, found.answer
         choice = engine.choose_mode(params, None)
@@ -163,9 +173,11 @@ class World:
         self.cached.store_answer(found, choice, answer)
         return found, answer
 
-    async def truth(self, question: str, top_k: int = 2) -> tuple[Retrieval, Answer]:
+    async def truth(self, question: str, top_k: int = 2, access: Access = EVERYTHING,
+                    ) -> tuple[Retrieval, Answer]:
         """The uncached answer of the index as it is now (nothing changes meanwhile)."""
-        params = parse_params(self.oracle.settings, question=question, top_k=top_k, now=NOW)
+        params = parse_params(self.oracle.settings, question=question, top_k=top_k, now=NOW,
+                              access=access)
         held, self.index.pending = self.index.pending, []
         try:
             retrieval = await self.oracle.retrieve(params, 1.0)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from services.inference.search.gather import Gather, ShardAnswer, merge_hits, split_reply
 from services.inference.search.scatter import SearchQuery, build_requests
+from shared.contract.access import Access
 from shared.contract.records import QueryHits, SearchReply, decode_vector
 from tests.unit.inference.fakes import hit
 
@@ -19,8 +20,9 @@ def reply(p: int, *hits: tuple[str, float], error: str = "") -> ShardAnswer:
 
 def test_build_requests_one_per_partition_carrying_every_query() -> None:
     v1, v2 = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
-    q1 = SearchQuery(v1, "m", 4, 7, since=1.0, until=2.0, domain="d", source=None)
-    q2 = SearchQuery(v2, "m", 4, 3, source="s")
+    q1 = SearchQuery(v1, "m", 4, 7, since=1.0, until=2.0, domain="d", source=None,
+                     access=Access.of("ann", ["payments"]))
+    q2 = SearchQuery(v2, "m", 4, 3, source="s", access=Access.everything())
     reqs = build_requests([("a", q1), ("b", q2)], "abc", 4, deadline=99.0)
     assert [r.partition for r in reqs] == [0, 1, 2, 3]
     assert {(r.request_id, r.model_id, r.dim, r.deadline) for r in reqs} == {
@@ -28,13 +30,16 @@ def test_build_requests_one_per_partition_carrying_every_query() -> None:
     specs = reqs[2].queries
     assert [(q.query_id, q.top_k, q.since, q.until, q.domain, q.source) for q in specs] == [
         ("a", 7, 1.0, 2.0, "d", None), ("b", 3, None, None, None, "s")]
+    # Each query's own access travels to every shard, sorted, all_access only when granted.
+    assert {(q.query_id, q.groups, q.all_access) for r in reqs for q in r.queries} == {
+        ("a", ("payments", "public", "user:ann"), False), ("b", ("public",), True)}
     assert np.array_equal(decode_vector(specs[0].vector), v1)
     assert np.array_equal(decode_vector(specs[1].vector), v2)
 
 
 def test_build_requests_refuses_mixed_models() -> None:
-    q1 = SearchQuery(np.ones(4, dtype=np.float32), "m", 4, 1)
-    q2 = SearchQuery(np.ones(8, dtype=np.float32), "other", 8, 1)
+    q1 = SearchQuery(np.ones(4, dtype=np.float32), "m", 4, 1, access=Access.everything())
+    q2 = SearchQuery(np.ones(8, dtype=np.float32), "other", 8, 1, access=Access.everything())
     with pytest.raises(ValueError, match="one model"):
         build_requests([("a", q1), ("b", q2)], "r", 2, 0.0)
 

@@ -12,11 +12,13 @@ import pytest
 from services.inference.search.client import SearchClient
 from services.inference.search.gather import GatherResult
 from services.inference.search.scatter import SearchQuery
+from shared.contract.access import Access
 from shared.contract.records import QueryHits, SearchHit, SearchReply, SearchRequest
 from shared.settings import KafkaSettings
 from shared.worker import local_search
 
-QUERY = SearchQuery(vector=np.ones(4, dtype="float32") / 2, model_id="m", dim=4, top_k=2)
+QUERY = SearchQuery(vector=np.ones(4, dtype="float32") / 2, model_id="m", dim=4, top_k=2,
+                    access=Access.everything())
 
 
 def hit(chunk: str, score: float) -> SearchHit:
