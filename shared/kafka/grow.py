@@ -1,0 +1,212 @@
+"""Growing the document topics' partitions: which topics grow together, whether the mesh is
+quiet enough, and how each key's newest record is moved to its new partition. Pure, no
+Kafka: shared/cli/topics.py drives the broker (docs/design/growing-partitions.md).
+
+Every record that carries a document is keyed by its id and sent by the producer's default
+partitioner, murmur2(key) mod the partition count, so all versions of a document share a
+partition. Adding partitions changes that mapping for most keys: the next version of a
+document would land on another partition than its older versions and its per-document
+state. Old partitions keep their records and offsets; what per-document state later
+readers rebuild from a compacted log (ingest's `doc_versions` changelog, chunks.v1,
+chunks.embedded.v1) is re-homed: each key's newest record is copied to the partition the
+partitioner now picks, then retired where it was (a tombstone, or a contract delete where
+the reader applies deletes and would drop a tombstone as bad input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from aiokafka.partitioner import murmur2
+
+from shared.contract.codec import decode, encode
+from shared.contract.records import EmbeddedChunkSet
+from shared.contract.topics import (
+    CHUNKS,
+    CHUNKS_EMBEDDED,
+    DOC_VERSIONS,
+    DOCS_NORMALIZED,
+    DOCS_PARSED,
+    DOCS_RAW,
+    DOCS_REDACTED,
+    SEARCH_REQUESTS,
+    SOURCE_CLOCKS,
+    TopicSpec,
+    all_topic_specs,
+)
+from shared.errors import InvalidInput
+
+Retire = Literal["tombstone", "delete"]
+
+# The topics that grow together: every topic keyed by document id, the table changelogs
+# co-partitioned with docs.parsed.v1 (Faust refuses a table whose changelog count differs
+# from its source's), and search.requests.v1, which must match chunks.embedded.v1 (one
+# scatter request per shard). source_clocks is keyed "source@partition": its records stay.
+GROWN: tuple[str, ...] = (
+    DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name, DOCS_REDACTED.name, CHUNKS.name,
+    CHUNKS_EMBEDDED.name, SEARCH_REQUESTS.name, DOC_VERSIONS.changelog, SOURCE_CLOCKS.changelog,
+)
+
+# Compacted logs that later readers rebuild per-document state from, and how a moved key is
+# retired on its old partition. chunks.embedded.v1: retrieval rebuilds the old shard from
+# it and applies a delete (a tombstone would be dead-lettered, leaving the document in two
+# shards). chunks.v1: a tombstone, so compaction removes the old copy for the next model's
+# embedding group; the running groups are moved past the re-home writes (nothing new in
+# them). doc_versions: a tombstone, which Faust's recovery reads as a key delete.
+REHOMED: dict[str, Retire] = {
+    CHUNKS_EMBEDDED.name: "delete", CHUNKS.name: "tombstone",
+    DOC_VERSIONS.changelog: "tombstone",
+}
+# Groups consuming these topics are committed past the re-home writes: they have applied
+# every record already (lag 0), and would otherwise embed the moved copies again.
+SKIP_REHOME = (CHUNKS.name,)
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition the producers' default partitioner (aiokafka's, Faust's) picks."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def grown_specs() -> tuple[TopicSpec, ...]:
+    """The contract's specs of the grown topics (changelogs included), for re-creating one."""
+    return tuple(s for s in all_topic_specs() if s.name in GROWN)
+
+
+@dataclass(frozen=True)
+class TopicStep:
+    topic: str
+    partitions: int  # what the broker has now
+    target: int
+
+    @property
+    def grows(self) -> bool:
+        return self.partitions < self.target
+
+
+def plan(counts: Mapping[str, int], target: int) -> list[TopicStep]:
+    """One step per grown topic; InvalidInput when the target would shrink one or a topic
+    is missing (run `streamrag topics` first)."""
+    missing = [t for t in GROWN if t not in counts]
+    if missing:
+        raise InvalidInput("missing_topics", "topics", ", ".join(missing))
+    shrink = [f"{t} has {counts[t]}" for t in GROWN if counts[t] > target]
+    if shrink:
+        msg = f"partitions can only be added, not removed: {'; '.join(shrink)}"
+        raise InvalidInput("cannot_shrink", "partitions", msg)
+    return [TopicStep(t, counts[t], target) for t in GROWN]
+
+
+@dataclass(frozen=True)
+class GroupState:
+    group: str
+    members: int | None  # None: the broker cannot say
+    lag: Mapping[str, int]  # topic -> records not yet committed
+
+
+def quiet_problems(groups: Iterable[GroupState]) -> list[str]:
+    """Why the mesh is not quiet enough to grow: a live member, or records not consumed."""
+    out: list[str] = []
+    for g in groups:
+        if g.members is None:
+            out.append(f"group {g.group}: the broker cannot say whether it has members")
+        elif g.members:
+            out.append(f"group {g.group} has {g.members} live member(s): stop the mesh")
+        out += [f"group {g.group} has {n} unconsumed record(s) on {t}: let it drain"
+                for t, n in sorted(g.lag.items()) if n]
+    return out
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes | None
+    timestamp_ms: int = 0
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class Write:
+    partition: int
+    key: bytes
+    value: bytes | None
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes], ...]
+    kind: Literal["copy", "retire"]
+
+
+def retired(rec: Rec, how: Retire) -> bool:
+    """Whether a key's newest record on a partition holds nothing to move: a tombstone, or
+    (for the contract's chunk sets) a delete."""
+    if rec.value is None:
+        return True
+    if how == "tombstone":
+        return False
+    try:
+        return decode(EmbeddedChunkSet, rec.value).op == "delete"
+    except InvalidInput:
+        return False
+
+
+def retirement(rec: Rec, how: Retire) -> bytes | None:
+    """What retires `rec` on its old partition: None (a tombstone) or the same version as a
+    delete with no chunks, which a shard applies by dropping the document."""
+    if how == "tombstone" or rec.value is None:
+        return None
+    try:
+        update = decode(EmbeddedChunkSet, rec.value)
+    except InvalidInput:
+        return None  # not a chunk set: nothing reads it as one
+    return encode(update.model_copy(update={"op": "delete", "chunks": ()}))
+
+
+def rehome_writes(records: Iterable[Rec], partitions: int, how: Retire) -> list[Write]:
+    """The writes that leave each key's newest live record on partition_of(key, partitions)
+    and nowhere else: copies first (in key order), then retirements, so a crash between
+    the two leaves the copy in place and a re-run only retires. Applied, they make a
+    re-run return nothing (idempotent).
+
+    The copy is the key's newest record on the partitions it strayed on; if the target
+    already holds a live record of the key, that one is newer (written after the growth,
+    or a copy of an earlier run) and is kept.
+    """
+    newest = newest_by_key(records)
+    copies: list[Write] = []
+    retires: list[Write] = []
+    for key in sorted(newest):
+        at = newest[key]
+        target = partition_of(key, partitions)
+        stray = [r for p, r in sorted(at.items()) if p != target and not retired(r, how)]
+        if not stray:
+            continue
+        here = at.get(target)
+        if here is None or retired(here, how):
+            src = max(stray, key=lambda r: (r.timestamp_ms, r.partition))
+            copies.append(Write(target, key, src.value, src.timestamp_ms, src.headers, "copy"))
+        retires += [Write(r.partition, key, retirement(r, how), r.timestamp_ms, (), "retire")
+                    for r in stray]
+    return copies + retires
+
+
+def apply_writes(records: list[Rec], writes: Iterable[Write]) -> list[Rec]:
+    """`records` with `writes` appended at the end of their partitions (what the broker does
+    with them); for tests and the dry run's counts."""
+    ends: dict[int, int] = {}
+    for r in records:
+        ends[r.partition] = max(ends.get(r.partition, -1), r.offset)
+    out = list(records)
+    for w in writes:
+        ends[w.partition] = ends.get(w.partition, -1) + 1
+        out.append(Rec(w.partition, ends[w.partition], w.key, w.value, w.timestamp_ms, w.headers))
+    return out
+
+
+def newest_by_key(records: Iterable[Rec]) -> dict[bytes, dict[int, Rec]]:
+    """Each key's newest record on each partition it has records on."""
+    newest: dict[bytes, dict[int, Rec]] = {}
+    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
+        newest.setdefault(rec.key, {})[rec.partition] = rec
+    return newest
