@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from shared import logsafe
-from shared.cli import admin, audit, backup, config, produce, query, status, trace, up
+from shared.cli import admin, audit, backup, config, produce, query, status, topics, trace, up
 from shared.contract.topics import SERVICES
 
 
@@ -26,7 +26,7 @@ def _run_worker(args: argparse.Namespace) -> int:
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "up": up.run, "worker": _run_worker, "produce": produce.run, "query": query.run,
-    "status": status.run, "topics": admin.run_topics, "health": admin.run_health,
+    "status": status.run, "topics": topics.run, "health": admin.run_health,
     "audit": audit.run, "backup": backup.run_backup, "restore": backup.run_restore,
     "trace": trace.run, "config": config.run,
 }
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_parser(sub)
     config.add_parser(sub)
     admin.add_parsers(sub)
+    topics.extend_parser(sub.choices["topics"])
     audit.add_parser(sub)
     backup.add_parsers(sub)
     return parser
