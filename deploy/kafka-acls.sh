@@ -113,6 +113,7 @@ allow inference Write literal \
   --topic guard.samples.v1 \
   --topic guard.incidents.v1 \
   --topic config.query.v1 \
+  --topic audit.queries.v1 \
   --topic streamrag-inference-chunk_clicks-changelog \
   --topic streamrag-inference-chunk_skips-changelog \
   --topic streamrag-inference-query_latency-changelog \
@@ -124,6 +125,7 @@ allow inference Write literal \
   --topic streamrag-inference-guard_windows-changelog
 allow ledger Read literal \
   --topic audit.batches.v1 \
+  --topic audit.queries.v1 \
   --topic streamrag-ledger-anchored_batches-changelog \
   --group streamrag-ledger
 allow ledger Write literal \
@@ -135,5 +137,6 @@ allow producer Write literal \
 allow auditor Read literal \
   --topic docs.redacted.v1 \
   --topic audit.batches.v1 \
+  --topic audit.queries.v1 \
   --topic ledger.anchors.v1
 echo "kafka-acls: credentials and grants applied"

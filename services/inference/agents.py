@@ -55,6 +55,7 @@ from services.inference.app import (
     stats_minute,
     stats_topic,
 )
+from services.inference.audit import agents as _audit  # noqa: F401 - E4: query-audit timer
 from services.inference.guard.runner import GuardRunner
 from services.inference.guard.samples import GuardSample, table_keys
 from services.inference.runtime import InferenceRuntime

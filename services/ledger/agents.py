@@ -23,7 +23,7 @@ from services.ledger.errors import LedgerError, LedgerUnavailable
 from services.ledger.reconcile import Checkpoint, recent, reconcile
 from shared.contract.audit_signing import AuditSignerSettings, check
 from shared.contract.codec import decode, encode
-from shared.contract.records import AuditBatch
+from shared.contract.records import Anchor, AuditBatch
 from shared.errors import InvalidInput
 from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
@@ -77,10 +77,30 @@ async def _ledger_client() -> AnchorClient:
 
 
 async def _anchor(batch: AuditBatch) -> AnchorReceipt:
+    return await anchor_root(batch.batch_id, batch.root, batch.prev_root, len(batch.leaves),
+                             batch.signer)
+
+
+async def anchor_root(batch_id: str, root: str, prev_root: str, leaf_count: int,
+                      signer: str) -> AnchorReceipt:
+    """Anchor one batch's root (documents' or queries'), waiting out a node that is down."""
     client = await _ledger_client()
-    return await _until_available(
-        partial(client.anchor, signer=batch.signer),
-        batch.batch_id, batch.root, batch.prev_root, len(batch.leaves))
+    return await _until_available(partial(client.anchor, signer=signer),
+                                  batch_id, root, prev_root, leaf_count)
+
+
+async def announce(receipt: AnchorReceipt, batch_closed_at: float) -> Anchor:
+    """The anchor on ledger.anchors.v1, acknowledged by the broker when this returns.
+
+    The caller marks the batch done in the table only after: a kill between the two
+    replays the batch, anchored again ("already on chain") and announced again. The other
+    order lost announcements under kill -9: the table's changelog record went out at once,
+    the announcement only with the offset commit, seconds later.
+    """
+    record = receipt.record(batch_closed_at=batch_closed_at)
+    await (await anchors_topic.send(key=receipt.batch_id.encode(), value=encode(record),
+                                    force=True))
+    return record
 
 
 def authentic(batch: AuditBatch) -> AuditBatch:
@@ -155,13 +175,7 @@ async def _anchor_one(event: Any) -> None:
         # A refused tx, a vanished contract, an RPC error: stop the worker, so the batch
         # is consumed again after the restart (anchoring twice is harmless).
         await _fatal(exc, f"anchoring {batch.batch_id}")
-    record = receipt.record(batch_closed_at=batch.created_at)
-    # Announced (acknowledged by the broker) before the table says done: a kill between
-    # the two replays the batch, anchored again ("already on chain") and announced again.
-    # The other order lost announcements under kill -9: the table's changelog record went
-    # out at once, the announcement only with the offset commit, seconds later.
-    await (await anchors_topic.send(key=batch.batch_id.encode(), value=encode(record),
-                                    force=True))
+    record = await announce(receipt, batch.created_at)
     anchored[batch.batch_id] = record.model_dump(mode="json")
     if not receipt.already_anchored:
         ANCHOR_LATENCY.observe(max(0.0, record.anchored_at - batch.created_at))
@@ -202,3 +216,8 @@ async def reconcile_once() -> None:
     for receipt in outcome.reanchored:
         record = receipt.record(batch_closed_at=closed[receipt.batch_id])
         await anchors_topic.send(key=receipt.batch_id.encode(), value=encode(record))
+
+
+# Query audits (audit.queries.v1) are batched and anchored by the same path; the agent lives
+# in its own module and registers on this app when this module is imported.
+from services.ledger import queries  # noqa: E402,F401

@@ -39,3 +39,7 @@ class LedgerServiceSettings(ServiceSettings):
     reconcile_window_s: float = Field(default=600.0, gt=0)
     # The most anchors one reconciliation checks, newest first.
     reconcile_max_batches: int = Field(default=256, ge=1)
+    # The most query audits (audit.queries.v1) one anchored batch holds.
+    query_batch_max: int = Field(default=256, ge=1)
+    # How long the ledger gathers query audits before it anchors what it has.
+    query_batch_within_s: float = Field(default=1.0, gt=0)

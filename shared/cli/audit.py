@@ -1,7 +1,8 @@
-"""`streamrag audit prove DOC_ID | verify`: run the redaction service's auditor.
+"""`streamrag audit prove DOC_ID | prove --query QUERY_ID | verify`: run a service's auditor.
 
 Like `streamrag worker`, this runs a service module by name rather than importing it
-(shared/ never imports services/): the Merkle proofs live with the redaction service.
+(shared/ never imports services/): the document proofs live with the redaction service,
+the query proofs with the ledger, which batches and anchors query audits.
 """
 
 from __future__ import annotations
@@ -11,19 +12,29 @@ import runpy
 import sys
 
 AUDITOR = "services.redaction.auditor"
+QUERY_AUDITOR = "services.ledger.query_auditor"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="inclusion proof of a document, or verify every batch",
-                       description="prove DOC_ID [--version N] [--json] | verify [--json]")
+    p = sub.add_parser("audit", help="inclusion proof of a document or a query, or verify "
+                       "every batch",
+                       description="prove DOC_ID [--version N] [--json] | "
+                       "prove --query QUERY_ID [--json] | verify [--json]")
     p.add_argument("audit_args", nargs=argparse.REMAINDER,
-                   help="prove DOC_ID [--version N] [--json] [--idle-s S] | verify [--json]")
+                   help="prove DOC_ID [--version N] [--json] [--idle-s S] | "
+                   "prove --query QUERY_ID [--json] [--idle-s S] | verify [--json]")
+
+
+def auditor_for(audit_args: list[str]) -> str:
+    """The query auditor for `prove --query ...`, the document auditor otherwise."""
+    queried = any(a == "--query" or a.startswith("--query=") for a in audit_args)
+    return QUERY_AUDITOR if audit_args[:1] == ["prove"] and queried else AUDITOR
 
 
 def run(args: argparse.Namespace) -> int:
     sys.argv = ["streamrag audit", *args.audit_args]
     try:
-        runpy.run_module(AUDITOR, run_name="__main__", alter_sys=True)
+        runpy.run_module(auditor_for(args.audit_args), run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0

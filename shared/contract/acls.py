@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from shared.contract.topics import (
     AUDIT_BATCHES,
+    AUDIT_QUERIES,
     DOCS_RAW,
     DOCS_REDACTED,
     LEDGER_ANCHORS,
@@ -36,7 +37,7 @@ ADMIN = "admin"
 SERVICE_MECHANISM = "SCRAM-SHA-512"
 CLIENTS: dict[str, dict[str, tuple[TopicSpec, ...]]] = {
     "producer": {"Write": (DOCS_RAW,)},
-    "auditor": {"Read": (DOCS_REDACTED, AUDIT_BATCHES, LEDGER_ANCHORS)},
+    "auditor": {"Read": (DOCS_REDACTED, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS)},
 }
 
 

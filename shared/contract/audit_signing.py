@@ -11,20 +11,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from eth_account import Account
 from eth_account.messages import encode_defunct
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.contract.records import AuditBatch
+from shared.contract.records import AuditBatch, QueryAudit
+
+# What is signed: redaction's batch records and inference's query audits (both carry
+# `signer` and `signature`, and are signed the same way).
+Signed = TypeVar("Signed", AuditBatch, QueryAudit)
 
 # A dev-only key so the embedded mesh works out of the box: it is public (derived from
 # this phrase), so anyone can sign as it. Set STREAMRAG_REDACTION_AUDIT_SIGNING_KEY and
 # STREAMRAG_AUDIT_SIGNERS for anything real.
 DEV_SIGNING_KEY = "0x" + hashlib.sha256(b"streamrag dev audit signer").hexdigest()
 DEV_SIGNER = Account.from_key(DEV_SIGNING_KEY).address
+# Inference's dev key for query audits: another address, so a query batch's anchor is never
+# taken for a document batch (whose anchors `audit verify` reads by signer). Public too.
+DEV_QUERY_SIGNING_KEY = "0x" + hashlib.sha256(b"streamrag dev query audit signer").hexdigest()
+DEV_QUERY_SIGNER = Account.from_key(DEV_QUERY_SIGNING_KEY).address
 
 
 class AuditSignerSettings(BaseSettings):
@@ -37,23 +45,30 @@ class AuditSignerSettings(BaseSettings):
     # `streamrag audit verify` accepts, only records one of them signed. The default is the
     # public dev key's address: fine for the embedded mesh only.
     signers: tuple[str, ...] = (DEV_SIGNER,)
+    # Addresses whose signatures on query audits (audit.queries.v1) count (JSON list): the
+    # ledger batches and anchors, and `streamrag audit prove --query` accepts, only those.
+    # Keep them apart from `signers`. The default is inference's public dev key's address.
+    query_signers: tuple[str, ...] = (DEV_QUERY_SIGNER,)
 
     def known(self) -> frozenset[str]:
         return frozenset(s.lower() for s in self.signers)
 
+    def known_query(self) -> frozenset[str]:
+        return frozenset(s.lower() for s in self.query_signers)
 
-def signed_bytes(batch: AuditBatch) -> bytes:
+
+def signed_bytes(batch: AuditBatch | QueryAudit) -> bytes:
     """The canonical JSON of the record without its signature (what the digest covers)."""
     body: dict[str, Any] = batch.model_dump(mode="json", exclude={"signature"})
     return json.dumps(body, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
 
 
-def digest(batch: AuditBatch) -> bytes:
+def digest(batch: AuditBatch | QueryAudit) -> bytes:
     return hashlib.sha256(signed_bytes(batch)).digest()
 
 
-def sign(batch: AuditBatch, key: SecretStr) -> AuditBatch:
+def sign(batch: Signed, key: SecretStr) -> Signed:
     """The record with `signer` set to the key's address and `signature` over the rest."""
     account = Account.from_key(key.get_secret_value())
     body = batch.model_copy(update={"signer": account.address, "signature": ""})
@@ -61,7 +76,7 @@ def sign(batch: AuditBatch, key: SecretStr) -> AuditBatch:
     return body.model_copy(update={"signature": "0x" + bytes(sig).hex()})
 
 
-def recover(batch: AuditBatch) -> str | None:
+def recover(batch: AuditBatch | QueryAudit) -> str | None:
     """The address that signed the record, or None when it is unsigned or unreadable."""
     if not batch.signature:
         return None
@@ -73,7 +88,7 @@ def recover(batch: AuditBatch) -> str | None:
         return None
 
 
-def check(batch: AuditBatch, known: frozenset[str]) -> str | None:
+def check(batch: AuditBatch | QueryAudit, known: frozenset[str]) -> str | None:
     """None when the record is signed by a known signer, else the reason it is not:
     unsigned, bad_signature (does not recover to its claimed signer) or unknown_signer."""
     if not batch.signature:

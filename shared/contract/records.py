@@ -384,3 +384,30 @@ def encode_vector(vec: np.ndarray) -> str:
 
 def decode_vector(data: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(data), dtype="<f4")
+
+
+class QueryAudit(Record):
+    """One answered call (audit.queries.v1, keyed by query id): who asked, when, what the
+    caller was shown and what the answer cited. Never the question nor the caller's subject:
+    their hashes (services/inference/audit/record.py, docs/design/audit-trail.md)."""
+
+    query_id: str = Field(min_length=1, max_length=128)
+    method: str = Field(max_length=32)  # Query, StreamQuery or Retrieve
+    # HMAC-SHA256 of the token's subject under the audit principal key ("hmac-sha256:<hex>"),
+    # "" when the call had none (open mode, the static service token, anonymous).
+    principal: str = Field(max_length=96)
+    principal_kind: str = Field(max_length=16)  # open, service, user, anonymous
+    # Access.scope() of the call, its user:<subject> grant as user:<the same hash>.
+    scope: str
+    at: float
+    question_sha256: str = Field(min_length=64, max_length=64)
+    answer_mode: str = Field(max_length=32)  # "" for Retrieve (no answer)
+    shown: tuple[str, ...] = ()  # chunk ids the caller was shown, in order
+    docs: tuple[str, ...] = ()  # "<doc id>@v<version>" of each shown chunk
+    cited: tuple[str, ...] = ()  # chunk ids the answer cites
+    variant: str = ""
+    config_version: int = 0
+    # Address of inference's query-audit key and its EIP-191 signature over the rest
+    # (shared.contract.audit_signing).
+    signer: str = ""
+    signature: str = ""

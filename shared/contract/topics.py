@@ -210,7 +210,7 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "retrieval": (CHUNKS_EMBEDDED, SEARCH_REQUESTS, DRIFT_SAMPLES),
     "inference": (SEARCH_REPLIES, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_WINDOWS,
                   GUARD_SAMPLES),
-    "ledger": (AUDIT_BATCHES,),
+    "ledger": (AUDIT_BATCHES, AUDIT_QUERIES),
 }
 
 # What each service produces to (its tables' changelogs aside). Only redaction writes
@@ -222,7 +222,7 @@ SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "retrieval": (SEARCH_REPLIES, DEADLETTER, DRIFT_SAMPLES, DRIFT_WINDOWS),
     # The SLO guard writes configuration versions (as `streamrag config set` does).
     "inference": (SEARCH_REQUESTS, FEEDBACK, QUERY_LATENCY, DEADLETTER, GUARD_SAMPLES,
-                  GUARD_INCIDENTS, CONFIG_QUERY),
+                  GUARD_INCIDENTS, CONFIG_QUERY, AUDIT_QUERIES),
     "ledger": (LEDGER_ANCHORS, DEADLETTER),
 }
 

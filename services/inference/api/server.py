@@ -25,6 +25,7 @@ from services.inference.answer.result import Answer
 from services.inference.api import convert, principal
 from services.inference.api.auth import Authenticator, TokenVerifier
 from services.inference.api.status import DeadlineError, StatusMapper
+from services.inference.audit.recorder import recorder as query_audit  # E4: query audit
 from services.inference.cache.key import scope_of
 from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
 from services.inference.config.live import LiveConfig
@@ -93,6 +94,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(retrieval)
         self._finished("Query", started, found.outcome, retrieval.params)
         response = convert.query_response(retrieval, answer, choice)
+        query_audit.answered("Query", request.question, response)  # E4: query audit
         return response
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
@@ -131,6 +133,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             self.cache.store_answer(found, choice, answer)
         self._finished("StreamQuery", started, found.outcome, retrieval.params)
         end = convert.stream_end(retrieval, answer)
+        query_audit.streamed(request.question, start, end)  # E4: query audit
         yield end
 
     async def Retrieve(self, request: pb.RetrieveRequest,
@@ -146,6 +149,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(found.retrieval)
         self._finished("Retrieve", started, found.outcome, params)
         response = convert.retrieve_response(found.retrieval)
+        query_audit.retrieved(request.question, response)  # E4: query audit
         return response
 
     async def Embed(self, request: pb.EmbedRequest,

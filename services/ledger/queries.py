@@ -1,0 +1,105 @@
+"""Ledger agent for query audits: batch audit.queries.v1 per partition, anchor each root.
+
+A batch is the run of authentic query audits (signed by a known query signer,
+STREAMRAG_AUDIT_QUERY_SIGNERS) of one partition in one micro-batch, named by its offsets
+in this worker's epoch: `<epoch>/audit.queries.v1/<partition>/<first>-<last>`. Its leaves
+are the records themselves, so the topic and the anchor alone prove each one
+(shared/contract/query_audit.py); no batch record is written. Its roots chain per epoch
+and partition (prev_root). The anchor names the records' signer, never a document
+signer, so `streamrag audit verify` (documents) does not take it for one of its own.
+
+At-least-once: a batch's offsets are committed only after its anchor is announced. A
+worker killed in between replays them into a batch of its next epoch: the audit is then
+anchored twice, and each anchor proves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from typing import Any, NoReturn
+
+from services.ledger.agents import anchor_root, announce, boundary
+from services.ledger.app import anchored, app, queries_topic, settings
+from shared.batching.partitions import current_event, partition_batches
+from shared.contract.audit_signing import AuditSignerSettings, check
+from shared.contract.codec import decode
+from shared.contract.query_audit import GENESIS_ROOT, batch_id_for, batch_root, runs
+from shared.contract.records import QueryAudit
+from shared.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+KNOWN_QUERY_SIGNERS = AuditSignerSettings().known_query()
+EXIT_INFRA = 70  # the supervisor restarts the worker and the batch is replayed
+
+
+class Chains:
+    """This worker's chain end per partition; a fresh epoch each start."""
+
+    def __init__(self) -> None:
+        self.epoch = secrets.token_hex(6)
+        self.roots: dict[int, str] = {}
+
+
+chains = Chains()
+
+
+def authentic_query(value: bytes) -> QueryAudit:
+    """The audit, if a known query signer signed it; else InvalidInput (dead-lettered)."""
+    audit = decode(QueryAudit, value)
+    why = check(audit, KNOWN_QUERY_SIGNERS)
+    if why == "unknown_signer":
+        raise InvalidInput("unknown_signer", "signer", audit.signer)
+    if why is not None:
+        raise InvalidInput("bad_signature", "signature",
+                           "no signature" if why == "unsigned" else
+                           f"does not recover to {audit.signer or '(no signer)'}")
+    return audit
+
+
+async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> list[str]:
+    """Anchor one partition's part of a micro-batch; the batch ids anchored."""
+    valid: list[tuple[int, QueryAudit]] = []
+    for event in events:
+        async with boundary.record(event):
+            valid.append((event.message.offset, authentic_query(event.message.value)))
+    done = []
+    by_offset = {e.message.offset: e for e in events}
+    for run in runs(valid):
+        leaves = [a for _, a in run]
+        batch_id = batch_id_for(chains.epoch, partition, run[0][0], run[-1][0])
+        root, prev = batch_root(leaves), chains.roots.get(partition, GENESIS_ROOT)
+        receipt = await anchor_root(batch_id, root, prev, len(leaves), leaves[0].signer)
+        record = await announce(receipt, max(a.at for a in leaves))
+        with current_event(stream, by_offset[run[-1][0]]):
+            anchored[batch_id] = record.model_dump(mode="json")
+        chains.roots[partition] = root
+        done.append(batch_id)
+        log.info("anchored query batch %s: %d audits, root %s, tx %s", batch_id, len(leaves),
+                 root[:16], receipt.tx_hash)
+    return done
+
+
+def _exit_mid_batch(why: str, code: int) -> NoReturn:
+    """Exit at once: Faust acks a take_events batch even when its body raises, and a
+    graceful stop commits it; exiting replays the batch instead of losing its anchor."""
+    log.critical("ledger stops mid query batch (%s); the batch will be replayed", why)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(code)
+
+
+@app.agent(queries_topic)
+async def anchor_queries(stream: Any) -> None:
+    """audit.queries.v1 -> one anchored root per partition's run -> ledger.anchors.v1."""
+    async for groups in partition_batches(stream, settings.query_batch_max,
+                                          settings.query_batch_within_s):
+        try:
+            for partition, events in groups.items():
+                await anchor_partition(stream, partition, events)
+        except asyncio.CancelledError:
+            _exit_mid_batch("stopping", 0)
+        except Exception as exc:  # the node or the broker failed us, not a record
+            _exit_mid_batch(type(exc).__name__, EXIT_INFRA)

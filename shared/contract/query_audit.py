@@ -1,0 +1,111 @@
+"""Query audits in the audit trail: the leaf a record becomes, batch ids, batch members.
+
+Inference signs each QueryAudit and writes it to audit.queries.v1; the ledger batches
+them per partition by offsets, as `<epoch>/audit.queries.v1/<partition>/<first>-<last>`,
+and anchors the batch's RFC 6962 root with its signer. Nothing but the topic and the
+anchor is needed to prove a record: the batch's leaves are the records at its offsets
+that its signer signed, in offset order (`members`). The ledger builds batches with
+this module and `streamrag audit prove --query` re-derives them with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from shared.contract import merkle
+from shared.contract.audit_signing import recover
+from shared.contract.records import QueryAudit
+from shared.contract.topics import AUDIT_QUERIES
+
+GENESIS_ROOT = "00" * 32
+
+
+def leaf_bytes(audit: QueryAudit) -> bytes:
+    """The bytes hashed into the tree: the whole signed record, as canonical JSON."""
+    return json.dumps(audit.model_dump(mode="json"), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+def batch_root(leaves: Sequence[QueryAudit]) -> str:
+    return merkle.root([merkle.leaf_hash(leaf_bytes(a)) for a in leaves]).hex()
+
+
+def batch_id_for(epoch: str, partition: int, first: int, last: int) -> str:
+    return f"{epoch}/{AUDIT_QUERIES.name}/{partition}/{first}-{last}"
+
+
+@dataclass(frozen=True)
+class BatchName:
+    epoch: str
+    partition: int
+    first: int
+    last: int
+
+
+def parse_batch_id(batch_id: str) -> BatchName | None:
+    """The parts of a query batch's id; None for any other batch (documents)."""
+    parts = batch_id.split("/")
+    if len(parts) != 4 or parts[1] != AUDIT_QUERIES.name:
+        return None
+    first, _, last = parts[3].partition("-")
+    try:
+        return BatchName(parts[0], int(parts[2]), int(first), int(last))
+    except ValueError:
+        return None
+
+
+def signed_by(audit: QueryAudit, signer: str) -> bool:
+    """Whether `audit` claims `signer` and its signature recovers to it."""
+    return (bool(audit.signature) and audit.signer.lower() == signer.lower()
+            and (recover(audit) or "").lower() == signer.lower())
+
+
+def runs(items: Sequence[tuple[int, QueryAudit]]) -> list[list[tuple[int, QueryAudit]]]:
+    """Authentic (offset, record) pairs of one partition, in offset order, cut where the
+    signer changes: a batch has one signer, the one its anchor names."""
+    out: list[list[tuple[int, QueryAudit]]] = []
+    for item in items:
+        if out and out[-1][-1][1].signer.lower() == item[1].signer.lower():
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
+
+
+def members(records: Iterable[tuple[int, QueryAudit]], first: int, last: int,
+            signer: str) -> list[tuple[int, QueryAudit]]:
+    """The leaves of the batch over offsets first..last signed by `signer`, in offset
+    order: what the ledger batched (a forged or foreign record in the range is no leaf)."""
+    return sorted(((o, a) for o, a in records if first <= o <= last and signed_by(a, signer)),
+                  key=lambda oa: oa[0])
+
+
+@dataclass(frozen=True)
+class QueryProof:
+    """That a query audit is leaf `index` of a batch's tree (RFC 6962 audit path)."""
+
+    index: int
+    size: int
+    leaf_hash: str
+    path: tuple[str, ...]
+    root: str
+
+    def holds_for(self, audit: QueryAudit) -> bool:
+        """Recomputed from the record itself: any change to it fails."""
+        return merkle.verify_inclusion(
+            merkle.leaf_hash(leaf_bytes(audit)), self.index, self.size,
+            [bytes.fromhex(p) for p in self.path], bytes.fromhex(self.root))
+
+
+def prove(leaves: Sequence[QueryAudit], index: int) -> QueryProof:
+    hashes = [merkle.leaf_hash(leaf_bytes(a)) for a in leaves]
+    return QueryProof(index, len(hashes), hashes[index].hex(),
+                      tuple(p.hex() for p in merkle.inclusion_proof(hashes, index)),
+                      merkle.root(hashes).hex())
+
+
+def question_sha256(question: str) -> str:
+    return hashlib.sha256(question.encode("utf-8")).hexdigest()

@@ -1,0 +1,80 @@
+"""The handlers record one audit per answered call (none for a refused one), off the
+answer path; the agent signs them with inference's query key."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import grpc
+import pytest
+
+from services.inference.audit import recorder as recorder_module
+from services.inference.audit.agents import signed
+from services.inference.audit.recorder import DROPPED, AuditRecorder, recorder
+from services.inference.audit.settings import QueryAuditSettings
+from shared.contract.access import Access
+from shared.contract.audit_signing import DEV_QUERY_SIGNER, recover
+from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from tests.unit.inference.fakes import FakeSearch
+from tests.unit.inference.serving import CHUNKS, serving, stub
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_each_answered_call_is_recorded_once_and_a_refused_one_not_at_all() -> None:
+    recorder.drain()
+
+    async def go() -> tuple[pb.QueryResponse, list[pb.StreamQueryResponse],
+                            pb.RetrieveResponse]:
+        async with serving(FakeSearch(CHUNKS), answer_sentences=2) as (_, channel):
+            answer = await stub(channel).Query(pb.QueryRequest(question="What freed the disk?"))
+            streamed = [m async for m in stub(channel).StreamQuery(
+                pb.QueryRequest(question="Who ordered lunch?"))]
+            retrieved = await stub(channel).Retrieve(pb.RetrieveRequest(question="broker logs"))
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub(channel).Query(pb.QueryRequest(question="q", top_k=-1))
+        return answer, streamed, retrieved
+
+    answer, streamed, retrieved = asyncio.run(go())
+    audits = recorder.drain()
+    assert [(a.method, a.question_sha256) for a in audits] == [
+        ("Query", sha("What freed the disk?")), ("StreamQuery", sha("Who ordered lunch?")),
+        ("Retrieve", sha("broker logs"))]
+    query, stream, retrieve = audits
+    assert list(query.shown) == [c.chunk_id for c in answer.citations]
+    assert list(query.docs) == [f"{c.doc_id}@v{c.version}" for c in answer.citations]
+    assert list(query.cited) == list(answer.cited_chunk_ids) and query.cited
+    assert query.answer_mode == answer.answer_mode == "extractive"
+    start, end = streamed[0].start, streamed[-1].end
+    assert list(stream.shown) == [c.chunk_id for c in start.citations]
+    assert list(stream.cited) == list(end.cited_chunk_ids)
+    assert list(retrieve.shown) == [c.chunk_id for c in retrieved.chunks]
+    assert (retrieve.cited, retrieve.answer_mode) == ((), "")
+    assert len({a.query_id for a in audits}) == 3
+
+
+def test_a_full_buffer_drops_the_oldest_and_counts_it() -> None:
+    class Reply:
+        citations = ()
+        cited_chunk_ids = ()
+        answer_mode, variant, config_version = "extractive", "", 0
+
+    small = AuditRecorder(QueryAuditSettings(audit_buffer_max=2), now=lambda: 1.0,
+                          caller=lambda: ("bob", "user", Access.of("bob", ["eng"])))
+    before = DROPPED._value.get()
+    for question in ("one", "two", "three"):
+        small.answered("Query", question, Reply())
+    assert [a.question_sha256 for a in small.drain()] == [sha("two"), sha("three")]
+    assert DROPPED._value.get() == before + 1
+    assert small.drain() == []
+
+
+def test_the_agent_signs_with_the_query_key() -> None:
+    record = AuditRecorder(QueryAuditSettings(), caller=lambda: recorder_module.OPEN_CALLER
+                           ).record("Query", "q", (), (), "extractive")
+    (done,) = signed([record])
+    assert done.signer == DEV_QUERY_SIGNER and recover(done) == DEV_QUERY_SIGNER
+    assert (done.principal, done.principal_kind, done.scope) == ("", "open", "*")
