@@ -229,8 +229,8 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, *,
     for group, saved in state.offsets().items():
         await _commit(kafka, group, saved)
     say(f"offsets of {len(state.offsets())} group(s) committed as they were")
-    for topic, how in grow.REHOMED.items():
-        await _rehome(kafka, topic, target, how, say)
+    for topic, rule in grow.REHOMED.items():
+        await _rehome(kafka, topic, target, rule, say)
     await _skip_rehome(kafka, state, target, say)
     state.done()
     say(f"grown to {target} partitions; start the mesh with the new count")
@@ -367,17 +367,18 @@ def _recs(records: list[Any]) -> list[grow.Rec]:
 
 async def _dry_rehome(kafka: KafkaSettings, counts: dict[str, int], target: int,
                       say: Say) -> None:
-    for topic, how in grow.REHOMED.items():
+    for topic, rule in grow.REHOMED.items():
         records = _recs(await _read_all(kafka, topic, counts.get(topic, 0)))
-        writes = grow.rehome_writes(records, target, how)
+        writes = grow.rehome_writes(records, target, rule.retire, rule.routing_key)
         copies = sum(w.kind == "copy" for w in writes)
         say(f"plan: {topic}: {copies} key(s) move, {len(writes) - copies} retired by "
-            f"{how} on their old partition")
+            f"{rule.retire} on their old partition")
 
 
-async def _rehome(kafka: KafkaSettings, topic: str, target: int, how: grow.Retire,
+async def _rehome(kafka: KafkaSettings, topic: str, target: int, rule: grow.Rehomed,
                   say: Say) -> None:
-    writes = grow.rehome_writes(_recs(await _read_all(kafka, topic, target)), target, how)
+    records = _recs(await _read_all(kafka, topic, target))
+    writes = grow.rehome_writes(records, target, rule.retire, rule.routing_key)
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5, acks="all",
                                 max_request_size=kafka.max_record_bytes, **kafka.client_options())
     await producer.start()
@@ -391,7 +392,8 @@ async def _rehome(kafka: KafkaSettings, topic: str, target: int, how: grow.Retir
     finally:
         await producer.stop()
     copies = sum(w.kind == "copy" for w in writes)
-    say(f"{topic}: {copies} key(s) re-homed, {len(writes) - copies} retired ({how})")
+    say(f"{topic}: {copies} key(s) re-homed, {len(writes) - copies} retired "
+        f"({rule.retire})")
 
 
 async def _skip_rehome(kafka: KafkaSettings, state: State, target: int, say: Say) -> None:

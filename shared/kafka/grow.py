@@ -15,7 +15,8 @@ the reader applies deletes and would drop a tombstone as bad input).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,15 +50,41 @@ GROWN: tuple[str, ...] = (
     CHUNKS_EMBEDDED.name, SEARCH_REQUESTS.name, DOC_VERSIONS.changelog, SOURCE_CLOCKS.changelog,
 )
 
-# Compacted logs that later readers rebuild per-document state from, and how a moved key is
-# retired on its old partition. chunks.embedded.v1: retrieval rebuilds the old shard from
-# it and applies a delete (a tombstone would be dead-lettered, leaving the document in two
-# shards). chunks.v1: a tombstone, so compaction removes the old copy for the next model's
-# embedding group; the running groups are moved past the re-home writes (nothing new in
-# them). doc_versions: a tombstone, which Faust's recovery reads as a key delete.
-REHOMED: dict[str, Retire] = {
-    CHUNKS_EMBEDDED.name: "delete", CHUNKS.name: "tombstone",
-    DOC_VERSIONS.changelog: "tombstone",
+
+
+def same_key(key: bytes) -> bytes:
+    return key
+
+
+def table_key(key: bytes) -> bytes:
+    """The source record's key of a Faust table's changelog key: Faust writes a str table
+    key as JSON (`"doc-1"`) to the partition of the event that wrote it, which the producer
+    picked from the raw doc id."""
+    try:
+        decoded = json.loads(key)
+    except ValueError:
+        return key
+    return decoded.encode() if isinstance(decoded, str) else key
+
+
+@dataclass(frozen=True)
+class Rehomed:
+    """A compacted log whose keys are moved: how a moved key is retired on its old
+    partition, and the key its partition is picked by."""
+
+    retire: Retire
+    routing_key: Callable[[bytes], bytes] = same_key
+
+
+# Compacted logs that later readers rebuild per-document state from. chunks.embedded.v1:
+# retrieval rebuilds the old shard from it and applies a delete (a tombstone would be
+# dead-lettered, leaving the document in two shards). chunks.v1: a tombstone, so compaction
+# removes the old copy for the next model's embedding group; the running groups are moved
+# past the re-home writes (nothing new in them). doc_versions: a tombstone, which Faust's
+# recovery reads as a key delete.
+REHOMED: dict[str, Rehomed] = {
+    CHUNKS_EMBEDDED.name: Rehomed("delete"), CHUNKS.name: Rehomed("tombstone"),
+    DOC_VERSIONS.changelog: Rehomed("tombstone", table_key),
 }
 # Groups consuming these topics are committed past the re-home writes: they have applied
 # every record already (lag 0), and would otherwise embed the moved copies again.
@@ -163,11 +190,12 @@ def retirement(rec: Rec, how: Retire) -> bytes | None:
     return encode(update.model_copy(update={"op": "delete", "chunks": ()}))
 
 
-def rehome_writes(records: Iterable[Rec], partitions: int, how: Retire) -> list[Write]:
-    """The writes that leave each key's newest live record on partition_of(key, partitions)
-    and nowhere else: copies first (in key order), then retirements, so a crash between
-    the two leaves the copy in place and a re-run only retires. Applied, they make a
-    re-run return nothing (idempotent).
+def rehome_writes(records: Iterable[Rec], partitions: int, how: Retire,
+                  routing_key: Callable[[bytes], bytes] = same_key) -> list[Write]:
+    """The writes that leave each key's newest live record on
+    partition_of(routing_key(key), partitions) and nowhere else: copies first (in key
+    order), then retirements, so a crash between the two leaves the copy in place and a
+    re-run only retires. Applied, they make a re-run return nothing (idempotent).
 
     The copy is the key's newest record on the partitions it strayed on; if the target
     already holds a live record of the key, that one is newer (written after the growth,
@@ -178,7 +206,7 @@ def rehome_writes(records: Iterable[Rec], partitions: int, how: Retire) -> list[
     retires: list[Write] = []
     for key in sorted(newest):
         at = newest[key]
-        target = partition_of(key, partitions)
+        target = partition_of(routing_key(key), partitions)
         stray = [r for p, r in sorted(at.items()) if p != target and not retired(r, how)]
         if not stray:
             continue

@@ -66,6 +66,7 @@ def test_grown_topics_are_the_document_path_and_its_tables() -> None:
                                "streamrag-ingest-doc_versions-changelog"}
     assert "audit.batches.v1" not in grow.GROWN and "search.replies.v1" not in grow.GROWN
     assert set(grow.REHOMED) <= set(grow.GROWN)
+    assert grow.REHOMED["streamrag-ingest-doc_versions-changelog"].routing_key is grow.table_key
     assert {s.name for s in grow.grown_specs()} == set(grow.GROWN)
 
 
@@ -194,3 +195,25 @@ def test_a_newer_record_already_on_the_target_wins_over_the_stray() -> None:
     records = [Rec(old, 0, key, table_value(2), 10), Rec(target, 0, key, table_value(3), 20)]
     writes = rehome_writes(records, 6, "tombstone")
     assert [(w.kind, w.partition, w.value) for w in writes] == [("retire", old, None)]
+
+
+def test_a_table_key_routes_by_the_doc_id_its_event_was_keyed_by() -> None:
+    # Faust writes a str table key as JSON, on the partition of the event that wrote it.
+    assert grow.table_key(b'"doc-7"') == b"doc-7"
+    assert grow.table_key(json.dumps("dönër").encode()) == "dönër".encode()
+    assert grow.table_key(b"not json") == b"not json"
+    assert grow.table_key(b"12") == b"12"  # not a str key: its bytes as they are
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=keys_strategy, old=st.integers(1, 6), more=st.integers(1, 6))
+def test_changelog_keys_move_to_their_doc_ids_partition(
+        keys: list[tuple[int, list[bool]]], old: int, more: int) -> None:
+    new = old + more
+    raw = history(keys, old, "tombstone")
+    records = [Rec(r.partition, r.offset, json.dumps(r.key.decode()).encode(), r.value,
+                   r.timestamp_ms) for r in raw]
+    done = grow.apply_writes(records, rehome_writes(records, new, "tombstone", grow.table_key))
+    for key, at in grow.newest_by_key(done).items():
+        live = {p for p, r in at.items() if not grow.retired(r, "tombstone")}
+        assert live <= {partition_of(json.loads(key).encode(), new)}
