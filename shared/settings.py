@@ -58,6 +58,14 @@ class KafkaSettings(BaseSettings):
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     # Replicas of each topic the mesh creates (1 on the embedded single broker).
     replication_factor: int = Field(default=1, ge=1)
+    # min.insync.replicas of each topic the mesh creates: with acks=all a write is
+    # acknowledged once this many replicas hold it, and refused (NotEnoughReplicas) while
+    # fewer are in sync. At most the replication factor; 1 on the embedded broker.
+    min_insync_replicas: int = Field(default=1, ge=1)
+    # Idempotent producers (each record written once per partition even when a send is
+    # retried). Apache Kafka supports them; the embedded broker (tansu) refuses
+    # InitProducerId, so the default is off: turn it on against a real Kafka cluster.
+    producer_idempotence: bool = False
     # How long producers hold a record to batch it with the next (0: send at once, for latency).
     producer_linger_ms: int = Field(default=0, ge=0)
     # The largest record any producer of the mesh sends and any consumer fetches
@@ -90,9 +98,24 @@ class KafkaSettings(BaseSettings):
             raise ValueError(msg)
         return self
 
+    @model_validator(mode="after")
+    def _insync_within_replicas(self) -> KafkaSettings:
+        if self.min_insync_replicas > self.replication_factor:
+            msg = (f"STREAMRAG_KAFKA_MIN_INSYNC_REPLICAS={self.min_insync_replicas} exceeds "
+                   f"STREAMRAG_KAFKA_REPLICATION_FACTOR={self.replication_factor}: no write "
+                   "could ever be acknowledged")
+            raise ValueError(msg)
+        return self
+
     @property
     def url(self) -> str:
         return "kafka://" + ";".join(self.bootstrap.split(","))
+
+    def producer_options(self) -> dict[str, Any]:
+        """Keyword arguments of every plain aiokafka producer of the mesh: a record counts as
+        sent once every in-sync replica holds it (acks=all), idempotent where the broker
+        supports it (producer_idempotence)."""
+        return {"acks": "all", "enable_idempotence": self.producer_idempotence}
 
     @property
     def sasl(self) -> bool:
@@ -124,6 +147,30 @@ class KafkaSettings(BaseSettings):
                                      password=self.sasl_password.get_secret_value(),
                                      mechanism=self.sasl_mechanism,
                                      ssl_context=self.ssl_context())
+
+
+class PartitionSettings(BaseSettings):
+    """How many partitions each topic group of the contract has (env prefix STREAMRAG_KAFKA_,
+    shared with KafkaSettings; the two keep their field names apart)."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_KAFKA_", frozen=True)
+
+    # Partitions of the document path (docs.*, chunks.*, search requests): the most workers
+    # of ingest, redaction, chunking and embedding, and retrieval's shard count
+    # (search.requests.v1 is co-partitioned with chunks.embedded.v1). Every process of a mesh
+    # must see the same count; existing topics are checked against it at bring-up, and
+    # `streamrag topics --grow N` raises it on a running deployment.
+    partitions_documents: int = Field(default=4, ge=1, le=1024)
+    # Partitions of the audit topics (audit.batches.v1, audit.queries.v1) and the ledger's
+    # table on them.
+    partitions_audit: int = Field(default=4, ge=1, le=1024)
+    # Partitions of the topics inference gathers and counts (search replies, feedback, query
+    # latency, stream counts, drift samples and windows) and its window tables on them.
+    partitions_telemetry: int = Field(default=4, ge=1, le=1024)
+
+    def count(self, group: str) -> int:
+        """The partition count of a topic group ("single": always 1)."""
+        return 1 if group == "single" else int(getattr(self, f"partitions_{group}"))
 
 
 class LedgerSettings(BaseSettings):

@@ -292,7 +292,8 @@ def bench_broker_recovery(n: int) -> dict:
                             replies = await ask.scatter(q, 1, None)
                             if any(r.error not in ("", "recovering") for r in replies):
                                 raise RuntimeError(f"shard error: {replies}")
-                            if (len(replies) == 4 and not any(r.error for r in replies)
+                            if (len(replies) == CHUNKS_EMBEDDED.partitions
+                                    and not any(r.error for r in replies)
                                     and sum(r.shard_size for r in replies) == n):
                                 return
                             await asyncio.sleep(0.5)

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from shared.contract.codec import decode, encode
 from shared.contract.records import SearchReply, SearchRequest, SearchSpec, encode_vector
-from shared.contract.topics import PARTITIONS, SEARCH_REPLIES, SEARCH_REQUESTS
+from shared.contract.topics import SEARCH_REPLIES, SEARCH_REQUESTS
 
 
 class Asker:
@@ -28,7 +28,7 @@ class Asker:
     async def __aenter__(self) -> Asker:
         await self.consumer.start()
         await self.producer.start()
-        tps = [TopicPartition(SEARCH_REPLIES.name, p) for p in range(PARTITIONS)]
+        tps = [TopicPartition(SEARCH_REPLIES.name, p) for p in range(SEARCH_REPLIES.partitions)]
         self.consumer.assign(tps)
         await self.consumer.seek_to_end(*tps)
         return self
@@ -42,14 +42,14 @@ class Asker:
         rid = uuid.uuid4().hex
         spec = SearchSpec(query_id="q", vector=encode_vector(q), top_k=top_k, domain=domain,
                           all_access=True)
-        for p in range(PARTITIONS):
+        for p in range(SEARCH_REQUESTS.partitions):
             req = SearchRequest(request_id=rid, partition=p, model_id=self.model, dim=self.dim,
                                 deadline=time.time() + 10, queries=(spec,))
             await self.producer.send_and_wait(SEARCH_REQUESTS.name, encode(req),
                                               key=rid.encode(), partition=p)
         replies: dict[int, SearchReply] = {}
         deadline = time.monotonic() + 10
-        while len(replies) < PARTITIONS and time.monotonic() < deadline:
+        while len(replies) < SEARCH_REQUESTS.partitions and time.monotonic() < deadline:
             for records in (await self.consumer.getmany(timeout_ms=200)).values():
                 for r in records:
                     reply = decode(SearchReply, r.value)

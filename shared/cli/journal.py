@@ -314,7 +314,7 @@ async def restore(kafka: KafkaSettings, journal: Journal) -> Restored:
         await admin.close()
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5,
                                 max_request_size=kafka.max_record_bytes,
-                                **kafka.client_options())
+                                **kafka.producer_options(), **kafka.client_options())
     await producer.start()
     records = parts = 0
     ends: dict[TopicPartition, int] = {}

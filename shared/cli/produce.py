@@ -79,7 +79,8 @@ async def send(kafka: KafkaSettings, items: Iterable[tuple[bytes | None, bytes]]
                headers: list[tuple[str, bytes]] | None = None, progress: bool = True) -> int:
     """Send (key, value) pairs to docs.raw.v1; returns how many were acknowledged."""
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5,
-                                max_request_size=4 * 1024 * 1024, **kafka.client_options())
+                                max_request_size=4 * 1024 * 1024, **kafka.producer_options(),
+                                **kafka.client_options())
     await producer.start()
     sent = 0
     try:

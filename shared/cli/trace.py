@@ -46,7 +46,6 @@ from shared.contract.topics import (
     DOCS_PARSED,
     DOCS_RAW,
     DOCS_REDACTED,
-    PARTITIONS,
 )
 from shared.errors import InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
@@ -140,8 +139,9 @@ class Journey:
         return sum(h.total_ms for h in self.hops)
 
 
-def partition_of(doc_id: str, partitions: int = PARTITIONS) -> int:
-    """The partition a doc id keys to: the producers' default partitioner (murmur2)."""
+def partition_of(doc_id: str, partitions: int = DOCS_PARSED.partitions) -> int:
+    """The partition a doc id keys to on every keyed topic (all in the documents group, so
+    of one count): the producers' default partitioner (murmur2)."""
     return (murmur2(doc_id.encode()) & 0x7FFFFFFF) % partitions
 
 

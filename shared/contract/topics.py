@@ -6,6 +6,14 @@ refuses a table changelog whose count differs from its source topic.
 Everything that carries a document is keyed by document id, so all versions of
 a document stay on one partition, in order.
 
+Partition counts are a deployment setting per topic group (shared.settings.PartitionSettings,
+STREAMRAG_KAFKA_PARTITIONS_<GROUP>, read once when this module is imported): each TopicSpec
+names its group, each table follows its source topic. The `documents` group holds the whole
+document path and the search topics, because search.requests.v1 must stay co-partitioned with
+chunks.embedded.v1 (request partition p reaches the owner of shard p); `single` topics always
+have one partition. Existing topics are checked against the counts at bring-up
+(shared/kafka/admin.py); nothing is ever repartitioned silently.
+
 What an audit proof needs (the redacted versions, the audit records and the anchor
 announcements) is marked `evidence`: those topics are kept for the audit retention
 (shared/contract/retention.py, default forever), never for an operational default.
@@ -16,11 +24,19 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from shared.contract.sizes import MAX_RECORD_BYTES
 from shared.encoder.model import MODEL_ID
+from shared.errors import ConfigError
+from shared.settings import PartitionSettings
 
-PARTITIONS = 4  # docs and chunks; search requests must match chunks.embedded.v1
+# documents: docs.*, chunks.*, search requests (what `streamrag topics --grow` grows);
+# audit: audit.*; telemetry: search replies, feedback, latency, stats, drift; single: one
+# partition whatever the settings (one reader must see every record).
+PartitionGroup = Literal["documents", "audit", "telemetry", "single"]
+# This process's counts: every service, CLI and script of one mesh reads the same env.
+LAYOUT = PartitionSettings()
 HOUR_MS = 3_600_000
 WEEK_MS = 7 * 24 * HOUR_MS
 FOREVER = -1  # retention.ms / retention.bytes: never deleted by age or size
@@ -31,7 +47,9 @@ class TopicSpec:
     name: str
     key: str
     value: str
-    partitions: int = PARTITIONS
+    group: PartitionGroup = "documents"
+    # 0: the group's count in LAYOUT (resized() sets another layout's).
+    partitions: int = 0
     compacted: bool = False
     retention_ms: int = WEEK_MS
     doc: str = ""
@@ -39,6 +57,10 @@ class TopicSpec:
     # Holds what an audit proof needs: its retention is the audit retention, by time only
     # (retention.bytes unlimited, whatever the broker's default), and bring-up checks it.
     evidence: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.partitions:
+            object.__setattr__(self, "partitions", LAYOUT.count(self.group))
 
     def broker_config(self) -> dict[str, str]:
         # Every topic takes the contract's largest record (shared/contract/sizes.py); real Kafka
@@ -58,7 +80,13 @@ class TableSpec:
     name: str
     key: str
     value: str
-    partitions: int = PARTITIONS
+    # The topic whose agent writes the table: its changelog has the same partition count
+    # (Faust refuses any other), so the table follows the source's group.
+    source: TopicSpec
+
+    @property
+    def partitions(self) -> int:
+        return self.source.partitions
 
     @property
     def changelog(self) -> str:
@@ -92,48 +120,54 @@ SEARCH_REQUESTS = TopicSpec(
     "search.requests.v1", "request id", "records.SearchRequest", retention_ms=HOUR_MS,
     doc="Scatter: one request per partition; co-partitioned with chunks.embedded.v1.",
 )
+# Not co-partitioned with anything (inference reads every partition): in telemetry, so that
+# growing the document topics (streamrag topics --grow) leaves it as it is.
 SEARCH_REPLIES = TopicSpec("search.replies.v1", "request id", "records.SearchReply",
-                           retention_ms=HOUR_MS, doc="Gather: one reply per shard.")
+                           "telemetry", retention_ms=HOUR_MS,
+                           doc="Gather: one reply per shard.")
 AUDIT_BATCHES = TopicSpec("audit.batches.v1", "partition of docs.normalized.v1",
-                          "records.AuditBatch", retention_ms=FOREVER, evidence=True,
+                          "records.AuditBatch", "audit", retention_ms=FOREVER, evidence=True,
                           doc="One record per redaction micro-batch.")
 AUDIT_QUERIES = TopicSpec(
-    "audit.queries.v1", "query id", "records.QueryAudit", retention_ms=FOREVER, evidence=True,
+    "audit.queries.v1", "query id", "records.QueryAudit", "audit", retention_ms=FOREVER,
+    evidence=True,
     doc="One record per answered query: who asked (principal and grants), when, the "
         "question's hash, the chunks cited and the answer mode; batched into the audit trail "
         "like documents, so an auditor can prove who was shown what.",
 )
-LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", partitions=1,
+LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", "single",
                            retention_ms=FOREVER, evidence=True,
                            doc="The on-chain transaction that anchored each audit batch.")
 DEADLETTER_RAW = TopicSpec(
-    "deadletter.raw.v1", "source key", "records.DeadLetter", partitions=1,
+    "deadletter.raw.v1", "source key", "records.DeadLetter", "single",
     doc="Rejected raw input (before redaction): may hold raw PII, guard like docs.raw.v1.",
 )
-DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", partitions=1,
+DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", "single",
                        doc="Rejected records past ingest: a payload hash, never the payload.")
-FEEDBACK = TopicSpec("feedback.v1", "chunk id", "records.Feedback", retention_ms=WEEK_MS,
+FEEDBACK = TopicSpec("feedback.v1", "chunk id", "records.Feedback", "telemetry",
+                     retention_ms=WEEK_MS,
                      doc="A user clicked or skipped a cited chunk (inference's Feedback RPC).")
 QUERY_LATENCY = TopicSpec(
     "query.latency.v1", "gRPC method", "services.inference.telemetry.latency.QueryLatency",
-    retention_ms=HOUR_MS, doc="One record per finished inference call, for the latency table.",
+    "telemetry", retention_ms=HOUR_MS,
+    doc="One record per finished inference call, for the latency table.",
 )
 STREAM_STATS = TopicSpec(
-    "stats.counts.v1", "source", "records.StreamCounts", retention_ms=HOUR_MS,
+    "stats.counts.v1", "source", "records.StreamCounts", "telemetry", retention_ms=HOUR_MS,
     doc="Per-change counts from ingest and PII counts from redaction, for the window tables.",
 )
 DRIFT_SAMPLES = TopicSpec(
-    "drift.samples.v1", "source", "records.DriftSample", retention_ms=HOUR_MS,
+    "drift.samples.v1", "source", "records.DriftSample", "telemetry", retention_ms=HOUR_MS,
     doc="One summary per embedded document version (retrieval), re-keyed by source so that "
         "one worker judges each source's drift.",
 )
 DRIFT_WINDOWS = TopicSpec(
-    "drift.windows.v1", "source", "records.DriftReport", retention_ms=WEEK_MS,
+    "drift.windows.v1", "source", "records.DriftReport", "telemetry", retention_ms=WEEK_MS,
     doc="One report per closed drift window of each source, domain and model; those with "
         "status drift are the drift events.",
 )
 CONFIG_QUERY = TopicSpec(
-    "config.query.v1", "query/<version, 12 digits>", "query_config.QueryConfig", partitions=1,
+    "config.query.v1", "query/<version, 12 digits>", "query_config.QueryConfig", "single",
     compacted=True,
     doc="The query-path configuration, one key per version so compaction keeps the history; "
         "every inference instance reads it from the start and applies the newest valid one.",
@@ -141,12 +175,12 @@ CONFIG_QUERY = TopicSpec(
 # One partition: the inference instance the group assigns it to is the one SLO guard.
 GUARD_SAMPLES = TopicSpec(
     "guard.samples.v1", "variant", "services.inference.guard.samples.GuardSample",
-    partitions=1, retention_ms=HOUR_MS,
+    "single", retention_ms=HOUR_MS,
     doc="Per-variant calls, probe results and feedback, for the SLO guard's window table; "
         "one partition, so one inference instance judges every variant's windows.",
 )
 GUARD_INCIDENTS = TopicSpec(
-    "guard.incidents.v1", "incident id", "records.GuardIncident", partitions=1,
+    "guard.incidents.v1", "incident id", "records.GuardIncident", "single",
     retention_ms=WEEK_MS,
     doc="The SLO guard's actions: the breaking windows and their figures, the version it "
         "wrote and the configuration diff (shown by streamrag status).",
@@ -155,8 +189,8 @@ GUARD_INCIDENTS = TopicSpec(
 TOPICS: tuple[TopicSpec, ...] = (
     DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
     SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS,
-    DEADLETTER_RAW, DEADLETTER, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES, DRIFT_WINDOWS, CONFIG_QUERY,
-    GUARD_SAMPLES, GUARD_INCIDENTS,
+    DEADLETTER_RAW, DEADLETTER, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES,
+    DRIFT_WINDOWS, CONFIG_QUERY, GUARD_SAMPLES, GUARD_INCIDENTS,
 )
 
 INGEST_APP = "streamrag-ingest"
@@ -169,28 +203,32 @@ LEDGER_APP = "streamrag-ledger"
 # One-process mode (services/onebox): every service's agents in one app, one consumer group.
 ONEBOX_APP = "streamrag-onebox"
 
-DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{hash, version, position}")
+DOC_VERSIONS = TableSpec(INGEST_APP, "doc_versions", "doc id", "{hash, version, position}",
+                         DOCS_PARSED)
 SOURCE_CLOCKS = TableSpec(INGEST_APP, "source_clocks", "source@partition",
-                          "{max_event_time, freshest_applied, late, lateness histogram}")
-ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", partitions=4)
-CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h")
-CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h")
+                          "{max_event_time, freshest_applied, late, lateness histogram}",
+                          DOCS_PARSED)
+ANCHORED = TableSpec(LEDGER_APP, "anchored_batches", "batch id", "Anchor JSON", AUDIT_BATCHES)
+CHUNK_CLICKS = TableSpec(INFERENCE_APP, "chunk_clicks", "chunk id", "clicks, hopping 1 h",
+                         FEEDBACK)
+CHUNK_SKIPS = TableSpec(INFERENCE_APP, "chunk_skips", "chunk id", "skips, hopping 1 h",
+                        FEEDBACK)
 QUERY_LATENCIES = TableSpec(INFERENCE_APP, "query_latency", "method/bucket",
-                            "calls per log-spaced latency bucket, tumbling 1 min")
+                            "calls per log-spaced latency bucket, tumbling 1 min", QUERY_LATENCY)
 STATS_MINUTE = TableSpec(INFERENCE_APP, "stream_stats_minute", "[source, domain, kind]",
-                         "count, tumbling 1 min")
+                         "count, tumbling 1 min", STREAM_STATS)
 STATS_HOUR = TableSpec(INFERENCE_APP, "stream_stats_hour", "[source, domain, kind]",
-                       "count, hopping 1 h")
+                       "count, hopping 1 h", STREAM_STATS)
 # Faust's key index of each windowed stats table (which keys exist, for listing them).
 STATS_MINUTE_KEYS = TableSpec(INFERENCE_APP, f"{STATS_MINUTE.name}-key_index",
-                              "[source, domain, kind]", "1")
+                              "[source, domain, kind]", "1", STREAM_STATS)
 STATS_HOUR_KEYS = TableSpec(INFERENCE_APP, f"{STATS_HOUR.name}-key_index",
-                            "[source, domain, kind]", "1")
+                            "[source, domain, kind]", "1", STREAM_STATS)
 DRIFT_LATEST = TableSpec(INFERENCE_APP, "drift_latest", "[source, domain, model]",
-                         "the newest DriftReport and the last drift event, JSON")
+                         "the newest DriftReport and the last drift event, JSON", DRIFT_WINDOWS)
 GUARD_WINDOWS = TableSpec(INFERENCE_APP, "guard_windows", "variant/figure",
                           "calls, latency buckets, probe hits, clicks, skips; tumbling "
-                          "guard window", partitions=1)
+                          "guard window", GUARD_SAMPLES)
 
 TABLES: tuple[TableSpec, ...] = (DOC_VERSIONS, SOURCE_CLOCKS, ANCHORED, CHUNK_CLICKS,
                                  CHUNK_SKIPS, QUERY_LATENCIES, STATS_MINUTE, STATS_HOUR,
@@ -255,13 +293,38 @@ def service_tables(service: str) -> tuple[TableSpec, ...]:
     return tuple(t for t in TABLES if t.app_id == SERVICES[service])
 
 
-def all_topic_specs() -> tuple[TopicSpec, ...]:
-    """Every topic to create at bring-up, table changelogs included."""
+# Topic pairs that must have equal partition counts: Faust's assignor gives one worker the
+# same partition numbers of equal-sized topics it reads together, which is what routes
+# search request partition p to the worker holding shard p (chunks.embedded.v1 partition p).
+COPARTITIONED: tuple[tuple[TopicSpec, TopicSpec], ...] = ((SEARCH_REQUESTS, CHUNKS_EMBEDDED),)
+
+
+def all_topic_specs(layout: PartitionSettings | None = None) -> tuple[TopicSpec, ...]:
+    """Every topic to create at bring-up, table changelogs included, sized by `layout`
+    (default: this process's settings); each changelog has its source topic's count."""
     changelogs = tuple(
-        TopicSpec(t.changelog, t.key, t.value, partitions=t.partitions, compacted=True)
+        TopicSpec(t.changelog, t.key, t.value, t.source.group, compacted=True)
         for t in TABLES
     )
-    return TOPICS + changelogs
+    specs = TOPICS + changelogs
+    return specs if layout is None else resized(specs, layout)
+
+
+def resized(specs: tuple[TopicSpec, ...], layout: PartitionSettings) -> tuple[TopicSpec, ...]:
+    """`specs` with each topic's partition count taken from `layout` by its group."""
+    return tuple(replace(s, partitions=layout.count(s.group)) for s in specs)
+
+
+def check_copartitioned(specs: tuple[TopicSpec, ...]) -> None:
+    """ConfigError when a co-partitioned pair (COPARTITIONED) differs in `specs`."""
+    counts = {s.name: s.partitions for s in specs}
+    for a, b in COPARTITIONED:
+        if a.name in counts and b.name in counts and counts[a.name] != counts[b.name]:
+            msg = (f"{a.name} has {counts[a.name]} partitions and {b.name} {counts[b.name]}: "
+                   f"they must be equal, since search request partition p is answered by "
+                   f"the worker that holds shard p (partition p of {b.name}); both are in "
+                   f"the {b.group!r} group (STREAMRAG_KAFKA_PARTITIONS_{b.group.upper()})")
+            raise ConfigError(msg)
 
 
 def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,

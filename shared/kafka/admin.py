@@ -1,6 +1,9 @@
 """Create the contract's topics explicitly, with their partition counts and configs.
 
-Topics that exist already are checked: their partition counts, and for the evidence topics
+Every topic is created with the configured replication factor and min.insync.replicas
+(KafkaSettings). Topics that exist already are checked: their partition counts against the
+settings of their group (a mismatch names the topic, both counts and the command that fixes
+it; Kafka can add partitions but never remove them), and for the evidence topics
 (what an audit proof needs) that the broker keeps them as long as the audit retention says
 (cleanup.policy delete, retention.ms, no size limit). A mismatch stops bring-up naming the
 fix; nothing is altered behind the operator's back (shortening a retention deletes evidence).
@@ -17,7 +20,12 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from shared.contract.retention import AuditRetentionSettings
-from shared.contract.topics import TopicSpec, all_topic_specs, with_audit_retention
+from shared.contract.topics import (
+    TopicSpec,
+    all_topic_specs,
+    check_copartitioned,
+    with_audit_retention,
+)
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 
@@ -44,7 +52,54 @@ async def _connected_admin(kafka: KafkaSettings, wait_s: float) -> AIOKafkaAdmin
 def contract_specs(retention: AuditRetentionSettings | None = None) -> tuple[TopicSpec, ...]:
     """Every topic of the contract, the evidence topics kept for the audit retention."""
     retention = retention or AuditRetentionSettings()
-    return with_audit_retention(all_topic_specs(), retention.retention_ms)
+    specs = with_audit_retention(all_topic_specs(), retention.retention_ms)
+    check_copartitioned(specs)
+    return specs
+
+
+def _setting(spec: TopicSpec) -> str:
+    if spec.group == "single":
+        return "the contract (one partition, always)"
+    return f"STREAMRAG_KAFKA_PARTITIONS_{spec.group.upper()}={spec.partitions}"
+
+
+def partition_problems(specs: tuple[TopicSpec, ...], found: dict[str, int]) -> list[str]:
+    """Each existing topic whose partition count (`found`, by name) differs from its spec,
+    with what fixes it. A topic with fewer partitions can grow (`streamrag topics --grow`,
+    which keeps each document's order, docs/design/topic-contract.md); one with more cannot
+    shrink in Kafka: the setting goes back, or the data moves to a new topic generation."""
+    problems = []
+    for spec in specs:
+        have = found.get(spec.name, spec.partitions)
+        if have == spec.partitions:
+            continue
+        where = f"topic {spec.name} has {have} partitions, {_setting(spec)} says {spec.partitions}"
+        if have < spec.partitions and spec.group != "single":
+            fix = (f"run `streamrag topics --grow {spec.partitions}` to add partitions, or set "
+                   f"STREAMRAG_KAFKA_PARTITIONS_{spec.group.upper()}={have} to keep them")
+        elif spec.group == "single":
+            fix = "a single-partition topic must stay at one: recreate it with one partition"
+        else:
+            fix = (f"Kafka cannot remove partitions: set STREAMRAG_KAFKA_PARTITIONS_"
+                   f"{spec.group.upper()}={have}, or move the data to a new topic generation "
+                   f"(a .v2 topic with {spec.partitions} partitions)")
+        problems.append(f"{where}: {fix}")
+    return problems
+
+
+def replication_problems(specs: tuple[TopicSpec, ...], found: dict[str, int],
+                         kafka: KafkaSettings) -> list[str]:
+    """Each existing topic with fewer replicas (`found`, by name) than the setting asks."""
+    return [f"topic {s.name} has {found[s.name]} replicas, STREAMRAG_KAFKA_REPLICATION_FACTOR="
+            f"{kafka.replication_factor}: add replicas with kafka-reassign-partitions.sh"
+            for s in specs if found.get(s.name, kafka.replication_factor)
+            < kafka.replication_factor]
+
+
+def new_topic(spec: TopicSpec, kafka: KafkaSettings) -> NewTopic:
+    """The creation request of a contract topic: its count, the replication settings."""
+    configs = {**spec.broker_config(), "min.insync.replicas": str(kafka.min_insync_replicas)}
+    return NewTopic(spec.name, spec.partitions, kafka.replication_factor, topic_configs=configs)
 
 
 def evidence_config_problems(spec: TopicSpec, found: dict[str, str]) -> list[str]:
@@ -69,8 +124,9 @@ async def describe_topic_configs(admin: AIOKafkaAdminClient, names: list[str],
 async def ensure_topics(
     kafka: KafkaSettings, specs: tuple[TopicSpec, ...] | None = None, wait_s: float = 60.0,
 ) -> list[str]:
-    """Create missing topics; fail if an existing one has another partition count, or an
-    existing evidence topic another retention than the audit retention's."""
+    """Create missing topics; fail if an existing one has another partition count or fewer
+    replicas than the settings say, or an existing evidence topic another retention than
+    the audit retention's. Nothing existing is altered."""
     specs = specs or contract_specs()
     admin = await _connected_admin(kafka, wait_s)
     try:
@@ -78,10 +134,8 @@ async def ensure_topics(
         missing = [s for s in specs if s.name not in existing]
         created: list[str] = []
         for spec in missing:
-            new = NewTopic(spec.name, spec.partitions, kafka.replication_factor,
-                           topic_configs=spec.broker_config())
             try:
-                await admin.create_topics([new])
+                await admin.create_topics([new_topic(spec, kafka)])
                 created.append(spec.name)
             except TopicAlreadyExistsError:
                 pass
@@ -89,11 +143,14 @@ async def ensure_topics(
         if present:
             meta = await admin.describe_topics([s.name for s in present])
             counts = {m["topic"]: len(m["partitions"]) for m in meta}
-            for spec in present:
-                if counts.get(spec.name, spec.partitions) != spec.partitions:
-                    msg = (f"topic {spec.name} has {counts[spec.name]} partitions, "
-                           f"the contract says {spec.partitions}")
-                    raise InfrastructureError(msg)
+            replicas = {m["topic"]: min(len(p["replicas"]) for p in m["partitions"])
+                        for m in meta if m["partitions"]}
+            wrong = (partition_problems(tuple(present), counts)
+                     + replication_problems(tuple(present), replicas, kafka))
+            if wrong:
+                msg = ("bring-up stopped, existing topics differ from the settings: "
+                       + "; ".join(wrong))
+                raise InfrastructureError(msg)
             evidence = [s for s in present if s.evidence]
             names = [s.name for s in evidence]
             configs = await describe_topic_configs(admin, names) if names else {}

@@ -51,6 +51,11 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
         broker_rebalance_timeout=kafka.rebalance_timeout_s,
         broker_heartbeat_interval=kafka.heartbeat_interval_s,
         producer_linger=kafka.producer_linger_ms / 1000.0,
+        # A record counts as written once every in-sync replica holds it; with
+        # min.insync.replicas (topic config, shared/kafka/admin.py) a write that fewer
+        # replicas could take fails instead of being acknowledged (docs/deployment.md,
+        # "Replicated Kafka"). Idempotence: shared/kafka/durability.py.
+        producer_acks=-1,
         # One record limit for the whole mesh (shared/contract/sizes.py): the producer sends and the
         # consumer fetches whole records up to it (Faust's defaults, 1,000,000 and 1 MiB,
         # were below what a valid 1 MiB document derives).

@@ -163,7 +163,7 @@ class KafkaConfigLog:
     async def write(self, key: bytes, value: bytes) -> None:
         # linger 0: one record per batch, so the embedded broker's end offset stays right.
         producer = AIOKafkaProducer(bootstrap_servers=self.kafka.bootstrap, linger_ms=0,
-                                    acks="all", **self.kafka.client_options())
+                                    **self.kafka.producer_options(), **self.kafka.client_options())
         await producer.start()
         try:
             await producer.send_and_wait(CONFIG_QUERY.name, value, key=key)

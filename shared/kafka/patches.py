@@ -10,6 +10,8 @@ silently drop the guarantee that no record is lost. The fixes, by module:
 - `fetch_wait`: the fetch wait of Faust's consumer is a setting, and idle-aware.
 - `trace_headers`: every record written carries the trace context of the record in hand
   (not a fix: Faust has no hook for outgoing headers).
+- `durability`: every producer writes with acks=all, idempotent where the broker supports
+  it (not a fix: Faust has no public producer option for idempotence).
 - `watchdog` (per app, armed by `shared.kafka.app.make_app`): a crashed worker exits.
 
 PATCHED lists every attribute replaced or overridden; tests/unit/shared/kafka/
@@ -46,6 +48,7 @@ PATCHED = {
     ("aiokafka.consumer.fetcher", "Fetcher", "_proc_fetch_request"): "fetch_wait",
     ("aiokafka", "AIOKafkaProducer", "send"): "fetch_wait",
     ("faust.channels", "Channel", "prepare_headers"): "trace_headers",
+    ("faust.transport.drivers.aiokafka", "Producer", "_settings_extra"): "durability",
     ("mode", "Service", "_crash"): "watchdog",  # on the app instance, not the class
     ("faust.tables.base", "Collection", "_changelog_topic_name"): "app",  # ContractTable
 }
@@ -78,7 +81,7 @@ def install(kafka: KafkaSettings, *, fetch_wait_ms: int,
     """Check the versions, then install every process-wide fix (each at most once)."""
     check_versions(kafka)
     # Faust's modules: imported here, not for install_idle_wait.
-    from shared.kafka import changelog_tail, delivery, trace_headers
+    from shared.kafka import changelog_tail, delivery, durability, trace_headers
 
     fetch_wait.set_faust_wait(fetch_wait_ms)
     install_idle_wait(kafka)
@@ -88,6 +91,8 @@ def install(kafka: KafkaSettings, *, fetch_wait_ms: int,
     changelog_tail.install(kafka)
     # Records written carry the trace context of the record in hand (shared/tracing).
     trace_headers.install()
+    # acks=all, idempotent where the broker supports it (KafkaSettings.producer_idempotence).
+    durability.install(kafka)
 
 
 def install_idle_wait(kafka: KafkaSettings) -> None:

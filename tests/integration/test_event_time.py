@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
 from shared.cli.mesh import Endpoints as RunningMesh
-from shared.contract.topics import PARTITIONS
+from shared.contract.topics import DOCS_RAW
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import uid
@@ -76,7 +76,8 @@ def expected(run: str, order: list[tuple[int, int]]) -> dict[str, int]:
     newest: dict[int, float] = {}
     out = dict.fromkeys(("new", "updated", "stale", "late", "late_applied"), 0)
     for d, v in order:
-        p = part(f"{run}-{d}".encode(), list(range(PARTITIONS)), list(range(PARTITIONS)))
+        p = part(f"{run}-{d}".encode(), list(range(DOCS_RAW.partitions)),
+                 list(range(DOCS_RAW.partitions)))
         t = T0 + STEP_S * v
         late = t < newest.get(p, t) - LATENESS_S
         newest[p] = max(newest.get(p, t), t)

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from shared.cli.mesh import Endpoints as RunningMesh
-from shared.contract.topics import DOCS_PARSED, INGEST_APP, PARTITIONS
+from shared.contract.topics import DOCS_PARSED, INGEST_APP
 from tests.support.mesh import read_topic, uid
 from tests.support.polling import eventually
 from tests.support.workers import alive, pid_of
@@ -105,7 +105,7 @@ def committed_past(mesh: RunningMesh, run: str) -> bool:
                     for p, off in last.items()]
         finally:
             await reader.stop()
-        return len(last) == PARTITIONS and all(done)
+        return len(last) == DOCS_PARSED.partitions and all(done)
     return asyncio.run(go())
 
 

@@ -35,7 +35,7 @@ from shared.contract.records import (
     SearchReply,
     encode_vector,
 )
-from shared.contract.topics import CHUNKS_EMBEDDED, PARTITIONS
+from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings
 from tests.support.polling import eventually
@@ -135,6 +135,7 @@ def generation(bootstrap: str, live: Live, start: int, docs: int, seed: int) -> 
     produce(bootstrap, sets, live)
 
 
+SHARDS = CHUNKS_EMBEDDED.partitions  # one per partition: the configured count
 QUERIES = [(unit(10_000 + i), domain) for i, domain in enumerate([None, "pay", "ops"] * 3)]
 Answers = list[list[tuple[str, float]]]
 
@@ -156,7 +157,7 @@ def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
                 replies = await ask.scatter(QUERIES[0][0], 1000, None)
                 last = [(r.partition, r.error, r.shard_size) for r in replies]
                 everything = [h.chunk_id for r in replies for h in hits_of(r)]
-                if (len(replies) == PARTITIONS and not any(r.error for r in replies)
+                if (len(replies) == SHARDS and not any(r.error for r in replies)
                         and sorted(everything) == sorted(live)):  # each live chunk once
                     return [await merged(ask, q, domain) for q, domain in QUERIES]
                 await asyncio.sleep(0.5)
@@ -166,7 +167,7 @@ def answers(bootstrap: str, live: Live, timeout_s: float = 120) -> Answers:
 
 async def merged(ask: Asker, q: np.ndarray, domain: str | None) -> list[tuple[str, float]]:
     replies = await ask.scatter(q, 15, domain)
-    assert len(replies) == PARTITIONS and not any(r.error for r in replies)
+    assert len(replies) == SHARDS and not any(r.error for r in replies)
     hits = sorted((h for r in replies for h in hits_of(r)), key=lambda h: -h.score)
     assert all(domain is None or h.domain == domain for h in hits)
     return [(h.chunk_id, round(h.score, 4)) for h in hits[:15]]
@@ -205,7 +206,7 @@ def test_kill9_restart_from_snapshot_and_from_scratch_agree(
     before = answers(bootstrap, live)
     same(before, oracle(live))
     snapshots = data / "retrieval-shards"
-    eventually(lambda: len(list(snapshots.glob("*/shard-*.npz"))) >= PARTITIONS,
+    eventually(lambda: len(list(snapshots.glob("*/shard-*.npz"))) >= SHARDS,
                "a snapshot of every shard", 30, 0.5)
     time.sleep(2)  # let a periodic snapshot catch the last records (replay covers it anyway)
     workers.kill9(first)
@@ -215,7 +216,7 @@ def test_kill9_restart_from_snapshot_and_from_scratch_agree(
     from_snapshot = answers(bootstrap, live)
     same(from_snapshot, oracle(live))
     log = second.log_path.read_text()
-    assert len(re.findall(r"shard \d of \S+ loaded \d+ chunks", log)) == PARTITIONS
+    assert len(re.findall(r"shard \d of \S+ loaded \d+ chunks", log)) == SHARDS
     assert "rebuilding from offset 0" not in log
     workers.kill9(second)
 
@@ -223,7 +224,7 @@ def test_kill9_restart_from_snapshot_and_from_scratch_agree(
     third = workers.start("retrieval-c", data)
     from_scratch = answers(bootstrap, live)
     assert from_scratch == from_snapshot
-    assert third.log_path.read_text().count("rebuilding from offset 0") == PARTITIONS
+    assert third.log_path.read_text().count("rebuilding from offset 0") == SHARDS
 
 
 def owned(child: Child) -> set[int]:
@@ -244,10 +245,10 @@ def test_rebalance_moves_partitions_and_every_chunk_stays_searchable_once(
 
     b = workers.start("retrieval-b", tmp_path / "data-b")  # its own disk: rebuilds what moves
     deadline = time.monotonic() + 90
-    while not (owned(b) and owned(a) | owned(b) == set(range(PARTITIONS))
+    while not (owned(b) and owned(a) | owned(b) == set(range(SHARDS))
                and not owned(a) & owned(b)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert owned(a) and owned(b) and owned(a) | owned(b) == set(range(PARTITIONS))
+    assert owned(a) and owned(b) and owned(a) | owned(b) == set(range(SHARDS))
     assert not owned(a) & owned(b)
     generation(bootstrap, live, 300, 100, seed=1)  # both workers index their own shards
     same(answers(bootstrap, live), oracle(live))
@@ -255,4 +256,4 @@ def test_rebalance_moves_partitions_and_every_chunk_stays_searchable_once(
     workers.kill9(a)  # everything moves to b once the group notices
     generation(bootstrap, live, 400, 60, seed=2)
     same(answers(bootstrap, live, timeout_s=180), oracle(live))
-    assert owned(b) == set(range(PARTITIONS))
+    assert owned(b) == set(range(SHARDS))

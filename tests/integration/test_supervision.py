@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from shared.cli.mesh import ONEBOX
 from shared.cli.mesh import Endpoints as RunningMesh
-from shared.contract.topics import PARTITIONS
+from shared.contract.topics import all_topic_specs
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from tests.support.mesh import uid
 from tests.support.polling import eventually
@@ -136,7 +136,8 @@ def keys_on(mesh: RunningMesh, topic: str) -> set[str]:
                                     enable_auto_commit=False, fetch_max_wait_ms=10)
         await consumer.start()
         try:
-            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            count = next(s.partitions for s in all_topic_specs() if s.name == topic)
+            tps = [TopicPartition(topic, p) for p in range(count)]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             ends = await consumer.end_offsets(tps)

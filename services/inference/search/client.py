@@ -96,7 +96,8 @@ class SearchClient:
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._kafka.bootstrap, client_id=self._client_id,
-            linger_ms=self._kafka.producer_linger_ms, **self._kafka.client_options())
+            linger_ms=self._kafka.producer_linger_ms, **self._kafka.producer_options(),
+            **self._kafka.client_options())
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._kafka.bootstrap, client_id=self._client_id, group_id=None,
             enable_auto_commit=False, auto_offset_reset="latest",

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from shared.contract.codec import decode, encode
 from shared.contract.dlq import build_dead_letter
@@ -22,9 +29,12 @@ from shared.contract.topics import (
     SERVICE_INPUTS,
     SERVICES,
     TABLES,
+    TOPICS,
     all_topic_specs,
+    check_copartitioned,
 )
-from shared.errors import InvalidInput
+from shared.errors import ConfigError, InvalidInput
+from shared.settings import PartitionSettings
 
 
 def test_names_are_versioned_and_unique() -> None:
@@ -144,3 +154,77 @@ def test_every_table_in_the_contract_is_a_table_of_its_service() -> None:
         service = next(k for k, v in SERVICES.items() if v == table.app_id)
         assert f"{var}.name" in (root / "services" / service / "app.py").read_text(), var
     assert "streamrag-redaction-audit_chain-changelog" not in {s.name for s in all_topic_specs()}
+
+
+# Partition counts per topic group (STREAMRAG_KAFKA_PARTITIONS_*): every topic names its
+# group, every changelog follows its table's source topic, single topics stay at one.
+counts = st.integers(min_value=1, max_value=64)
+
+
+@given(documents=counts, audit=counts, telemetry=counts)
+def test_every_topic_takes_its_groups_count_and_changelogs_follow_their_source(
+        documents: int, audit: int, telemetry: int) -> None:
+    layout = PartitionSettings(partitions_documents=documents, partitions_audit=audit,
+                               partitions_telemetry=telemetry)
+    specs = {s.name: s for s in all_topic_specs(layout)}
+    want = {"documents": documents, "audit": audit, "telemetry": telemetry, "single": 1}
+    assert {name: s.partitions for name, s in specs.items()} == {
+        name: want[s.group] for name, s in specs.items()}
+    for table in TABLES:
+        assert specs[table.changelog].partitions == specs[table.source.name].partitions
+    assert specs[SEARCH_REQUESTS.name].partitions == specs[CHUNKS_EMBEDDED.name].partitions
+    check_copartitioned(tuple(specs.values()))  # never raises for a layout of the settings
+
+
+def test_the_groups_hold_the_topics_they_say() -> None:
+    groups = {s.name: s.group for s in TOPICS}
+    assert {n for n, g in groups.items() if g == "documents"} == {
+        "docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
+        "chunks.v1", "chunks.embedded.v1", "search.requests.v1"}
+    assert {n for n, g in groups.items() if g == "audit"} == {"audit.batches.v1",
+                                                              "audit.queries.v1"}
+    # One reader must see every record of these (the SLO guard, the config log, the DLQ).
+    assert {n for n, g in groups.items() if g == "single"} >= {
+        "ledger.anchors.v1", "deadletter.v1", "config.query.v1", "guard.samples.v1"}
+    assert all(s.partitions == 1 for s in all_topic_specs(PartitionSettings(
+        partitions_documents=9, partitions_audit=9, partitions_telemetry=9))
+        if s.group == "single")
+
+
+def test_search_requests_apart_from_the_shards_are_refused_naming_both() -> None:
+    split = tuple(replace(s, partitions=6) if s.name == SEARCH_REQUESTS.name else s
+                  for s in all_topic_specs())
+    with pytest.raises(ConfigError) as raised:
+        check_copartitioned(split)
+    assert str(raised.value).startswith(
+        "search.requests.v1 has 6 partitions and chunks.embedded.v1 4: they must be equal")
+    assert "STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS" in str(raised.value)
+
+
+def test_the_environment_sizes_every_reader_of_the_contract_in_a_process() -> None:
+    # The contract is read once per process: a fresh interpreter with the variables set
+    # sees them in the topic specs, the admin's specs, inference's scatter fan-out (its
+    # requests topic) and `streamrag trace`'s partition_of.
+    probe = (
+        "from shared.contract.topics import SEARCH_REQUESTS, DOCS_RAW, AUDIT_BATCHES, "
+        "FEEDBACK, DEADLETTER, ANCHORED\n"
+        "from shared.kafka.admin import contract_specs\n"
+        "from shared.cli.trace import partition_of\n"
+        "import inspect\n"
+        "specs = {s.name: s.partitions for s in contract_specs()}\n"
+        "print(SEARCH_REQUESTS.partitions, DOCS_RAW.partitions, AUDIT_BATCHES.partitions,"
+        " FEEDBACK.partitions, DEADLETTER.partitions, ANCHORED.partitions,"
+        " specs['streamrag-ledger-anchored_batches-changelog'],"
+        " inspect.signature(partition_of).parameters['partitions'].default)\n")
+    env = {**os.environ, "STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS": "7",
+           "STREAMRAG_KAFKA_PARTITIONS_AUDIT": "3", "STREAMRAG_KAFKA_PARTITIONS_TELEMETRY": "5"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["7", "7", "3", "5", "1", "3", "3", "7"]
+
+
+def test_a_partition_count_out_of_range_fails_naming_the_variable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS", "0")
+    with pytest.raises(ValidationError, match="partitions_documents"):
+        PartitionSettings()

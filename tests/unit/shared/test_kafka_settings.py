@@ -82,3 +82,39 @@ def test_uncompressed_by_default(tmp_path: object) -> None:
     from pathlib import Path
     app = make_app("test-nocodec-app", KafkaSettings(), Path(str(tmp_path)))
     assert app.conf.producer_compression_type is None
+
+
+def test_min_insync_above_the_replication_factor_fails_naming_both_variables() -> None:
+    with pytest.raises(ValidationError, match="STREAMRAG_KAFKA_MIN_INSYNC_REPLICAS=3 exceeds "
+                                              "STREAMRAG_KAFKA_REPLICATION_FACTOR=2"):
+        KafkaSettings(replication_factor=2, min_insync_replicas=3)
+    assert KafkaSettings(replication_factor=3, min_insync_replicas=2).min_insync_replicas == 2
+
+
+def test_plain_producers_wait_for_every_insync_replica_idempotent_only_by_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The embedded broker refuses InitProducerId, so idempotence is off unless asked for.
+    assert KafkaSettings().producer_options() == {"acks": "all", "enable_idempotence": False}
+    monkeypatch.setenv("STREAMRAG_KAFKA_PRODUCER_IDEMPOTENCE", "true")
+    assert KafkaSettings().producer_options() == {"acks": "all", "enable_idempotence": True}
+
+
+@pytest.mark.parametrize("idempotence", [True, False])
+def test_faust_producers_take_acks_all_and_the_idempotence_setting(
+        idempotence: bool, tmp_path: object) -> None:
+    import asyncio
+    from pathlib import Path
+
+    kafka = KafkaSettings(producer_idempotence=idempotence)
+    app = make_app(f"test-acks-{idempotence}", kafka, Path(str(tmp_path)))
+    assert app.conf.producer_acks == -1
+
+    async def built() -> tuple[int | str, bool]:
+        producer = app.producer._new_producer()  # built, never started: no broker needed
+        try:
+            return producer._sender._acks, producer._txn_manager is not None
+        finally:
+            await producer.stop()
+    acks, has_producer_id = asyncio.run(built())
+    assert acks in (-1, "all")
+    assert has_producer_id is idempotence  # aiokafka asks for a producer id only then

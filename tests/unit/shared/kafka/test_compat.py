@@ -36,6 +36,7 @@ SIGNATURES = {
     "AIOKafkaProducer.send": "(self, topic, value=None, key=None, partition=None,"
     " timestamp_ms=None, headers=None)",
     "Channel.prepare_headers": "(self, headers)",
+    "Producer._settings_extra": "(self)",
     "Service._crash": "(self, reason)",
     "Collection._changelog_topic_name": "(self)",
 }

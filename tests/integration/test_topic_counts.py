@@ -1,0 +1,69 @@
+"""Partition counts as a setting on the real embedded broker: topics created with 4
+partitions per group and min.insync.replicas from the settings; a bring-up configured for 6
+stops naming each topic, both counts and `streamrag topics --grow 6`, and alters nothing.
+
+Only the admin client and the session broker: the contract's topics are renamed per run, so
+the mesh sharing that broker never sees them."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from shared.contract.topics import (
+    CHUNKS_EMBEDDED,
+    DOCS_RAW,
+    SEARCH_REQUESTS,
+    TopicSpec,
+    all_topic_specs,
+)
+from shared.errors import InfrastructureError
+from shared.kafka.admin import describe_topic_configs, ensure_topics
+from shared.settings import KafkaSettings, PartitionSettings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+NAMES = (DOCS_RAW.name, CHUNKS_EMBEDDED.name, SEARCH_REQUESTS.name)
+
+
+def specs(run: str, documents: int) -> tuple[TopicSpec, ...]:
+    layout = PartitionSettings(partitions_documents=documents)
+    return tuple(replace(s, name=f"test.{run}.{s.name}") for s in all_topic_specs(layout)
+                 if s.name in NAMES)
+
+
+def described(kafka: KafkaSettings, names: list[str]) -> tuple[dict[str, int], dict[str, str]]:
+    async def go() -> tuple[dict[str, int], dict[str, str]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+        await admin.start()
+        try:
+            meta = await admin.describe_topics(names)
+            configs = await describe_topic_configs(admin, names)
+        finally:
+            await admin.close()
+        return ({m["topic"]: len(m["partitions"]) for m in meta},
+                {n: c.get("min.insync.replicas", "(not set)") for n, c in configs.items()})
+    return asyncio.run(go())
+
+
+def test_a_bring_up_for_six_partitions_stops_on_topics_made_with_four(broker: str) -> None:
+    kafka = KafkaSettings(bootstrap=broker)
+    run = uuid.uuid4().hex[:8]
+    four = specs(run, 4)
+    names = sorted(s.name for s in four)
+    assert sorted(asyncio.run(ensure_topics(kafka, four, wait_s=10))) == names
+    counts, insync = described(kafka, names)
+    assert counts == dict.fromkeys(names, 4)
+    assert insync == dict.fromkeys(names, "1")  # the setting's default, passed explicitly
+
+    with pytest.raises(InfrastructureError) as stopped:
+        asyncio.run(ensure_topics(kafka, specs(run, 6), wait_s=10))
+    message = str(stopped.value)
+    for name in names:
+        assert (f"topic {name} has 4 partitions, STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6 says "
+                f"6: run `streamrag topics --grow 6`") in message
+    assert described(kafka, names)[0] == dict.fromkeys(names, 4)  # never repartitioned
+    assert asyncio.run(ensure_topics(kafka, four, wait_s=10)) == []  # four again: accepted

@@ -1,0 +1,119 @@
+"""Bring-up's topic check: created with the settings' counts and replication, and an
+existing topic of another count stops bring-up naming the topic, both counts and the fix."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from shared.contract.topics import (
+    AUDIT_BATCHES,
+    CHUNKS_EMBEDDED,
+    DEADLETTER,
+    FEEDBACK,
+    SEARCH_REQUESTS,
+    all_topic_specs,
+)
+from shared.errors import InfrastructureError
+from shared.kafka import admin
+from shared.kafka.admin import new_topic, partition_problems, replication_problems
+from shared.settings import KafkaSettings, PartitionSettings
+
+SIX = all_topic_specs(PartitionSettings(partitions_documents=6))
+
+
+class FakeAdmin:
+    """The admin client calls ensure_topics makes, against topics planted by the test."""
+
+    def __init__(self, topics: dict[str, tuple[int, int]]) -> None:
+        self.topics = dict(topics)  # name -> (partitions, replicas)
+        self.created: list[Any] = []
+
+    async def list_topics(self) -> list[str]:
+        return list(self.topics)
+
+    async def create_topics(self, new: list[Any]) -> None:
+        self.created += new
+
+    async def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
+        return [{"topic": n, "partitions": [{"partition": p, "replicas": [1] * self.topics[n][1]}
+                                            for p in range(self.topics[n][0])]} for n in names]
+
+    async def describe_configs(self, resources: list[Any]) -> list[Any]:
+        return []  # no evidence topic is planted
+
+    async def close(self) -> None:
+        pass
+
+
+def run_ensure(fake: FakeAdmin, kafka: KafkaSettings, specs: Any,
+               monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    async def connected(*_: Any) -> FakeAdmin:
+        return fake
+    monkeypatch.setattr(admin, "_connected_admin", connected)
+    return asyncio.run(admin.ensure_topics(kafka, specs))
+
+
+def test_a_planted_count_mismatch_stops_bring_up_naming_topic_counts_and_the_grow_command(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    specs = tuple(s for s in SIX if s.name in (CHUNKS_EMBEDDED.name, SEARCH_REQUESTS.name))
+    fake = FakeAdmin({CHUNKS_EMBEDDED.name: (4, 1), SEARCH_REQUESTS.name: (6, 1)})
+    with pytest.raises(InfrastructureError) as raised:
+        run_ensure(fake, KafkaSettings(), specs, monkeypatch)
+    assert str(raised.value) == (
+        "bring-up stopped, existing topics differ from the settings: topic chunks.embedded.v1 "
+        "has 4 partitions, STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6 says 6: run `streamrag "
+        "topics --grow 6` to add partitions, or set STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=4 "
+        "to keep them")
+    assert fake.created == []  # nothing created, nothing altered
+
+
+def test_missing_topics_are_created_with_the_counts_replication_and_min_insync(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka = KafkaSettings(replication_factor=3, min_insync_replicas=2)
+    specs = tuple(s for s in SIX if s.name in (CHUNKS_EMBEDDED.name, DEADLETTER.name,
+                                                FEEDBACK.name))
+    fake = FakeAdmin({FEEDBACK.name: (4, 3)})  # there already, as configured
+    created = run_ensure(fake, kafka, specs, monkeypatch)
+    assert created == [CHUNKS_EMBEDDED.name, DEADLETTER.name]
+    made = {t.name: t for t in fake.created}
+    assert {n: (t.num_partitions, t.replication_factor) for n, t in made.items()} == {
+        CHUNKS_EMBEDDED.name: (6, 3), DEADLETTER.name: (1, 3)}
+    assert {t.topic_configs["min.insync.replicas"] for t in fake.created} == {"2"}
+
+
+def test_a_shrink_is_refused_since_kafka_cannot_remove_partitions() -> None:
+    (problem,) = partition_problems(tuple(s for s in SIX if s.name == FEEDBACK.name),
+                                    {FEEDBACK.name: 8})
+    assert problem == (
+        "topic feedback.v1 has 8 partitions, STREAMRAG_KAFKA_PARTITIONS_TELEMETRY=4 says 4: "
+        "Kafka cannot remove partitions: set STREAMRAG_KAFKA_PARTITIONS_TELEMETRY=8, or move "
+        "the data to a new topic generation (a .v2 topic with 4 partitions)")
+
+
+def test_a_single_partition_topic_is_never_grown() -> None:
+    (problem,) = partition_problems((DEADLETTER,), {DEADLETTER.name: 4})
+    assert "the contract (one partition, always) says 1" in problem
+    assert "--grow" not in problem
+
+
+def test_topics_as_configured_have_no_problem_and_unknown_ones_are_not_judged() -> None:
+    found = {s.name: s.partitions for s in SIX}
+    assert partition_problems(SIX, found) == []
+    assert partition_problems(SIX, {}) == []  # not described: created, not compared
+
+
+def test_fewer_replicas_than_the_setting_is_a_problem_more_is_not() -> None:
+    kafka = KafkaSettings(replication_factor=3, min_insync_replicas=2)
+    specs = (CHUNKS_EMBEDDED, FEEDBACK)
+    assert replication_problems(specs, {CHUNKS_EMBEDDED.name: 1, FEEDBACK.name: 5}, kafka) == [
+        "topic chunks.embedded.v1 has 1 replicas, STREAMRAG_KAFKA_REPLICATION_FACTOR=3: add "
+        "replicas with kafka-reassign-partitions.sh"]
+
+
+def test_new_topic_keeps_the_contracts_configs_beside_min_insync() -> None:
+    made = new_topic(AUDIT_BATCHES, KafkaSettings(replication_factor=3, min_insync_replicas=2))
+    assert made.topic_configs == {**AUDIT_BATCHES.broker_config(), "min.insync.replicas": "2"}
+    assert (made.num_partitions, made.replication_factor) == (4, 3)
