@@ -78,5 +78,5 @@ class DocumentChunker:
         return ChunkSet(
             doc_id=doc.doc_id, version=doc.version, op=doc.op, title=doc.title,
             source=doc.source, domain=doc.domain, event_time=doc.event_time,
-            ingest_time=doc.ingest_time, chunks=chunks,
+            ingest_time=doc.ingest_time, chunks=chunks, acl=doc.acl,
         )

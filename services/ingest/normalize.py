@@ -4,7 +4,9 @@ Pure functions, no Kafka: `parse_raw` returns a valid Document or raises Invalid
 a stable reason code for anything it refuses, never another exception (a property test
 holds it to that). Types are exactly as the README documents them: text fields are JSON
 strings; ids are strings, or integers in mapped (CDC, API) rows where keys are numeric;
-metadata values are scalars. Each Document carries its source's ordering key
+metadata values are scalars; access labels (`acl`) are a list of labels or one
+comma-separated string (shared.contract.access grammar), and a document whose input names
+none gets the configured default. Each Document carries its source's ordering key
 (`position`, built by services.ingest.ordering); the version is assigned later, by dedup.
 """
 
@@ -22,7 +24,8 @@ from typing import Any
 from services.ingest.identifiers import check_identifier
 from services.ingest.ordering import api_position, cdc_position, plain_position
 from services.ingest.rawjson import load_object
-from services.ingest.settings import FieldMapping, IngestSettings
+from services.ingest.settings import CDC_ACL_COLUMN, FieldMapping, IngestSettings
+from shared.contract.access import parse_acl
 from shared.contract.records import Document, Position, TableTruncate
 from shared.errors import InvalidInput
 from shared.text.visible import blank
@@ -64,9 +67,24 @@ def parse_raw(msg: RawMessage, settings: IngestSettings,
     return _from_plain(obj, msg, settings, ingest_time)
 
 
-def content_hash(op: str, text: str, title: str, domain: str, metadata: dict[str, str]) -> str:
-    canon = json.dumps([op, text, title, domain, sorted(metadata.items())], ensure_ascii=False)
+def content_hash(op: str, text: str, title: str, domain: str, metadata: dict[str, str],
+                 acl: tuple[str, ...] = ()) -> str:
+    """What dedup compares: a change to any of these, the labels included, is a new version
+    (a revoked group loses access as fast as a content change reaches the index). Without
+    labels the hash is the one documents had before labels existed."""
+    parts: list[object] = [op, text, title, domain, sorted(metadata.items())]
+    if acl:
+        parts.append(list(acl))
+    canon = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def labels(value: Any, field: str, settings: IngestSettings) -> tuple[str, ...]:
+    """The labels an input gives at `field`, or the configured default when it gives none
+    (absent or null); anything outside the grammar is InvalidInput(bad_acl)."""
+    if value is None:
+        return settings.default_labels
+    return parse_acl(value, field)
 
 
 def _header(value: Any) -> str:
@@ -190,18 +208,18 @@ def _metadata(value: Any, field: str = "metadata") -> dict[str, str]:
 def _document(
     *, doc_id: str, op: str, text: str, title: str, source: str, kind: str, domain: str,
     event_time: float, ingest_time: float, metadata: dict[str, str],
-    position: Position | None, shared_id: bool = False,
+    position: Position | None, acl: tuple[str, ...], shared_id: bool = False,
 ) -> Document:
     if op == "upsert" and blank(text):
         raise InvalidInput("empty_text", "text", "an upsert needs text that can be seen")
     if op == "delete":
-        text, title, metadata = "", "", {}
+        text, title, metadata, acl = "", "", {}, ()  # a delete removes every chunk, for all
     return Document(
         doc_id=doc_id, version=1, op=op, text=text, title=title, source=source,
         source_kind=kind, domain=domain or "default", event_time=event_time,
         ingest_time=ingest_time, metadata=metadata,
-        content_hash=content_hash(op, text, title, domain, metadata), position=position,
-        shared_id=shared_id,
+        content_hash=content_hash(op, text, title, domain, metadata, acl), position=position,
+        shared_id=shared_id, acl=acl,
     )
 
 
@@ -232,6 +250,7 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         ingest_time=now,
         metadata=_metadata(obj.get("metadata")),
         position=plain_position(obj, _given(obj.get("event_time"), event_time)),
+        acl=labels(obj.get("acl"), "acl", s) if op == "upsert" else (),
     )
 
 
@@ -243,7 +262,8 @@ def _lookup(obj: Any, path: str) -> Any:
     return obj
 
 
-def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]:
+def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str, s: IngestSettings,
+            acl_path: str | None) -> dict[str, Any]:
     """Apply a field mapping; field names in errors are the mapped paths."""
     def get_str(path: str | None, required: bool, *, integer_ok: bool = False) -> str:
         if path is None:
@@ -271,6 +291,7 @@ def _mapped(obj: dict[str, Any], m: FieldMapping, prefix: str) -> dict[str, Any]
         domain=check_identifier(domain, f"{prefix}{m.domain}") if domain else m.default_domain,
         event_time_raw=_lookup(obj, m.event_time) if m.event_time else None,
         metadata={k: v for k, v in meta.items() if v},
+        acl=labels(_lookup(obj, acl_path) if acl_path else None, f"{prefix}{acl_path}", s),
     )
 
 
@@ -294,7 +315,8 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings,
     row = body.get(row_name)
     if not isinstance(row, dict):
         raise InvalidInput("missing_field", row_name, f"op {raw_op} needs '{row_name}'")
-    f = _mapped(row, mapping, f"{row_name}.")
+    acl_column = CDC_ACL_COLUMN if mapping.acl is None else mapping.acl
+    f = _mapped(row, mapping, f"{row_name}.", s, acl_column if op == "upsert" else None)
     ts = body.get("ts_ms")
     fallback = _event_time(ts, "ts_ms", msg.timestamp, s) if ts is not None else msg.timestamp
     event_time = _event_time(f["event_time_raw"], "event_time", fallback, s)
@@ -306,7 +328,7 @@ def _from_cdc(obj: dict[str, Any], msg: RawMessage, s: IngestSettings,
         op=op, shared_id=mapping.id_space is not None,
         text=f["text"], title=f["title"], source=f"cdc:{table_name}",
         kind="cdc", domain=f["domain"], event_time=event_time,
-        ingest_time=now, metadata=f["metadata"],
+        ingest_time=now, metadata=f["metadata"], acl=f["acl"],
         position=cdc_position(body, _given(f["event_time_raw"], event_time)),
     )
 
@@ -340,14 +362,14 @@ def _from_api(obj: dict[str, Any], name: str, msg: RawMessage, s: IngestSettings
     mapping = s.api_mappings.get(name)
     if mapping is None:
         raise InvalidInput("unmapped_source", SOURCE_HEADER, f"no API mapping named {name!r}")
-    f = _mapped(obj, mapping, "")
     deleted = obj.get("deleted") is True or obj.get("op") == "delete"
+    f = _mapped(obj, mapping, "", s, None if deleted else mapping.acl)
     event_time = _event_time(f["event_time_raw"], mapping.event_time or "event_time",
                              msg.timestamp, s)
     return _document(
         doc_id=_check_id(f["doc_id"], mapping.id, s), op="delete" if deleted else "upsert",
         shared_id=mapping.id_space is not None,
         text=f["text"], title=f["title"], source=f"api:{name}", kind="api", domain=f["domain"],
-        event_time=event_time, ingest_time=now, metadata=f["metadata"],
+        event_time=event_time, ingest_time=now, metadata=f["metadata"], acl=f["acl"],
         position=api_position(obj, mapping.version, _given(f["event_time_raw"], event_time)),
     )

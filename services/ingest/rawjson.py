@@ -30,7 +30,8 @@ _PLAIN_PATH = re.compile(r"[\w.\[\]#-]{1,100}", re.ASCII)  # named in errors onl
 # Keys that errors may name: the documented input shapes' own.
 SCHEMA_KEYS = frozenset({
     "id", "text", "title", "source", "domain", "metadata", "event_time", "op",
-    "schema_version", "payload", "before", "after", "ts_ms", "db", "table", "deleted"})
+    "schema_version", "payload", "before", "after", "ts_ms", "db", "table", "deleted",
+    "acl"})
 
 
 def load_object(value: bytes | None, *, max_bytes: int, max_depth: int,

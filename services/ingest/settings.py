@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from shared.contract.access import parse_acl
+from shared.errors import InvalidInput
 from shared.settings import ServiceSettings
+
+CDC_ACL_COLUMN = "acl"  # the column a CDC row's labels come from when a mapping names none
 
 
 class FieldMapping(BaseModel):
@@ -21,6 +25,11 @@ class FieldMapping(BaseModel):
     domain: str | None = None  # a path into the record ...
     default_domain: str = "default"  # ... or this when absent
     metadata: dict[str, str] = Field(default_factory=dict)  # metadata key -> path
+    # Where the record keeps its access labels (a list of labels or one comma-separated
+    # string; shared.contract.access). None: a CDC row's `acl` column when it has one, no
+    # path for an API record; "": never read from the record. A record without labels
+    # there gets STREAMRAG_INGEST_DEFAULT_ACL.
+    acl: str | None = None
     # The id space the row's key lives in. None: its own table's for a CDC row (doc id
     # `db.table/<key>`), the source's for an API record (the bare key). A name (or "" for
     # bare keys) says that several tables, or a table and plain documents, share ids: only
@@ -55,6 +64,10 @@ class IngestSettings(ServiceSettings):
     # A Debezium truncate deletes every document of its table (true), or is refused as
     # truncate_refused (false: the default, since one record then removes a whole table).
     apply_truncates: bool = False
+    # The access labels of a document whose input names none (comma-separated): empty
+    # denies by default (only an all-access caller reads it); "public" opens it to every
+    # caller. An input that gives labels, even an empty list, keeps its own.
+    default_acl: str = ""
     # Where Debezium rows keep a document's parts: "<db>.<table>" or "<table>" (or "*")
     # -> mapping of the row's columns.
     cdc_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
@@ -65,7 +78,21 @@ class IngestSettings(ServiceSettings):
     api_mappings: dict[str, FieldMapping] = Field(default_factory=lambda: {
         "tickets": FieldMapping(
             id="ticket.id", text="ticket.description", title="ticket.subject",
-            event_time="ticket.updated_at", default_domain="support",
+            event_time="ticket.updated_at", default_domain="support", acl="ticket.acl",
             metadata={"priority": "ticket.priority", "status": "ticket.status"},
         ),
     })
+
+    @field_validator("default_acl")
+    @classmethod
+    def _labels(cls, value: str) -> str:
+        try:
+            parse_acl(value, "default_acl")
+        except InvalidInput as exc:
+            msg = f"STREAMRAG_INGEST_DEFAULT_ACL: {exc.detail}"
+            raise ValueError(msg) from exc
+        return value
+
+    @property
+    def default_labels(self) -> tuple[str, ...]:
+        return parse_acl(self.default_acl, "default_acl")

@@ -121,8 +121,10 @@ async def _redacted(ready: Redactor, valid: list[tuple[Any, Document]],
     out = []
     for (event, doc), result in zip(valid, results, strict=True):
         if isinstance(result, Exception):
-            # The exception's message may quote the text; only its type is kept.
-            exc = InvalidInput("redaction_failed", detail=type(result).__name__)
+            # Refused labels say why (they never quote a label); any other exception's
+            # message may quote the text, so only its type is kept.
+            exc = result if isinstance(result, InvalidInput) else \
+                InvalidInput("redaction_failed", detail=type(result).__name__)
             with spans.emitting(event.message):
                 await send_dead_letter(dlq, "redaction", exc, event.message)
         else:

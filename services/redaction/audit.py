@@ -22,16 +22,26 @@ from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDoc
 GENESIS_ROOT = "00" * 32
 
 
-def content_sha256(title: str, text: str, metadata: dict[str, str]) -> str:
-    canon = json.dumps([title, text, sorted(metadata.items())], ensure_ascii=False)
+def content_sha256(title: str, text: str, metadata: dict[str, str],
+                   acl: tuple[str, ...] = ()) -> str:
+    """The hash a leaf holds of one side of a document: its content and its access labels,
+    so a proof shows who could read the version too. Without labels it is the hash that
+    leaves had before labels existed (old batches still verify)."""
+    parts: list[object] = [title, text, sorted(metadata.items())]
+    if acl:
+        parts.append(list(acl))
+    canon = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def document_sha256(doc: Document) -> str:
+    return content_sha256(doc.title, doc.text, doc.metadata, doc.acl)
 
 
 def leaf_for(raw: Document, redacted: RedactedDocument, offset: int) -> AuditLeaf:
     return AuditLeaf(
         doc_id=raw.doc_id, version=raw.version, offset=offset,
-        redacted_sha256=content_sha256(redacted.title, redacted.text, redacted.metadata),
-        raw_sha256=content_sha256(raw.title, raw.text, raw.metadata),
+        redacted_sha256=document_sha256(redacted), raw_sha256=document_sha256(raw),
     )
 
 

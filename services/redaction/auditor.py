@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from web3 import Web3
 
-from services.redaction.audit import canonical, content_sha256, prove
+from services.redaction.audit import canonical, document_sha256, prove
 from services.redaction.onchain import contracts_to_read, read_anchors, recorded_contract
 from services.redaction.reader import read_topic
 from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
@@ -163,7 +163,10 @@ def proof_document(doc: RedactedDocument | None, batch: AuditBatch, anchors: lis
     # The latest announcement wins: a re-anchored batch is announced again.
     anchor = next((a for a in reversed(anchors) if a.batch_id == batch.batch_id), None)
     leaf_bytes = canonical(proof.leaf)
-    content = [doc.title, doc.text, sorted(doc.metadata.items())] if doc else None
+    # Exactly what the leaf's redacted hash covers (audit.content_sha256): with labels,
+    # the proof shows who could read the version as well as what it said.
+    content = [doc.title, doc.text, sorted(doc.metadata.items()),
+               *([list(doc.acl)] if doc.acl else [])] if doc else None
     return {
         "doc_id": doc_id, "version": version, "batch_id": batch.batch_id,
         "batch_key": hashlib.sha256(batch.batch_id.encode("utf-8")).hexdigest(),
@@ -187,7 +190,7 @@ def proof_document(doc: RedactedDocument | None, batch: AuditBatch, anchors: lis
             "proof_holds": proof.holds(),
             # None: no text to hash (not held); the leaf's hash of it is what is proven.
             "redacted_matches_leaf": None if doc is None else
-                content_sha256(doc.title, doc.text, doc.metadata) == proof.leaf.redacted_sha256,
+                document_sha256(doc) == proof.leaf.redacted_sha256,
             "signed_by_known_signer": check(batch, known) is None,
             "anchor_on_chain_matches": on_chain is not None and not check_anchor(batch, on_chain),
         },

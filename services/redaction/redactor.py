@@ -23,6 +23,7 @@ from presidio_anonymizer.entities import RecognizerResult as AnonymizerSpan
 
 from services.redaction.cards import CardRecognizer
 from services.redaction.ibans import Mod97IbanRecognizer
+from services.redaction.labels import ACL_ENTITIES, checked, refusal
 from services.redaction.names import NameRecognizer
 from services.redaction.nlp import (
     BisectContextEnhancer,
@@ -34,6 +35,7 @@ from services.redaction.recognizers import MailboxRecognizer, secret_recognizer
 from services.redaction.settings import RedactionSettings
 from services.redaction.windows import merge, shifted, windows
 from shared.contract.records import Document, RedactedDocument
+from shared.errors import InvalidInput
 from shared.text.visible import View, reading_view
 
 WHOLE_TEXT = "SECRET"  # matched over the whole text, never cut by a window edge
@@ -155,17 +157,46 @@ class Redactor:
 
     def redact_isolated(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
         """The batch in one pass; if that fails, each document alone, so a document that
-        breaks the analyzer fails only itself (the agent dead-letters it)."""
+        breaks the analyzer fails only itself (the agent dead-letters it). A document whose
+        labels are refused comes back as its InvalidInput (pii_in_acl, bad_acl)."""
         try:
-            return list(self.redact_documents(docs))
+            return self.redact_checked(docs)
         except Exception:  # isolated below, where each failure is returned per document
             out: list[RedactedDocument | Exception] = []
             for doc in docs:
                 try:
-                    out += self.redact_documents([doc])
+                    out += self.redact_checked([doc])
                 except Exception as exc:  # returned, not swallowed: the caller dead-letters
                     out.append(exc)
             return out
+
+    def redact_checked(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
+        """Labels checked first; the documents whose labels pass are redacted together."""
+        refused = self.label_refusals(docs)
+        done = iter(self.redact_documents([d for d, r in zip(docs, refused, strict=True)
+                                           if r is None]))
+        return [next(done) if r is None else r for r in refused]
+
+    def label_refusals(self, docs: list[Document]) -> list[InvalidInput | None]:
+        """Per document: why its labels are refused, or None. All labels of the batch are
+        analysed in one pass; only ACL_ENTITIES count (a principal's name is no leak)."""
+        views: list[list[str] | InvalidInput] = []
+        for doc in docs:
+            try:
+                views.append(checked(doc))
+            except InvalidInput as exc:
+                views.append(exc)
+        texts = [t for v in views if not isinstance(v, InvalidInput) for t in v]
+        found = iter(self.analyze(texts) if texts else [])
+        out: list[InvalidInput | None] = []
+        for v in views:
+            if isinstance(v, InvalidInput):
+                out.append(v)
+                continue
+            kinds = [r.entity_type for _ in v for r in next(found)
+                     if r.entity_type in ACL_ENTITIES]
+            out.append(refusal(kinds) if kinds else None)
+        return out
 
     def redact_documents(self, docs: list[Document]) -> list[RedactedDocument]:
         """Redact every string field of every document in one analyzer batch."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.redaction.audit import batch_root, content_sha256
+from services.redaction.audit import batch_root, document_sha256
 from shared.contract.audit_signing import check
 from shared.contract.records import AuditBatch, AuditLeaf, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED
@@ -101,11 +101,11 @@ class Report:
 
 def redacted_leaf(doc: RedactedDocument, raw_sha256: str, offset: int) -> AuditLeaf:
     return AuditLeaf(doc_id=doc.doc_id, version=doc.version, offset=offset, raw_sha256=raw_sha256,
-                     redacted_sha256=content_sha256(doc.title, doc.text, doc.metadata))
+                     redacted_sha256=document_sha256(doc))
 
 
 def ident(doc: RedactedDocument) -> Ident:
-    return doc.doc_id, doc.version, content_sha256(doc.title, doc.text, doc.metadata)
+    return doc.doc_id, doc.version, document_sha256(doc)
 
 
 def _first_copies(docs: list[RedactedDocument]) -> tuple[list[RedactedDocument], int]:

@@ -15,6 +15,7 @@ from shared.batching import current_event
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
+from shared.errors import InvalidInput
 from tests.support.polling import eventually_async
 
 
@@ -25,13 +26,15 @@ class FakeRedactor:
 
     def redact_isolated(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
         return [ValueError(f"analyzer broke on {d.text}") if "boom" in d.text else
+                InvalidInput("pii_in_acl", "acl", "a label holds PHONE_NUMBER")
+                if any(label.startswith("tel:") for label in d.acl) else
                 RedactedDocument(**d.model_dump(exclude={"text"}), text=d.text.upper())
                 for d in docs]
 
 
-def doc(i: int, text: str) -> bytes:
+def doc(i: int, text: str, acl: tuple[str, ...] = ()) -> bytes:
     return Document(doc_id=f"d{i}", version=1, text=text, source="t", event_time=0,
-                    ingest_time=0).model_dump_json().encode()
+                    ingest_time=0, acl=acl).model_dump_json().encode()
 
 
 async def _delivered(**_: object) -> asyncio.Future[None]:
@@ -85,6 +88,20 @@ def test_a_failing_document_is_dead_lettered_alone_and_the_batch_is_audited() ->
     assert batch.batch_id == f"{batch.epoch}/docs.normalized.v1/0/0-3" and batch.doc_count == 2
     assert batch.prev_root == GENESIS_ROOT and len(batch.epoch) == 12
     assert check(batch, frozenset({DEV_SIGNER.lower()})) is None
+
+
+def test_refused_labels_are_dead_lettered_with_their_reason_and_never_quoted() -> None:
+    red, audit, dead = asyncio.run(_drive([doc(1, "alpha", ("payments",)),
+                                           doc(2, "beta", ("eng", "tel:5551234567"))]))
+    sent = [json.loads(c.kwargs["value"]) for c in red.await_args_list]
+    assert [(d["doc_id"], d["acl"]) for d in sent] == [("d1", ["payments"])]
+    (letter,) = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
+    assert (letter["reason"], letter["field"], letter["stage"]) == ("pii_in_acl", "acl",
+                                                                   "redaction")
+    assert letter["payload_b64"] is None and "5551234567" not in json.dumps(letter)
+    (call,) = audit.await_args_list
+    batch = decode(AuditBatch, call.kwargs["value"])
+    assert [leaf.doc_id for leaf in batch.leaves] == ["d1"] and batch.last_offset == 1
 
 
 def test_offsets_an_audit_record_covers_are_skipped_and_the_chain_goes_on() -> None:
