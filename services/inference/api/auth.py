@@ -122,12 +122,11 @@ class TokenVerifier:
     def _key_for(self, header: dict[str, Any]) -> tuple[str, Any]:
         """The one key a token may be checked with: an HS token only against the secret, an
         RS/ES token only against a public key of that algorithm (no confusion either way)."""
-        alg = header.get("alg")
-        if alg in SECRET_ALGORITHMS and self._secret:
+        alg, allowed = header.get("alg"), self._algorithms()
+        if not isinstance(alg, str) or alg not in allowed:
+            raise AuthError("algorithm_not_allowed", f"allowed: {', '.join(allowed)}")
+        if alg in SECRET_ALGORITHMS:
             return alg, self._secret
-        if alg not in KEY_ALGORITHMS:
-            raise AuthError("algorithm_not_allowed",
-                            f"allowed: {', '.join(self._algorithms()) or 'none'}")
         kid = header.get("kid")
         fits = [(k, key) for k, (a, key) in self._keys.items() if a == alg]
         chosen = [key for k, key in fits if k == kid] if isinstance(kid, str) and kid else []

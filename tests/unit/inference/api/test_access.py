@@ -1,0 +1,140 @@
+"""The API with principals: each call searches with its caller's Access, refusals are
+UNAUTHENTICATED with a reason, feedback names only chunks the caller was shown, and Stats
+is for all-access callers only."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import pytest
+
+from services.inference.runtime import InferenceRuntime
+from services.inference.settings import InferenceSettings
+from shared.contract.access import Access
+from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from shared.settings import KafkaSettings
+from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
+from tests.unit.inference.fakes import FakeSearch, WordEncoder
+from tests.unit.inference.serving import CHUNKS, SERVING, health, serving, stub, until_status
+
+AUTH: dict[str, Any] = {"jwt_secret": SECRET, "jwt_audience": AUDIENCE, "auth_token": "s3rvice"}
+SERVICE = (("authorization", "Bearer s3rvice"),)
+
+
+def reason_of(err: grpc.aio.AioRpcError) -> str:
+    return dict(err.trailing_metadata() or ()).get("streamrag-reason", "")
+
+
+async def refused(call: Any) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    return err.value
+
+
+def test_every_search_carries_the_callers_access() -> None:
+    search = FakeSearch(CHUNKS)
+
+    async def go() -> list[Access]:
+        async with serving(search, **AUTH) as (_, channel):
+            api = stub(channel)
+            ann = bearer(hs256("ann", ["payments"]))
+            await api.Retrieve(pb.RetrieveRequest(question="disk"), metadata=ann)
+            await api.Query(pb.QueryRequest(question="lunch"), metadata=bearer(hs256("cy")))
+            async for _ in api.StreamQuery(pb.QueryRequest(question="broker"),
+                                           metadata=bearer(hs256("bob", ["hr"]))):
+                pass
+            await api.Retrieve(pb.RetrieveRequest(question="disk"), metadata=SERVICE)
+        return [q.access for q, _ in search.queries]
+    assert asyncio.run(go()) == [Access.of("ann", ["payments"]), Access.of("cy", []),
+                                 Access.of("bob", ["hr"]), Access.everything()]
+
+
+def test_without_auth_configured_every_search_reads_everything() -> None:
+    search = FakeSearch(CHUNKS)
+
+    async def go() -> None:
+        async with serving(search) as (_, channel):
+            await stub(channel).Retrieve(pb.RetrieveRequest(question="disk"),
+                                         metadata=bearer("anything"))
+    asyncio.run(go())
+    assert [q.access for q, _ in search.queries] == [Access.everything()]
+
+
+def test_refusals_say_why_count_it_and_leave_health_open() -> None:
+    async def go() -> tuple[list[tuple[grpc.StatusCode, str, str]], float, int]:
+        async with serving(FakeSearch(CHUNKS), **AUTH) as (runtime, channel):
+            api = stub(channel)
+            expired = hs256("ann", ["payments"], exp_in=-600)
+            calls = [api.Retrieve(pb.RetrieveRequest(question="disk")),
+                     api.Retrieve(pb.RetrieveRequest(question="disk"), metadata=bearer(expired)),
+                     api.Query(pb.QueryRequest(question="disk"),
+                               metadata=bearer(hs256("ann", aud="elsewhere"))),
+                     api.Info(pb.InfoRequest(), metadata=bearer("s3rvice-not"))]
+            errors = [await refused(c) for c in calls]
+            failures = runtime.metrics.sample("streamrag_inference_auth_failures_total",
+                                              {"reason": "expired"})
+            seen = [(e.code(), reason_of(e), e.details()) for e in errors]
+            assert all(expired not in d for _, _, d in seen)  # the token is never echoed
+            return seen, failures, await health(channel)
+    seen, failures, status = asyncio.run(go())
+    assert [(code, reason) for code, reason, _ in seen] == [
+        (grpc.StatusCode.UNAUTHENTICATED, "missing_token"),
+        (grpc.StatusCode.UNAUTHENTICATED, "expired"),
+        (grpc.StatusCode.UNAUTHENTICATED, "wrong_audience"),
+        (grpc.StatusCode.UNAUTHENTICATED, "malformed_token")]
+    assert "bearer token" in seen[0][2] and "expired" in seen[1][2]
+    assert failures == 1.0 and status == SERVING
+
+
+def test_stats_are_for_all_access_callers_only() -> None:
+    async def go() -> tuple[grpc.aio.AioRpcError, grpc.aio.AioRpcError]:
+        async with serving(FakeSearch(CHUNKS), **AUTH) as (_, channel):
+            request = pb.StatsRequest(window=pb.STATS_WINDOW_MINUTE)
+            user = await refused(stub(channel).Stats(request, metadata=bearer(hs256("ann"))))
+            service = await refused(stub(channel).Stats(request, metadata=SERVICE))
+            return user, service
+    user, service = asyncio.run(go())
+    assert user.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert reason_of(user) == "needs_all_access"
+    # The service account passes the check (this runtime just has no statistics).
+    assert service.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_feedback_names_only_chunks_the_caller_was_shown() -> None:
+    sent: list[tuple[str, str]] = []
+
+    async def sink(chunk_id: str, kind: str, variant: str, config_version: int) -> None:
+        sent.append((chunk_id, kind))
+
+    async def go() -> list[grpc.aio.AioRpcError]:
+        settings = InferenceSettings(grpc_port=0, grace_s=0, **AUTH)
+        runtime = InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(CHUNKS),
+                                   encoder_factory=WordEncoder, feedback_sink=sink)
+        await runtime.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
+                await until_status(channel, SERVING)
+                api = stub(channel)
+                ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
+
+                def click(chunk: str, who: Any) -> Any:
+                    return api.Feedback(pb.FeedbackRequest(
+                        chunk_id=chunk, kind=pb.FEEDBACK_KIND_CLICK), metadata=who)
+                errors = [await refused(click("c-disk", ann)),  # exists, not shown yet
+                          await refused(click("no-such-chunk", ann))]  # does not exist
+                shown = await api.Retrieve(pb.RetrieveRequest(question="disk", top_k=1),
+                                           metadata=ann)
+                assert [c.chunk_id for c in shown.chunks] == ["c-disk"]
+                assert (await click("c-disk", ann)).accepted
+                errors.append(await refused(click("c-disk", bob)))  # shown to ann, not bob
+                assert (await click("c-lunch", SERVICE)).accepted  # all access: any chunk
+                return errors
+        finally:
+            await runtime.stop()
+    errors = asyncio.run(go())
+    assert sent == [("c-disk", "click"), ("c-lunch", "click")]
+    assert {(e.code(), reason_of(e), e.details()) for e in errors} == {
+        (grpc.StatusCode.NOT_FOUND, "unknown_chunk", "no such chunk_id (unknown_chunk): "
+         "no chunk by that id was recently shown to this caller")}  # all three alike
