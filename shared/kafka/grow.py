@@ -139,7 +139,8 @@ def quiet_problems(groups: Iterable[GroupState]) -> list[str]:
         if g.members is None:
             out.append(f"group {g.group}: the broker cannot say whether it has members")
         elif g.members:
-            out.append(f"group {g.group} has {g.members} live member(s): stop the mesh")
+            out.append(f"group {g.group} has {g.members} live member(s): stop the mesh (a "
+                       "stopped worker counts until its session times out)")
         out += [f"group {g.group} has {n} unconsumed record(s) on {t}: let it drain"
                 for t, n in sorted(g.lag.items()) if n]
     return out

@@ -78,7 +78,8 @@ def test_quiet_problems_name_live_members_and_lag() -> None:
         GroupState("streamrag-redaction", 0, {"docs.normalized.v1": 0}),
     ])
     assert problems == [
-        "group streamrag-ingest has 1 live member(s): stop the mesh",
+        "group streamrag-ingest has 1 live member(s): stop the mesh (a stopped worker counts "
+        "until its session times out)",
         "group streamrag-embedding has 3 unconsumed record(s) on chunks.v1: let it drain",
         "group streamrag-chunking: the broker cannot say whether it has members",
     ]
