@@ -15,15 +15,21 @@ from shared.cli.settings import MeshSettings
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
-from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
+from shared.settings import (
+    KafkaSettings,
+    LedgerSettings,
+    PartitionSettings,
+    ProcessSettings,
+    env_names,
+)
 from shared.tracing.settings import TracingSettings
 
 S = TypeVar("S", bound=BaseSettings)
 
 
 def settings_classes() -> list[type[BaseSettings]]:
-    classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, LedgerSettings,
-                                         MeshSettings, AuditSignerSettings,
+    classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, PartitionSettings,
+                                         LedgerSettings, MeshSettings, AuditSignerSettings,
                                          AuditRetentionSettings, TracingSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")

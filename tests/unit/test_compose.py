@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from shared.cli.main import HANDLERS
 from shared.contract import acls
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
-from shared.settings import KafkaSettings, ProcessSettings
+from shared.settings import KafkaSettings, PartitionSettings, ProcessSettings
 from tests.support.compose import (
     ADMIN_PASSWORD,
     AUDIT_KEY,
@@ -22,7 +23,9 @@ from tests.support.compose import (
     compose,
     resolved,
 )
-from tests.support.settings_env import known_env_vars
+from tests.support.settings_env import known_env_vars, read_under
+
+KRAFT = ("docker-compose.yml", "docker-compose.kraft.yml")  # the replicated-Kafka override
 
 
 def test_every_service_runs_its_real_entrypoint() -> None:
@@ -42,7 +45,8 @@ def test_every_service_runs_its_real_entrypoint() -> None:
 
 def test_every_env_var_is_read_by_a_settings_class() -> None:
     known = known_env_vars()
-    services = resolved("docker-compose.yml", "docker-compose.gpu.yml")["services"]
+    services = {**resolved(*KRAFT)["services"],
+                **resolved("docker-compose.yml", "docker-compose.gpu.yml")["services"]}
     for name, svc in services.items():
         if svc.get("image") != "streamrag:latest":
             continue
@@ -78,7 +82,8 @@ def test_the_topics_job_keeps_the_audit_evidence_as_long_as_the_setting_says() -
 
 
 def test_every_service_restarts_when_it_exits_and_the_topics_job_runs_once() -> None:
-    for files in (("docker-compose.yml",), ("docker-compose.yml", "docker-compose.gpu.yml")):
+    for files in (("docker-compose.yml",), ("docker-compose.yml", "docker-compose.gpu.yml"),
+                  KRAFT):
         services = resolved(*files)["services"]
         policies = {name: svc.get("restart") for name, svc in services.items()}
         assert policies.pop("topics") == "no"  # one-shot: the others wait for it to succeed
@@ -138,8 +143,7 @@ def test_every_service_signs_in_as_its_own_principal() -> None:
         assert (env["STREAMRAG_KAFKA_SECURITY_PROTOCOL"], env["STREAMRAG_KAFKA_SASL_MECHANISM"],
                 env["STREAMRAG_KAFKA_SASL_USERNAME"], env["STREAMRAG_KAFKA_SASL_PASSWORD"]) == (
             "SASL_PLAINTEXT", acls.SERVICE_MECHANISM, name, f"{name}pw")
-        KafkaSettings(**{k.removeprefix("STREAMRAG_KAFKA_").lower(): v for k, v in env.items()
-                         if k.startswith("STREAMRAG_KAFKA_")})  # the service would accept it
+        read_under(KafkaSettings, env)  # the service would accept it
     job = services["topics"]["environment"]
     assert (job["STREAMRAG_KAFKA_SASL_MECHANISM"], job["STREAMRAG_KAFKA_SASL_USERNAME"],
             job["STREAMRAG_KAFKA_SASL_PASSWORD"]) == ("PLAIN", acls.ADMIN, "adminpw")
@@ -185,3 +189,106 @@ def test_audit_records_are_signed_with_a_key_of_the_operator_not_the_dev_key() -
     holders = {n for n, s in services.items()
                if "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY" in s.get("environment", {})}
     assert holders == {"redaction"}  # the key stays with redaction
+
+
+# Replicated Kafka (docker-compose.kraft.yml): three KRaft brokers, every topic created with
+# replication 3 and min.insync.replicas 2.
+
+
+def kafka_settings(env: dict[str, str]) -> KafkaSettings:
+    """What a process with this compose environment reads as its KafkaSettings."""
+    return read_under(KafkaSettings, env)
+
+
+def brokers(services: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The Kafka nodes among the services, by name: their environment."""
+    return {n: s["environment"] for n, s in services.items()
+            if "KAFKA_NODE_ID" in s.get("environment", {})}
+
+
+def listeners(value: str) -> dict[str, tuple[str, int]]:
+    """NAME://host:port,... -> name -> (host, port)."""
+    out = {}
+    for item in value.split(","):
+        name, address = item.split("://")
+        host, port = address.rsplit(":", 1)
+        out[name] = (host, int(port))
+    return out
+
+
+def test_the_kraft_brokers_agree_on_ids_quorum_listeners_and_cluster() -> None:
+    services = resolved(*KRAFT)["services"]
+    nodes = brokers(services)
+    assert set(nodes) == {"kafka", "kafka-2", "kafka-3"}
+    ids = {name: int(env["KAFKA_NODE_ID"]) for name, env in nodes.items()}
+    assert sorted(ids.values()) == [1, 2, 3]  # unique
+    (voters,) = {env["KAFKA_CONTROLLER_QUORUM_VOTERS"] for env in nodes.values()}
+    quorum = {int(v.split("@")[0]): v.split("@")[1] for v in voters.split(",")}
+    assert len({env["CLUSTER_ID"] for env in nodes.values()}) == 1
+    for name, env in nodes.items():
+        assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+        own = listeners(env["KAFKA_LISTENERS"])
+        # Each voter is this node's controller listener, under its compose service name.
+        assert quorum[ids[name]] == f"{name}:{own['CONTROLLER'][1]}"
+        assert env["KAFKA_CONTROLLER_LISTENER_NAMES"] == "CONTROLLER"
+        # Clients and the other brokers reach it by its service name on its client listener.
+        assert listeners(env["KAFKA_ADVERTISED_LISTENERS"]) == {
+            "BROKER": (name, own["BROKER"][1])}
+        assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == "BROKER"
+        protocols = dict(p.split(":")
+                         for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+        assert set(protocols.values()) == {"SASL_PLAINTEXT"} and set(own) == set(protocols)
+        assert env["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+        # Kafka's own topics survive a broker too; a write to them needs two replicas.
+        assert int(env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"]) == len(nodes)
+        assert int(env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"]) == len(nodes) - 1
+    assert len(quorum) == len(nodes)
+    # One log dir volume each; only node 1 (`kafka`) listens on the host.
+    volumes = [services[n]["volumes"][0]["source"] for n in nodes]
+    assert len(set(volumes)) == len(nodes)
+    assert [n for n in nodes if services[n].get("ports")] == ["kafka"]
+
+
+def test_every_contract_topic_is_created_with_the_clusters_replication() -> None:
+    from shared.kafka.admin import contract_specs, new_topic
+
+    services = resolved(*KRAFT)["services"]
+    nodes = brokers(services)
+    advertised = {f"{h}:{p}" for env in nodes.values()
+                  for h, p in listeners(env["KAFKA_ADVERTISED_LISTENERS"]).values()}
+    job = kafka_settings(services["topics"]["environment"])
+    assert (job.replication_factor, job.min_insync_replicas) == (3, 2)
+    # One broker may die and writes go on: more replicas than must be in sync, on as many
+    # brokers as there are replicas.
+    assert job.min_insync_replicas < job.replication_factor <= len(nodes)
+    for spec in contract_specs():
+        made = new_topic(spec, job)
+        assert (made.name, made.replication_factor, made.topic_configs["min.insync.replicas"]) \
+            == (spec.name, 3, "2")
+    for name in ("topics", *SERVICES):
+        kafka = kafka_settings(services[name]["environment"])
+        assert set(kafka.bootstrap.split(",")) == advertised, name
+        assert (kafka.replication_factor, kafka.min_insync_replicas) == (3, 2), name
+        assert kafka.producer_options() == {"acks": "all", "enable_idempotence": True}, name
+    # The ACLs (and after them the topics) wait for every broker: RF 3 needs all three.
+    assert {n: d["condition"] for n, d in services["kafka-acls"]["depends_on"].items()} == \
+        dict.fromkeys(nodes, "service_healthy")
+
+
+def test_the_single_broker_keeps_one_replica() -> None:
+    services = resolved("docker-compose.yml")["services"]
+    assert list(brokers(services)) == ["kafka"]
+    job = kafka_settings(services["topics"]["environment"])
+    assert (job.replication_factor, job.min_insync_replicas) == (1, 1)
+    assert job.producer_options()["enable_idempotence"] is False  # the setting's default
+
+
+def test_every_process_and_the_topics_job_read_one_partition_layout() -> None:
+    def layouts(env: dict[str, str]) -> set[PartitionSettings]:
+        services = json.loads(compose("config", "--format", "json", env=env).stdout)["services"]
+        return {read_under(PartitionSettings, services[n]["environment"])
+                for n in ("topics", *SERVICES)}
+    assert layouts(SECRETS) == {PartitionSettings()}  # 4 each, as before the setting
+    (grown,) = layouts({**SECRETS, "STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS": "8"})
+    assert (grown.partitions_documents, grown.partitions_audit) == (8, 4)
