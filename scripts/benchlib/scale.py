@@ -1,0 +1,230 @@
+"""Scale-out on the embedded broker: each heavy stage as a group of worker processes.
+
+The heavy stages (redaction, embedding, retrieval) run as N separate processes of their
+service, all members of the stage's one consumer group; chunking (and, given a chain,
+the ledger) run once. Documents go straight to docs.normalized.v1, as ingest would send
+them. tests/integration/test_scale_out.py and scripts/bench_scale drive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from scripts.benchlib.procs import cpu_s
+from scripts.benchlib.shard_client import Asker
+from services.redaction.reader import read_topic
+from shared.cli.mesh import free_port, spawn_broker
+from shared.cli.procs import Child, service_argv, spawn, stop
+from shared.contract.records import Document, SearchReply
+from shared.contract.topics import (
+    CHUNKS,
+    CHUNKS_EMBEDDED,
+    DOCS_NORMALIZED,
+    SEARCH_REQUESTS,
+    SERVICES,
+    TopicSpec,
+)
+from shared.encoder.model import MODEL_ID
+from shared.kafka.admin import ensure_topics
+from shared.settings import KafkaSettings
+
+HEAVY = ("redaction", "embedding", "retrieval")
+# What each heavy stage's group consumes: its partitions are what the workers share.
+SOURCE: dict[str, TopicSpec] = {"redaction": DOCS_NORMALIZED, "embedding": CHUNKS,
+                                "retrieval": CHUNKS_EMBEDDED}
+DIM = 384  # all-MiniLM-L6-v2, the model every worker loads
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def document(i: int, tag: str) -> Document:
+    """A short document with PII in it (a name, a phone number): one chunk, one version."""
+    return Document(doc_id=f"{tag}-{i:04d}", version=1, source="scale", domain="ops",
+                    event_time=1000.0 + i, ingest_time=0,
+                    text=f"Ticket {i} of {tag}: call Maria Lopez on 415-555-01{i % 100:02d} "
+                         f"about invoice {1000 + i}; the billing export stalled on node {i}.")
+
+
+class ScaleMesh:
+    """A broker of its own, chunking (and the ledger) once, and pools of heavy workers."""
+
+    def __init__(self, run_dir: Path, env: dict[str, str] | None = None,
+                 rpc_url: str | None = None) -> None:
+        self.run_dir, self.rpc_url = run_dir, rpc_url
+        self.bootstrap = f"127.0.0.1:{free_port()}"
+        self.kafka = KafkaSettings(bootstrap=self.bootstrap)
+        self.env = {"STREAMRAG_KAFKA_BOOTSTRAP": self.bootstrap,
+                    # every embedding worker reads the one exported ONNX graph
+                    "STREAMRAG_EMBEDDING_MODEL_CACHE_DIR": str(ROOT / ".run" / "models"),
+                    **({"STREAMRAG_LEDGER_RPC_URL": rpc_url} if rpc_url else {}),
+                    **(env or {})}
+        self.infra: list[Child] = []
+        self.workers: dict[str, list[Child]] = {stage: [] for stage in HEAVY}
+        self.started = 0  # workers spawned so far: each gets a fresh name and data dir
+
+    def start(self, once: Iterable[str] = ("chunking",)) -> None:
+        port = int(self.bootstrap.rsplit(":", 1)[1])
+        self.infra.append(spawn_broker("127.0.0.1", port, self.run_dir))
+        asyncio.run(ensure_topics(self.kafka))
+        for name in [*once, *(["ledger"] if self.rpc_url else [])]:
+            self.infra.append(self._spawn(name, name))
+
+    def _spawn(self, service: str, name: str) -> Child:
+        env = {**self.env, "STREAMRAG_DATA_DIR": str(self.run_dir / "data" / name)}
+        return spawn(name, service_argv(service), self.run_dir, env)
+
+    def add(self, stage: str, n: int = 1) -> list[Child]:
+        """n more workers of `stage`, each a process of its own with its own data dir."""
+        out = []
+        for _ in range(n):
+            self.started += 1
+            out.append(self._spawn(stage, f"{stage}-{self.started}"))
+        self.workers[stage] += out
+        return out
+
+    def kill9(self, child: Child) -> int:
+        """SIGKILL one worker (no goodbye to its group); its exit code."""
+        for pool in self.workers.values():
+            if child in pool:
+                pool.remove(child)
+        os.killpg(child.popen.pid, signal.SIGKILL)
+        return child.popen.wait(30)
+
+    def stop(self) -> None:
+        stop([c for pool in self.workers.values() for c in pool], 15)
+        stop(self.infra, 15)
+
+    def crashed(self) -> list[str]:
+        """Workers that exited on their own (each with its log): none should."""
+        return [f"{c.name} exited {c.popen.returncode}, log {c.log_path}"
+                for c in [*self.infra, *(c for p in self.workers.values() for c in p)]
+                if not c.alive()]
+
+    def cpu(self, stage: str) -> dict[int, float]:
+        """CPU seconds (utime + stime) so far of each live worker of `stage`, by pid."""
+        return {c.popen.pid: cpu_s(c.popen.pid) for c in self.workers[stage]}
+
+    def produce(self, docs: list[Document]) -> None:
+        async def go() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+            await producer.start()
+            try:
+                for d in docs:
+                    await producer.send(DOCS_NORMALIZED.name, d.model_dump_json().encode(),
+                                        key=d.doc_id.encode())
+                await producer.flush()
+            finally:
+                await producer.stop()
+        asyncio.run(go())
+
+    def read(self, spec: TopicSpec) -> list[Any]:
+        """Every record of `spec` (read to its end, not the broker's end offsets)."""
+        return asyncio.run(read_topic(self.kafka, spec, 0.3))
+
+    def members(self, stage: str) -> int | None:
+        """How many members the broker counts in the stage's group; None while it is not
+        Stable (rebalancing)."""
+        return asyncio.run(_members(self.bootstrap, SERVICES[stage]))
+
+    def assignment(self, stage: str) -> list[dict[str, set[int]]]:
+        """What each live worker of `stage` was last assigned, {topic: partitions}, read
+        from its log (the embedded broker's DescribeGroups leaves assignments empty);
+        [] while any of them is between generations (revoked, or not yet joined)."""
+        found = [last_assignment(c.log_path.read_text(errors="replace"))
+                 for c in self.workers[stage]]
+        if any(f is None for f in found) or len({f[0] for f in found if f}) != 1:
+            return []
+        return [f[1] for f in found if f is not None]
+
+    def balanced(self, stage: str) -> bool:
+        """The group holds exactly the live workers, all on one generation, and every
+        partition of the stage's source topic is owned by exactly one of them (retrieval:
+        and each worker's search requests are the partitions of its shards, the
+        co-partitioning scatter relies on)."""
+        if self.members(stage) != len(self.workers[stage]):
+            return False
+        members = self.assignment(stage)
+        if not members:
+            return False
+        src = SOURCE[stage].name
+        owned = [p for m in members for p in m.get(src, set())]
+        if sorted(owned) != list(range(SOURCE[stage].partitions)):
+            return False
+        return stage != "retrieval" or all(
+            m.get(SEARCH_REQUESTS.name, set()) == m.get(src, set()) for m in members)
+
+    def search_all(self, top_k: int = 1000) -> list[SearchReply]:
+        """Every shard's answer to one query asking for everything it holds (one
+        SearchRequest per partition, as inference scatters)."""
+        async def go() -> list[SearchReply]:
+            q = np.full(DIM, 1 / np.sqrt(DIM), dtype="float32")
+            async with Asker(self.bootstrap, MODEL_ID, DIM) as ask:
+                return await ask.scatter(q, top_k, None)
+        return asyncio.run(go())
+
+
+async def _members(bootstrap: str, group: str) -> int | None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [desc] = await admin.describe_consumer_groups([group])
+    finally:
+        await admin.close()
+    [found] = desc.groups
+    return len(found[5]) if found[2] == "Stable" else None
+
+
+JOINED = re.compile(r"Joined group '[^']+' \(generation (\d+)\)")
+ASSIGNED = "Setting newly assigned partitions"
+ROW = re.compile(r"^\|\s*(\S+)\s*\|\s*\{([^}]*)\}\s*\|")
+
+
+def last_assignment(log: str) -> tuple[int, dict[str, set[int]]] | None:
+    """(generation, {topic: partitions}) of the last assignment a worker's log shows (the
+    table aiokafka logs after each join), or None when it has none yet or revoked it."""
+    lines = log.splitlines()
+    at = max((i for i, ln in enumerate(lines) if ASSIGNED in ln), default=None)
+    if at is None or any("Revoking previously assigned" in ln for ln in lines[at:]):
+        return None
+    gens = [int(m.group(1)) for ln in lines[:at] if (m := JOINED.search(ln))]
+    topics: dict[str, set[int]] = {}
+    for ln in lines[at + 1:]:
+        if (row := ROW.match(ln)) and row.group(1) != "topic":
+            topics[row.group(1)] = parse_partitions(row.group(2))
+        if "for group" in ln:
+            break
+    return (gens[-1] if gens else -1), topics
+
+
+def parse_partitions(text: str) -> set[int]:
+    """Faust's compact partition set, such as `0-3`, `1, 3` or `0-1, 3`."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def wait(check: Any, what: str, timeout_s: float, mesh: ScaleMesh | None = None) -> Any:
+    """Poll `check` until it returns something truthy; fail naming `what` (and any worker
+    that died on its own meanwhile)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if mesh is not None and mesh.crashed():
+            raise AssertionError(f"waiting for {what}: {mesh.crashed()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout_s:.0f}s")
+        time.sleep(0.5)
