@@ -81,9 +81,18 @@ def content_hash(op: str, text: str, title: str, domain: str, metadata: dict[str
 
 def labels(value: Any, field: str, settings: IngestSettings) -> tuple[str, ...]:
     """The labels an input gives at `field`, or the configured default when it gives none
-    (absent or null); anything outside the grammar is InvalidInput(bad_acl)."""
+    (absent or null); anything outside the grammar is InvalidInput(bad_acl). A string that
+    holds a JSON list (a json/jsonb column as Debezium sends it) is read as that list: `[`
+    is no label character, so no comma-separated string means anything else."""
     if value is None:
         return settings.default_labels
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput("bad_acl", field, "neither labels nor a JSON list") from exc
+        if not isinstance(value, list):
+            raise InvalidInput("bad_acl", field, "neither labels nor a JSON list")
     return parse_acl(value, field)
 
 

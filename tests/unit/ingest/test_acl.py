@@ -98,6 +98,13 @@ def test_cdc_labels_come_from_the_acl_column_or_the_mapped_one() -> None:
     assert parsed(cdc(["payments"]), off).acl == ("staff",)
 
 
+def test_a_json_column_holding_a_list_is_read_as_that_list() -> None:
+    assert parsed(cdc('["payments", "eng"]')).acl == ("eng", "payments")
+    assert parsed(cdc("[]"), OPEN).acl == ()
+    for bad in ['["a", 1]', "[not json", '["a" ', "[" * 5000, '{"a": 1}', '["has space"]']:
+        assert refused(cdc(bad)) == ("bad_acl", "after.acl"), bad
+
+
 def test_api_labels_come_from_the_mappings_json_path() -> None:
     assert parsed(api(["support", "user:bob"]), headers=TICKETS).acl == ("support", "user:bob")
     assert parsed(api(), OPEN, headers=TICKETS).acl == ("public",)
@@ -180,8 +187,10 @@ def test_any_label_list_round_trips_to_the_sorted_unique_tuple(
 
 
 not_a_label = st.one_of(
+    # ("[..." is read as a JSON list: the test above covers those.)
     st.text(min_size=1, max_size=40).filter(lambda t: not LABEL.fullmatch(t) and "," not in t
-                                            and t.strip() != ""),
+                                            and t.strip() != ""
+                                            and not t.lstrip().startswith("[")),
     st.text(alphabet="abc:._-/019", min_size=129, max_size=140),
 )
 bad_values = st.one_of(
