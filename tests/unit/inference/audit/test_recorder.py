@@ -11,11 +11,14 @@ import pytest
 
 from services.inference.audit import recorder as recorder_module
 from services.inference.audit.agents import signed
+from services.inference.audit.record import principal_hash
 from services.inference.audit.recorder import DROPPED, AuditRecorder, recorder
 from services.inference.audit.settings import QueryAuditSettings
 from shared.contract.access import Access
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, recover
+from shared.contract.codec import encode
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
 from tests.unit.inference.fakes import FakeSearch
 from tests.unit.inference.serving import CHUNKS, serving, stub
 
@@ -78,3 +81,26 @@ def test_the_agent_signs_with_the_query_key() -> None:
     (done,) = signed([record])
     assert done.signer == DEV_QUERY_SIGNER and recover(done) == DEV_QUERY_SIGNER
     assert (done.principal, done.principal_kind, done.scope) == ("", "open", "*")
+
+
+def test_a_user_is_recorded_by_the_hmac_of_its_subject_and_a_refused_call_not_at_all(
+) -> None:
+    recorder.drain()
+    subject = "alice@example.com"
+
+    async def go() -> None:
+        async with serving(FakeSearch(CHUNKS), jwt_secret=SECRET, jwt_audience=AUDIENCE) as (
+                _, channel):
+            await stub(channel).Query(pb.QueryRequest(question="What freed the disk?"),
+                                      metadata=bearer(hs256(subject, ["eng"])))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub(channel).Query(pb.QueryRequest(question="What freed the disk?"))
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    asyncio.run(go())
+    (audit,) = recorder.drain()
+    key = recorder.settings.audit_principal_key
+    expected = principal_hash(subject, key)
+    assert (audit.principal, audit.principal_kind) == (expected, "user")
+    assert audit.scope == ",".join(sorted(["eng", "public", "user:" + expected]))
+    assert subject.encode() not in encode(audit)
