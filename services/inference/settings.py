@@ -240,6 +240,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     def _jwt(self) -> InferenceSettings:
         if self.jwt_configured() and not self.jwt_audience:
             raise ValueError("a JWT key is set: STREAMRAG_INFERENCE_JWT_AUDIENCE is required")
+        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 32:
+            # HS256's key is as strong as the secret: a short one is guessed offline from
+            # any one token (RFC 7518 3.2 asks for at least the hash's 256 bits).
+            raise ValueError("STREAMRAG_INFERENCE_JWT_SECRET: at least 32 characters")
         if self.service_account_groups is not None:
             try:
                 parse_acl(list(self.service_account_groups), "service_account_groups")

@@ -182,6 +182,8 @@ def test_with_nothing_configured_every_caller_reads_everything() -> None:
 def test_settings_refuse_a_key_without_audience_and_bad_groups() -> None:
     with pytest.raises(ValidationError, match="JWT_AUDIENCE"):
         InferenceSettings(jwt_secret=SECRET)
+    with pytest.raises(ValidationError, match="at least 32"):
+        InferenceSettings(jwt_secret="short-secret", jwt_audience=AUDIENCE)
     with pytest.raises(ValidationError, match="SERVICE_ACCOUNT_GROUPS"):
         InferenceSettings(auth_token="t", service_account_groups=["not a name"])
 
