@@ -19,26 +19,20 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from services.inference.api.principal import current
 from services.inference.audit.record import query_audit
 from services.inference.audit.settings import QueryAuditSettings
 from shared.contract.access import Access
 from shared.contract.records import QueryAudit
 
-try:  # the authenticated caller (services/inference/api/principal.py)
-    from services.inference.api.principal import current as _current_principal
-except ImportError:  # pragma: no cover - before principals exist every caller is open
-    _current_principal = None
-
 log = logging.getLogger(__name__)
 DROPPED = Counter("streamrag_inference_query_audits_dropped",
                   "Query audits dropped unsent because the buffer was full (broker stalled)")
-OPEN_CALLER = ("", "open", Access.everything())
 
 
 def _caller() -> tuple[str, str, Access]:
-    if _current_principal is None:
-        return OPEN_CALLER
-    p = _current_principal()
+    """The call's principal, as the authenticator bound it (services/inference/api/auth.py)."""
+    p = current()
     return p.subject, p.kind, p.access
 
 

@@ -9,7 +9,6 @@ import hashlib
 import grpc
 import pytest
 
-from services.inference.audit import recorder as recorder_module
 from services.inference.audit.agents import signed
 from services.inference.audit.record import principal_hash
 from services.inference.audit.recorder import DROPPED, AuditRecorder, recorder
@@ -76,7 +75,8 @@ def test_a_full_buffer_drops_the_oldest_and_counts_it() -> None:
 
 
 def test_the_agent_signs_with_the_query_key() -> None:
-    record = AuditRecorder(QueryAuditSettings(), caller=lambda: recorder_module.OPEN_CALLER
+    open_caller = ("", "open", Access.everything())
+    record = AuditRecorder(QueryAuditSettings(), caller=lambda: open_caller
                            ).record("Query", "q", (), (), "extractive")
     (done,) = signed([record])
     assert done.signer == DEV_QUERY_SIGNER and recover(done) == DEV_QUERY_SIGNER
