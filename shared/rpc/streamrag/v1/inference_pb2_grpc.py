@@ -28,7 +28,12 @@ if _version_not_supported:
 
 
 class InferenceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every call but grpc.health.v1.Health sends "authorization: Bearer <token>" when the
+    server has auth configured: its service token, or a signed user token (JWT) whose groups
+    say which documents the caller reads. Missing, bad or expired: UNAUTHENTICATED, the
+    reason in the trailing metadata "streamrag-reason" (docs/design/access-control.md).
+    Query, StreamQuery and Retrieve search only the documents the caller may read.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -74,7 +79,12 @@ class InferenceStub:
 
 
 class InferenceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every call but grpc.health.v1.Health sends "authorization: Bearer <token>" when the
+    server has auth configured: its service token, or a signed user token (JWT) whose groups
+    say which documents the caller reads. Missing, bad or expired: UNAUTHENTICATED, the
+    reason in the trailing metadata "streamrag-reason" (docs/design/access-control.md).
+    Query, StreamQuery and Retrieve search only the documents the caller may read.
+    """
 
     def Query(self, request, context):
         """One answer with its citations, after retrieval and answering both finish.
@@ -114,6 +124,8 @@ class InferenceServicer:
 
     def Feedback(self, request, context):
         """A user clicked or skipped a cited chunk; recent feedback boosts or demotes it in ranking.
+        A caller that may not read everything names only chunks it was shown within the hour
+        (by this instance); any other chunk id is NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -122,7 +134,8 @@ class InferenceServicer:
     def Stats(self, request, context):
         """Stream statistics per source and domain in one window (documents in, updated,
         deleted, dead-lettered by reason, PII entities found by type), and the semantic drift
-        of each source, domain and model.
+        of each source, domain and model. They count every document: PERMISSION_DENIED to a
+        caller that may not read everything.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,7 +188,12 @@ def add_InferenceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Inference:
-    """Missing associated documentation comment in .proto file."""
+    """Every call but grpc.health.v1.Health sends "authorization: Bearer <token>" when the
+    server has auth configured: its service token, or a signed user token (JWT) whose groups
+    say which documents the caller reads. Missing, bad or expired: UNAUTHENTICATED, the
+    reason in the trailing metadata "streamrag-reason" (docs/design/access-control.md).
+    Query, StreamQuery and Retrieve search only the documents the caller may read.
+    """
 
     @staticmethod
     def Query(request,
