@@ -39,10 +39,16 @@ from shared.cli.procs import (
 from shared.cli.ready import wait_ready
 from shared.cli.settings import MeshSettings
 from shared.cli.supervise import Backoff, Supervisor
-from shared.contract.topics import SERVICES
+from shared.contract.topics import SERVICES, TopicSpec
 from shared.errors import ConfigError, InfrastructureError
-from shared.kafka.admin import ensure_topics
-from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings, env_names
+from shared.kafka.admin import contract_specs, ensure_topics
+from shared.settings import (
+    KafkaSettings,
+    LedgerSettings,
+    PartitionSettings,
+    ProcessSettings,
+    env_names,
+)
 
 log = logging.getLogger("streamrag.mesh")
 # Start order: consumers of later stages first, so nothing waits on a missing reader.
@@ -91,6 +97,14 @@ class Mesh:
                                              mesh.restart_reset_after_s))
         self.journaled = False  # an embedded broker we started, journaled and restored
 
+    def topic_specs(self) -> tuple[TopicSpec, ...]:
+        """The contract's topics sized as the services will see them: this process's partition
+        settings, overridden by the services' own environment (`env`) where it sets them."""
+        given: dict[str, Any] = {k.removeprefix("STREAMRAG_KAFKA_").lower(): v
+                                 for k, v in self.env.items()
+                                 if k.startswith("STREAMRAG_KAFKA_PARTITIONS_")}
+        return contract_specs(layout=PartitionSettings(**given))
+
     @property
     def journal_dir(self) -> Path:
         return self.run_dir / "journal"
@@ -121,7 +135,7 @@ class Mesh:
             log.info("stopped leftovers of an earlier run: %s", ", ".join(stale))
         self._start_broker()
         self._start_chain()
-        created = asyncio.run(ensure_topics(self.kafka))
+        created = asyncio.run(ensure_topics(self.kafka, self.topic_specs()))
         log.info("topics: %d created, the rest already there", len(created))
         if self.journaled:
             self._restore()
@@ -167,7 +181,7 @@ class Mesh:
                     kill_group(other)
                     other.popen.wait()
         child = spawn_broker(host, port, self.run_dir)
-        asyncio.run(ensure_topics(self.kafka))
+        asyncio.run(ensure_topics(self.kafka, self.topic_specs()))
         if self.journaled:
             self._restore()
             log.warning("the embedded broker restarted; its log was restored from the journal")

@@ -27,7 +27,7 @@ from shared.contract.topics import (
     with_audit_retention,
 )
 from shared.errors import InfrastructureError
-from shared.settings import KafkaSettings
+from shared.settings import KafkaSettings, PartitionSettings
 
 EVIDENCE_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes")
 
@@ -49,10 +49,12 @@ async def _connected_admin(kafka: KafkaSettings, wait_s: float) -> AIOKafkaAdmin
             await asyncio.sleep(0.5)
 
 
-def contract_specs(retention: AuditRetentionSettings | None = None) -> tuple[TopicSpec, ...]:
-    """Every topic of the contract, the evidence topics kept for the audit retention."""
+def contract_specs(retention: AuditRetentionSettings | None = None,
+                   layout: PartitionSettings | None = None) -> tuple[TopicSpec, ...]:
+    """Every topic of the contract, the evidence topics kept for the audit retention, sized
+    by `layout` (default: this process's partition settings)."""
     retention = retention or AuditRetentionSettings()
-    specs = with_audit_retention(all_topic_specs(), retention.retention_ms)
+    specs = with_audit_retention(all_topic_specs(layout), retention.retention_ms)
     check_copartitioned(specs)
     return specs
 
