@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,7 @@ class FakeProducer:
         return done
 
 
-def search(local: FakeShards | None, *, enabled: bool = True,
+def search(local: FakeShards | None, *, enabled: bool = True, query: SearchQuery = QUERY,
            ) -> tuple[GatherResult, SearchClient, FakeProducer]:
     async def go() -> tuple[GatherResult, SearchClient, FakeProducer]:
         client = SearchClient(KafkaSettings(), local=enabled)
@@ -67,7 +68,7 @@ def search(local: FakeShards | None, *, enabled: bool = True,
         reader = asyncio.get_running_loop().create_future()  # a reader still running
         client._reader = reader  # type: ignore[assignment]
         try:
-            return await client.search(QUERY, timeout_s=0.05), client, producer
+            return await client.search(query, timeout_s=0.05), client, producer
         finally:
             reader.cancel()
     return asyncio.run(go())
@@ -87,6 +88,16 @@ def test_shards_in_this_process_answer_without_the_broker() -> None:
     assert sorted(r.partition for r in shards.asked) == list(range(client.partitions))
     assert client.paths == {"local": 1}
     assert producer.sent == [] and client.sent_batches == []
+
+
+def test_the_in_process_path_asks_every_shard_with_the_callers_access() -> None:
+    shards = FakeShards(can_answer=True)
+    local_search.register(shards)
+    ann = replace(QUERY, access=Access.of("ann", ["payments"]))
+    search(shards, query=ann)
+    assert {(q.groups, q.all_access) for r in shards.asked for q in r.queries} == {
+        (("payments", "public", "user:ann"), False)}
+    assert len(shards.asked) == 4
 
 
 def test_shards_that_cannot_answer_all_send_the_search_through_the_broker() -> None:
