@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from shared.cli.settings import MeshSettings
 from shared.cli.status import inference_health
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import TOPICS
+from shared.errors import InfrastructureError
 from shared.kafka.admin import contract_specs, ensure_topics
 from shared.settings import KafkaSettings
 
@@ -21,7 +23,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def run_topics(args: argparse.Namespace) -> int:
     retention = AuditRetentionSettings()
-    created = asyncio.run(ensure_topics(KafkaSettings(), contract_specs(retention)))
+    try:
+        created = asyncio.run(ensure_topics(KafkaSettings(), contract_specs(retention)))
+    except InfrastructureError as exc:  # topics unlike the settings: what to do, one line
+        print(f"streamrag topics: {exc}", file=sys.stderr)
+        return 1
     print(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))
     evidence = ", ".join(t.name for t in TOPICS if t.evidence)
     print(f"audit evidence ({evidence}) kept {retention.describe()}")

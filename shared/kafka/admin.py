@@ -59,33 +59,42 @@ def contract_specs(retention: AuditRetentionSettings | None = None,
     return specs
 
 
-def _setting(spec: TopicSpec) -> str:
-    if spec.group == "single":
-        return "the contract (one partition, always)"
-    return f"STREAMRAG_KAFKA_PARTITIONS_{spec.group.upper()}={spec.partitions}"
+def _fix(group: str, have: int, want: int) -> str:
+    """What an operator does about topics of `group` with `have` partitions, not `want`."""
+    variable = f"STREAMRAG_KAFKA_PARTITIONS_{group.upper()}"
+    if group == "single":
+        return "one reader must see all of it: recreate it with one partition"
+    if have > want:
+        return (f"Kafka cannot remove partitions: set {variable}={have}, or move the data to "
+                f"a new topic generation (.v2 topics created with {want})")
+    if group == "documents":  # the per-document order and state are re-homed by the tool
+        return (f"run `streamrag topics --grow {want}` (docs/design/growing-partitions.md), "
+                f"or set {variable}={have}")
+    if group == "telemetry":  # keyed counts only: a key's windows split until they close
+        return (f"add them with kafka-topics.sh --alter --partitions {want} (a key's window "
+                f"counts split between its old and new partition until the windows close), "
+                f"or set {variable}={have}")
+    return (f"set {variable}={have}: `streamrag topics --grow` grows the document topics "
+            f"only, and the ledger's table of anchored batches is keyed on these partitions")
 
 
 def partition_problems(specs: tuple[TopicSpec, ...], found: dict[str, int]) -> list[str]:
-    """Each existing topic whose partition count (`found`, by name) differs from its spec,
-    with what fixes it. A topic with fewer partitions can grow (`streamrag topics --grow`,
-    which keeps each document's order, docs/design/topic-contract.md); one with more cannot
-    shrink in Kafka: the setting goes back, or the data moves to a new topic generation."""
-    problems = []
+    """The existing topics whose partition count (`found`, by name) differs from their spec,
+    one line per group and count: the setting, the topics, both counts and what fixes it.
+    Only the document topics grow with a tool of ours (`streamrag topics --grow`, which
+    keeps each document's order); no topic shrinks in Kafka."""
+    wrong: dict[tuple[str, int, int], list[str]] = {}
     for spec in specs:
         have = found.get(spec.name, spec.partitions)
-        if have == spec.partitions:
-            continue
-        where = f"topic {spec.name} has {have} partitions, {_setting(spec)} says {spec.partitions}"
-        if have < spec.partitions and spec.group != "single":
-            fix = (f"run `streamrag topics --grow {spec.partitions}` to add partitions, or set "
-                   f"STREAMRAG_KAFKA_PARTITIONS_{spec.group.upper()}={have} to keep them")
-        elif spec.group == "single":
-            fix = "a single-partition topic must stay at one: recreate it with one partition"
-        else:
-            fix = (f"Kafka cannot remove partitions: set STREAMRAG_KAFKA_PARTITIONS_"
-                   f"{spec.group.upper()}={have}, or move the data to a new topic generation "
-                   f"(a .v2 topic with {spec.partitions} partitions)")
-        problems.append(f"{where}: {fix}")
+        if have != spec.partitions:
+            wrong.setdefault((spec.group, have, spec.partitions), []).append(spec.name)
+    problems = []
+    for (group, have, want), names in wrong.items():
+        setting = ("the contract says 1" if group == "single"
+                   else f"STREAMRAG_KAFKA_PARTITIONS_{group.upper()}={want}")
+        problems.append(f"{setting}, but {', '.join(names)} "
+                        f"{'has' if len(names) == 1 else 'have'} {have} partitions: "
+                        f"{_fix(group, have, want)}")
     return problems
 
 

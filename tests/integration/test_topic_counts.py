@@ -61,9 +61,10 @@ def test_a_bring_up_for_six_partitions_stops_on_topics_made_with_four(broker: st
 
     with pytest.raises(InfrastructureError) as stopped:
         asyncio.run(ensure_topics(kafka, specs(run, 6), wait_s=10))
-    message = str(stopped.value)
-    for name in names:
-        assert (f"topic {name} has 4 partitions, STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6 says "
-                f"6: run `streamrag topics --grow 6`") in message
+    assert str(stopped.value) == (
+        f"bring-up stopped, existing topics differ from the settings: "
+        f"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6, but {', '.join(s.name for s in four)} have "
+        f"4 partitions: run `streamrag topics --grow 6` (docs/design/growing-partitions.md), "
+        f"or set STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=4")
     assert described(kafka, names)[0] == dict.fromkeys(names, 4)  # never repartitioned
     assert asyncio.run(ensure_topics(kafka, four, wait_s=10)) == []  # four again: accepted

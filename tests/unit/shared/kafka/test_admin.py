@@ -63,10 +63,10 @@ def test_a_planted_count_mismatch_stops_bring_up_naming_topic_counts_and_the_gro
     with pytest.raises(InfrastructureError) as raised:
         run_ensure(fake, KafkaSettings(), specs, monkeypatch)
     assert str(raised.value) == (
-        "bring-up stopped, existing topics differ from the settings: topic chunks.embedded.v1 "
-        "has 4 partitions, STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6 says 6: run `streamrag "
-        "topics --grow 6` to add partitions, or set STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=4 "
-        "to keep them")
+        "bring-up stopped, existing topics differ from the settings: "
+        "STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6, but chunks.embedded.v1 has 4 partitions: run "
+        "`streamrag topics --grow 6` (docs/design/growing-partitions.md), or set "
+        "STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=4")
     assert fake.created == []  # nothing created, nothing altered
 
 
@@ -88,15 +88,33 @@ def test_a_shrink_is_refused_since_kafka_cannot_remove_partitions() -> None:
     (problem,) = partition_problems(tuple(s for s in SIX if s.name == FEEDBACK.name),
                                     {FEEDBACK.name: 8})
     assert problem == (
-        "topic feedback.v1 has 8 partitions, STREAMRAG_KAFKA_PARTITIONS_TELEMETRY=4 says 4: "
-        "Kafka cannot remove partitions: set STREAMRAG_KAFKA_PARTITIONS_TELEMETRY=8, or move "
-        "the data to a new topic generation (a .v2 topic with 4 partitions)")
+        "STREAMRAG_KAFKA_PARTITIONS_TELEMETRY=4, but feedback.v1 has 8 partitions: Kafka "
+        "cannot remove partitions: set STREAMRAG_KAFKA_PARTITIONS_TELEMETRY=8, or move the "
+        "data to a new topic generation (.v2 topics created with 4)")
 
 
-def test_a_single_partition_topic_is_never_grown() -> None:
-    (problem,) = partition_problems((DEADLETTER,), {DEADLETTER.name: 4})
-    assert "the contract (one partition, always) says 1" in problem
-    assert "--grow" not in problem
+def test_one_line_per_group_and_count_naming_every_topic_in_it() -> None:
+    found = {s.name: 1 if s.group == "single" else 4 for s in SIX}  # as made by default
+    (problem,) = partition_problems(SIX, found)
+    documents = [s.name for s in SIX if s.group == "documents"]
+    assert problem.startswith(f"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6, but "
+                              f"{', '.join(documents)} have 4 partitions: run `streamrag "
+                              f"topics --grow 6`")
+    assert len(documents) == 9  # seven topics and ingest's two changelogs
+
+
+@pytest.mark.parametrize(("spec", "advice"), [
+    (DEADLETTER, "the contract says 1, but deadletter.v1 has 4 partitions: one reader must "
+                 "see all of it: recreate it with one partition"),
+    (AUDIT_BATCHES, "set STREAMRAG_KAFKA_PARTITIONS_AUDIT=2: `streamrag topics --grow` grows "
+                    "the document topics only"),
+    (FEEDBACK, "kafka-topics.sh --alter --partitions 4"),
+])
+def test_only_the_document_topics_are_sent_to_the_grow_command(spec: Any, advice: str) -> None:
+    have = 4 if spec.group == "single" else 2
+    (problem,) = partition_problems((spec,), {spec.name: have})
+    assert advice in problem
+    assert "--grow 4" not in problem
 
 
 def test_topics_as_configured_have_no_problem_and_unknown_ones_are_not_judged() -> None:
