@@ -2,15 +2,18 @@
 
 A batch is the run of authentic query audits (signed by a known query signer,
 STREAMRAG_AUDIT_QUERY_SIGNERS) of one partition in one micro-batch, named by its offsets
-in this worker's epoch: `<epoch>/audit.queries.v1/<partition>/<first>-<last>`. Its leaves
-are the records themselves, so the topic and the anchor alone prove each one
+in its partition's epoch: `<epoch>/audit.queries.v1/<partition>/<first>-<last>`. Its
+leaves are the records themselves, so the topic and the anchor alone prove each one
 (shared/contract/query_audit.py); no batch record is written. Its roots chain per epoch
 and partition (prev_root). The anchor names the records' signer, never a document
 signer, so `streamrag audit verify` (documents) does not take it for one of its own.
 
-At-least-once: a batch's offsets are committed only after its anchor is announced. A
-worker killed in between replays them into a batch of its next epoch: the audit is then
-anchored twice, and each anchor proves it.
+At-least-once: a batch's offsets are committed only after its anchor is announced and
+marked in the anchored table. The chain's end per partition is rebuilt from that table
+whenever a batch does not follow it (a restart, a rebalance), and audits up to it are
+skipped, so a replay is not anchored again. Only a kill between the announcement and the
+table write replays a batch the table does not know: the same offsets anchored again
+("already on chain" when the batch comes out the same), each anchor proving the audit.
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from services.ledger.app import anchored, app, queries_topic, settings
 from shared.batching.partitions import current_event, partition_batches
 from shared.contract.audit_signing import AuditSignerSettings, check
 from shared.contract.codec import decode
-from shared.contract.query_audit import GENESIS_ROOT, batch_id_for, batch_root, runs
+from shared.contract.query_audit import (
+    GENESIS_ROOT,
+    Tip,
+    batch_id_for,
+    batch_root,
+    runs,
+    tip_from,
+)
 from shared.contract.records import QueryAudit
 from shared.errors import InvalidInput
 
@@ -36,11 +46,20 @@ EXIT_INFRA = 70  # the supervisor restarts the worker and the batch is replayed
 
 
 class Chains:
-    """This worker's chain end per partition; a fresh epoch each start."""
+    """Each partition's chain end, rebuilt from the anchored table whenever a batch does not
+    start right after it (a start, a rebalance, a replay); a partition with no anchored
+    query batch starts a chain in a fresh epoch."""
 
     def __init__(self) -> None:
-        self.epoch = secrets.token_hex(6)
-        self.roots: dict[int, str] = {}
+        self.tips: dict[int, Tip] = {}
+
+    def tip(self, partition: int, first_offset: int) -> Tip:
+        tip = self.tips.get(partition)
+        if tip is None or first_offset != tip.last_offset + 1:
+            tip = (tip_from(anchored.items(), partition)
+                   or Tip(secrets.token_hex(6), GENESIS_ROOT, -1))
+            self.tips[partition] = tip
+        return tip
 
 
 chains = Chains()
@@ -61,24 +80,32 @@ def authentic_query(value: bytes) -> QueryAudit:
 
 async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> list[str]:
     """Anchor one partition's part of a micro-batch; the batch ids anchored."""
+    tip = chains.tip(partition, events[0].message.offset)
+    fresh = [e for e in events if e.message.offset > tip.last_offset]
+    if skipped := len(events) - len(fresh):
+        log.info("partition %d: %d query audits up to offset %d are anchored already (a "
+                 "redelivery): skipped", partition, skipped, tip.last_offset)
     valid: list[tuple[int, QueryAudit]] = []
-    for event in events:
+    for event in fresh:
         async with boundary.record(event):
             valid.append((event.message.offset, authentic_query(event.message.value)))
     done = []
-    by_offset = {e.message.offset: e for e in events}
+    by_offset = {e.message.offset: e for e in fresh}
     for run in runs(valid):
         leaves = [a for _, a in run]
-        batch_id = batch_id_for(chains.epoch, partition, run[0][0], run[-1][0])
-        root, prev = batch_root(leaves), chains.roots.get(partition, GENESIS_ROOT)
-        receipt = await anchor_root(batch_id, root, prev, len(leaves), leaves[0].signer)
+        batch_id = batch_id_for(tip.epoch, partition, run[0][0], run[-1][0])
+        root = batch_root(leaves)
+        receipt = await anchor_root(batch_id, root, tip.root, len(leaves), leaves[0].signer)
         record = await announce(receipt, max(a.at for a in leaves))
         with current_event(stream, by_offset[run[-1][0]]):
             anchored[batch_id] = record.model_dump(mode="json")
-        chains.roots[partition] = root
+        tip = Tip(tip.epoch, root, run[-1][0])
         done.append(batch_id)
         log.info("anchored query batch %s: %d audits, root %s, tx %s", batch_id, len(leaves),
                  root[:16], receipt.tx_hash)
+    if fresh:  # dead-lettered audits after the last run are consumed too
+        tip = Tip(tip.epoch, tip.root, fresh[-1].message.offset)
+    chains.tips[partition] = tip
     return done
 
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from shared.contract import merkle
 from shared.contract.audit_signing import recover
@@ -55,6 +56,29 @@ def parse_batch_id(batch_id: str) -> BatchName | None:
         return BatchName(parts[0], int(parts[2]), int(first), int(last))
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class Tip:
+    """The end of one partition's chain of query batches: what the next batch links to and
+    starts after."""
+
+    epoch: str
+    root: str
+    last_offset: int  # audits up to this offset are in an anchored batch already
+
+
+def tip_from(anchored: Iterable[tuple[str, Any]], partition: int) -> Tip | None:
+    """The partition's chain end among anchored batches ((batch id, Anchor JSON) pairs: the
+    ledger's table); None when none of its query batches is there."""
+    best: Tip | None = None
+    for batch_id, record in anchored:
+        name = parse_batch_id(batch_id)
+        if name is None or name.partition != partition:
+            continue
+        if best is None or name.last > best.last_offset:
+            best = Tip(name.epoch, str(record["root"]), name.last)
+    return best
 
 
 def signed_by(audit: QueryAudit, signer: str) -> bool:

@@ -83,7 +83,7 @@ def test_runs_of_authentic_audits_are_anchored_and_chained_and_forgeries_dead_le
               event(13, encode(a3)), event(14, b"{not json"),
               event(15, encode(audit(4, SecretStr("0x" + "42" * 32))))]
     first = asyncio.run(module.anchor_partition(Stream(), 2, events))
-    epoch = module.chains.epoch
+    epoch = module.chains.tips[2].epoch
     assert first == [f"{epoch}/audit.queries.v1/2/10-13"]
     assert sorted(decode(DeadLetter, v).reason for _, v in dlq.records) == [
         "bad_signature", "malformed_json", "unknown_signer"]
@@ -98,3 +98,24 @@ def test_runs_of_authentic_audits_are_anchored_and_chained_and_forgeries_dead_le
     chained = decode(Anchor, anchors.records[-1][1])
     assert second == [f"{epoch}/audit.queries.v1/2/16-16"]
     assert chained.prev_root == record.root and chained.root == batch_root([a5])
+
+
+def test_a_replay_after_a_restart_skips_what_the_table_says_is_anchored_and_links_to_it(
+    queries: tuple[ModuleType, Sent, Sent, dict[str, Any]],
+) -> None:
+    """A restarted worker (no chain end in memory) is handed offsets 10-13 again plus two
+    new audits: it continues the anchored chain from the table, anchoring 14-15 only."""
+    module, anchors, _, table = queries
+    audits = [audit(n) for n in range(6)]
+    (first,) = asyncio.run(module.anchor_partition(
+        Stream(), 2, [event(10 + n, encode(audits[n])) for n in range(4)]))
+    module.chains = module.Chains()  # a restart: only the table is left
+    again = asyncio.run(module.anchor_partition(
+        Stream(), 2, [event(10 + n, encode(audits[n])) for n in range(6)]))
+    epoch = first.split("/")[0]
+    assert again == [f"{epoch}/audit.queries.v1/2/14-15"]
+    assert [k.decode() for k, _ in anchors.records] == [first, again[0]]
+    chained = decode(Anchor, anchors.records[-1][1])
+    assert chained.prev_root == table[first]["root"] == batch_root(audits[:4])
+    assert chained.root == batch_root(audits[4:])
+    assert module.chains.tips[2].last_offset == 15

@@ -19,6 +19,7 @@ from shared.contract.query_audit import (
     parse_batch_id,
     prove,
     runs,
+    tip_from,
 )
 from shared.contract.records import Anchor, QueryAudit
 
@@ -63,6 +64,16 @@ def test_members_are_the_records_in_range_the_signer_signed_in_offset_order() ->
                (14, tampered), (15, audit(5)), (16, audit(6))]
     got = members(records, 10, 15, DEV_QUERY_SIGNER)
     assert [(o, a.query_id) for o, a in got] == [(10, "q0"), (12, "q2"), (15, "q5")]
+
+
+def test_a_chain_end_is_the_partitions_query_batch_with_the_last_offset() -> None:
+    table = [(batch_id_for("e1", 2, 0, 9), {"root": "aa"}),
+             (batch_id_for("e1", 2, 10, 14), {"root": "bb"}),
+             (batch_id_for("e1", 3, 15, 30), {"root": "cc"}),
+             ("e1/docs.normalized.v1/2/40-50", {"root": "dd"})]
+    tip = tip_from(table, 2)
+    assert tip is not None and (tip.epoch, tip.root, tip.last_offset) == ("e1", "bb", 14)
+    assert tip_from(table, 1) is None
 
 
 def test_runs_cut_where_the_signer_changes() -> None:
