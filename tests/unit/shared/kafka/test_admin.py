@@ -7,6 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.contract.topics import (
     AUDIT_BATCHES,
@@ -135,3 +137,20 @@ def test_new_topic_keeps_the_contracts_configs_beside_min_insync() -> None:
     made = new_topic(AUDIT_BATCHES, KafkaSettings(replication_factor=3, min_insync_replicas=2))
     assert made.topic_configs == {**AUDIT_BATCHES.broker_config(), "min.insync.replicas": "2"}
     assert (made.num_partitions, made.replication_factor) == (4, 3)
+
+
+@given(st.dictionaries(st.sampled_from([s.name for s in SIX]), st.integers(1, 12)))
+def test_exactly_the_topics_unlike_their_spec_are_named_once_with_both_counts(
+        found: dict[str, int]) -> None:
+    problems = partition_problems(SIX, found)
+    specs = {s.name: s for s in SIX}
+    wrong = {n for n, have in found.items() if have != specs[n].partitions}
+    assert bool(problems) == bool(wrong)
+    named = [n for p in problems for n in p.split(", but ")[1].split(" ha")[0].split(", ")]
+    assert sorted(named) == sorted(wrong)  # each once
+    for line in problems:
+        (name, *_) = line.split(", but ")[1].split(" ha")[0].split(", ")
+        have = found[name]
+        assert f" {have} partitions: " in line
+        assert (f"={specs[name].partitions}, but " in line
+                or line.startswith("the contract says 1, but "))
