@@ -1,6 +1,7 @@
 """Partition counts as a setting on the real embedded broker: topics created with 4
 partitions per group and min.insync.replicas from the settings; a bring-up configured for 6
-stops naming each topic, both counts and `streamrag topics --grow 6`, and alters nothing.
+stops naming each topic, both counts and `streamrag topics --grow 6`, and alters nothing;
+and the producer options the embedded broker takes (acks=all, not idempotence).
 
 Only the admin client and the session broker: the contract's topics are renamed per run, so
 the mesh sharing that broker never sees them."""
@@ -12,7 +13,9 @@ import uuid
 from dataclasses import replace
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 from shared.contract.topics import (
     CHUNKS_EMBEDDED,
@@ -68,3 +71,25 @@ def test_a_bring_up_for_six_partitions_stops_on_topics_made_with_four(broker: st
         f"or set STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=4")
     assert described(kafka, names)[0] == dict.fromkeys(names, 4)  # never repartitioned
     assert asyncio.run(ensure_topics(kafka, four, wait_s=10)) == []  # four again: accepted
+
+
+def test_the_embedded_broker_takes_acks_all_but_refuses_idempotent_producers(
+        broker: str) -> None:
+    # Why STREAMRAG_KAFKA_PRODUCER_IDEMPOTENCE defaults to off (docs/deployment.md): tansu
+    # answers InitProducerId with an error. If this starts failing, tansu learned it.
+    kafka = KafkaSettings(bootstrap=broker)
+    topic = f"test.{uuid.uuid4().hex[:8]}.acks"
+    asyncio.run(ensure_topics(kafka, (TopicSpec(topic, "k", "v", "single"),), wait_s=10))
+
+    async def send(options: dict[str, object]) -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=broker, **options)
+        try:
+            await producer.start()
+            meta = await producer.send_and_wait(topic, b"v", key=b"k")
+            return int(meta.offset)
+        finally:
+            await producer.stop()
+    assert kafka.producer_options() == {"acks": "all", "enable_idempotence": False}
+    assert asyncio.run(send(kafka.producer_options())) == 0
+    with pytest.raises(KafkaError):
+        asyncio.run(send({"acks": "all", "enable_idempotence": True}))
