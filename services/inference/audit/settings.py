@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from pydantic import Field, SecretStr
+from eth_account import Account
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contract.audit_signing import DEV_QUERY_SIGNING_KEY
@@ -30,3 +31,13 @@ class QueryAuditSettings(BaseSettings):
     # The most answered calls held for sending; beyond it the oldest are dropped (counted as
     # streamrag_inference_query_audits_dropped_total and logged), never the answer delayed.
     audit_buffer_max: int = Field(default=100_000, ge=1)
+
+    @field_validator("audit_signing_key")
+    @classmethod
+    def _a_signing_key(cls, key: SecretStr) -> SecretStr:
+        """Refused at start, not at the first flush: a timer that fails hangs the worker."""
+        try:
+            Account.from_key(key.get_secret_value())
+        except Exception as exc:  # eth-account raises several types for a bad key
+            raise ValueError("not a secp256k1 private key (0x and 64 hex digits)") from exc
+        return key

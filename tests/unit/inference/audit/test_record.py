@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from services.inference.audit.record import principal_hash, query_audit, recorded_scope
+from services.inference.audit.settings import QueryAuditSettings
 from shared.contract.access import Access
 from shared.contract.codec import encode
 
@@ -44,3 +46,10 @@ def test_neither_the_subject_nor_the_question_is_in_the_record(subject: str,
     assert (record.shown, record.docs, record.cited) == (("c1", "c2"), ("d1@v2", "d9@v1"),
                                                          ("c2",))
     assert record.principal == principal_hash(subject, KEY) and record.principal_kind == "user"
+
+
+def test_a_signing_key_that_is_no_key_fails_at_start_naming_it() -> None:
+    with pytest.raises(ValidationError) as err:
+        QueryAuditSettings(audit_signing_key=SecretStr("0x1234"))
+    assert "audit_signing_key" in str(err.value)
+    assert "0x1234" not in str(err.value)  # a secret is never echoed
