@@ -18,13 +18,14 @@ def unit(seed: int, dim: int = DIM) -> np.ndarray:
 
 def chunk_set(doc: str, version: int, seeds: list[int], *, op: str = "upsert",
               event_time: float = 100.0, domain: str = "d", source: str = "s",
-              model: str = "m", dim: int = DIM) -> EmbeddedChunkSet:
+              model: str = "m", dim: int = DIM, acl: tuple[str, ...] = (),
+              title: str = "") -> EmbeddedChunkSet:
     chunks = tuple(EmbeddedChunk(chunk_id=f"{doc}#v{version}#{i}", ordinal=i,
                                  text=f"{doc} v{version} c{i}", token_count=3,
                                  vector=encode_vector(unit(s, dim))) for i, s in enumerate(seeds))
     return EmbeddedChunkSet(doc_id=doc, version=version, op=op, source=source, domain=domain,  # type: ignore[arg-type]
                             event_time=event_time, ingest_time=0, model_id=model, dim=dim,
-                            chunks=chunks if op == "upsert" else ())
+                            chunks=chunks if op == "upsert" else (), acl=acl, title=title)
 
 
 def settle(shard: Shard) -> None:
