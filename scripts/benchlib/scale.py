@@ -47,12 +47,22 @@ DIM = 384  # all-MiniLM-L6-v2, the model every worker loads
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def document(i: int, tag: str) -> Document:
-    """A short document with PII in it (a name, a phone number): one chunk, one version."""
+FILLER = ("The export job retried three times before the queue drained, and the on-call "
+          "engineer paused the nightly batch so that the ledger could catch up. ",
+          "Customers saw stale balances for about twenty minutes; support answered the "
+          "tickets with the standard outage note and a link to the status page. ",
+          "The follow-up adds an alert on queue depth, a runbook entry for pausing the "
+          "batch, and a test that replays a day of exports against a staging ledger. ")
+
+
+def document(i: int, tag: str, sentences: int = 0) -> Document:
+    """A document with PII in it (a name, a phone number), one version; `sentences` more
+    sentences of ordinary text after it (0: a short one-chunk document; 6: about 1 KB)."""
+    text = (f"Ticket {i} of {tag}: call Maria Lopez on 415-555-01{i % 100:02d} about invoice "
+            f"{1000 + i}; the billing export stalled on node {i}. "
+            + "".join(FILLER[(i + k) % len(FILLER)] for k in range(sentences)))
     return Document(doc_id=f"{tag}-{i:04d}", version=1, source="scale", domain="ops",
-                    event_time=1000.0 + i, ingest_time=0,
-                    text=f"Ticket {i} of {tag}: call Maria Lopez on 415-555-01{i % 100:02d} "
-                         f"about invoice {1000 + i}; the billing export stalled on node {i}.")
+                    event_time=1000.0 + i, ingest_time=0, text=text.strip())
 
 
 class ScaleMesh:
