@@ -16,6 +16,6 @@ class IndexConfig:
     retrain_growth: float = 4.0  # retrain once the shard is this many times its trained size
     overfetch: float = 2.0  # first over-fetch: k * this / share of chunks admitted
     # At most this many admitted vectors (a rare filter, a caller who may read little):
-    # score exactly those, brute force, instead of searching the index with a selector.
+    # search every IVF list through the bitmap selector, an exact search of those vectors.
     exact_below: int = 4096
     use_gpu: bool = True  # train IVF centroids on a GPU when one is present

@@ -40,8 +40,8 @@ class RetrievalSettings(ServiceSettings):
     # How filtered searches work: selector (an id bitmap from the filter columns) or
     # overfetch (search wider, then filter).
     filter_strategy: Literal["selector", "overfetch"] = "selector"
-    # A filtered search admitting at most this many chunks (a rare filter, a caller who may
-    # read few documents) scores exactly those, brute force: exact recall; 0: never.
+    # A filtered search admitting at most this many chunks (a caller who may read little)
+    # searches every IVF list through the filter's bitmap: exact recall; 0: never.
     exact_below: int = Field(default=4096, ge=0)
     # Seconds between snapshots of each shard to <data_dir>/retrieval-shards/, from which a
     # restarted shard resumes.

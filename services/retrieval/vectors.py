@@ -114,12 +114,16 @@ class VectorIndex:
         want = min(k, admitted)
         if want == 0:
             return []
-        if admitted <= self.config.exact_below:
-            return _brute_force(index, q, want, mask)
         # Probe as many lists as it takes to meet about as many admitted vectors as an
         # unfiltered search meets: recall stays that of the unfiltered search.
         share = admitted / max(1, index.ntotal)
         nprobe = math.ceil(nprobe / share)
+        if admitted <= self.config.exact_below and isinstance(index, faiss.IndexIVF):
+            # Few admitted (a rare filter, a caller who may read little): every list through
+            # the bitmap, so exact. The selector is checked before a distance is computed,
+            # so this costs a pass over ids plus one inner product per admitted vector.
+            nprobe = index.nlist
+            strategy = "selector"
         if strategy == "overfetch":
             found = self._overfetch(index, q, mask, want, share, nprobe)
             if len(found) >= want:
@@ -143,19 +147,6 @@ class VectorIndex:
             if len(found) >= want or fetch >= index.ntotal:
                 return found
             fetch *= 4
-
-
-def _brute_force(index: faiss.Index, q: np.ndarray, k: int,
-                 mask: np.ndarray) -> list[tuple[float, int]]:
-    """The exact top k among the admitted ids, scored one by one: exact recall whatever the
-    index, and cheaper than a selector that still walks every list (or every vector)."""
-    ids = np.flatnonzero(mask).astype("int64")
-    scores = index.reconstruct_batch(ids) @ q[0]
-    if len(ids) > k:
-        top = np.argpartition(-scores, k - 1)[:k]
-        ids, scores = ids[top], scores[top]
-    order = np.lexsort((ids, -scores))
-    return [(float(scores[i]), int(ids[i])) for i in order]
 
 
 def _run(index: faiss.Index, q: np.ndarray, k: int, selector: faiss.IDSelector | None,

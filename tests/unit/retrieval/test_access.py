@@ -39,7 +39,7 @@ WORDS = ("d0", "d1", "d2", "d3", "d7", "v1", "v2", "v3", "c0", "c1", "c2")
 # name -> (settings, exact): exact paths must equal the oracle, approximate ones may miss.
 PATHS: dict[str, tuple[dict, bool]] = {
     "flat selector": ({"ivf_threshold": 10**9, "exact_below": 0}, True),
-    "coarse IVF, brute force below": ({"ivf_threshold": 1, "nprobe": 1}, True),
+    "coarse IVF, every list below": ({"ivf_threshold": 1, "nprobe": 1}, True),
     "IVF every list": ({"ivf_threshold": 1, "nprobe": 10**6, "exact_below": 0}, True),
     "coarse IVF selector": ({"ivf_threshold": 1, "nprobe": 1, "exact_below": 0}, False),
     "coarse IVF over-fetch": ({"ivf_threshold": 1, "nprobe": 1, "exact_below": 0,
