@@ -1,4 +1,4 @@
-"""`streamrag audit prove --query QUERY_ID`: prove who was shown what, from the topics and chain.
+"""`streamrag audit prove --query QUERY_ID` and `streamrag audit queries`: who was shown what.
 
 Run as `python -m services.ledger.query_auditor prove QUERY_ID` (what `streamrag audit prove
 --query` runs). It reads audit.queries.v1 and ledger.anchors.v1 from the beginning with a
@@ -8,6 +8,10 @@ order: shared/contract/query_audit.py), and checks the record's signature, its i
 proof, the batch's leaf count and root against the announcement, and the anchor on chain
 (AuditAnchor.anchors(sha256(batch id))). Exit 0: every check holds; 1: one fails (or the
 record was never anchored); 2: no record has that query id.
+
+`streamrag audit queries --subject S | --principal HASH | --question TEXT` lists the query
+audits of a caller (its subject hashed under STREAMRAG_AUDIT_PRINCIPAL_KEY, which the
+auditor holds) or of a question (its sha256): the ids to prove.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from services.ledger.deployment import artifact
 from services.ledger.topic_reader import read_topic
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
-from shared.contract.query_audit import leaf_bytes, members, parse_batch_id, prove
+from shared.contract.query_audit import (
+    AuditPrincipalSettings,
+    leaf_bytes,
+    members,
+    parse_batch_id,
+    principal_hash,
+    prove,
+    question_sha256,
+)
 from shared.contract.records import Anchor, QueryAudit
 from shared.contract.topics import AUDIT_QUERIES, LEDGER_ANCHORS
 from shared.errors import InvalidInput
@@ -206,6 +218,43 @@ def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSett
     return 0 if all(proof["checks"].values()) else 1
 
 
+def matching(audits: list[Located], principal: str | None = None,
+             question: str | None = None) -> list[Located]:
+    """The audits of `principal` (its recorded hash) and/or of `question` (its sha256), in
+    topic order; a forged record is listed too (prove tells them apart)."""
+    sha = None if question is None else question_sha256(question)
+    return [a for a in audits if principal in (None, a.audit.principal)
+            and sha in (None, a.audit.question_sha256)]
+
+
+def render_list(found: list[Located]) -> str:
+    if not found:
+        return "no query audit matches"
+    lines = [f"{'query id':<32} {'at':>14} {'method':<11} {'caller':<9} shown cited  docs"]
+    for f in found:
+        a = f.audit
+        lines.append(f"{a.query_id:<32} {a.at:>14.3f} {a.method:<11} {a.principal_kind:<9} "
+                     f"{len(a.shown):>5} {len(a.cited):>5}  {', '.join(a.docs)}")
+    return "\n".join(lines)
+
+
+def run_queries(args: argparse.Namespace, kafka: KafkaSettings) -> int:
+    principal = (principal_hash(args.subject, AuditPrincipalSettings().principal_key)
+                 if args.subject else args.principal)
+    if principal is None and args.question is None:
+        print("name a caller (--subject or --principal) or a --question", file=sys.stderr)
+        return 2
+    records = asyncio.run(read_topic(kafka, AUDIT_QUERIES, args.idle_s))
+    found = matching(decoded(records), principal, args.question)
+    if args.json:
+        print(json.dumps([{"query_id": f.audit.query_id, "partition": f.partition,
+                           "offset": f.offset, "record": f.audit.model_dump(mode="json")}
+                          for f in found], indent=2))
+    else:
+        print(render_list(found))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamrag audit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -217,11 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--signer", action="append", default=[],
                    help="an address whose query-audit signatures count (repeatable); "
                    "default: STREAMRAG_AUDIT_QUERY_SIGNERS")
+    q = sub.add_parser("queries", help="the query audits of a caller or a question")
+    who = q.add_mutually_exclusive_group()
+    who.add_argument("--subject", help="the caller's token subject (hashed here with "
+                     "STREAMRAG_AUDIT_PRINCIPAL_KEY, never sent anywhere)")
+    who.add_argument("--principal", help="the recorded hash itself (hmac-sha256:...)")
+    q.add_argument("--question", help="the exact question (matched by its sha256)")
+    q.add_argument("--idle-s", type=float, default=1.0,
+                   help="stop reading the topic after this long without new records")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "queries":
+        return run_queries(args, KafkaSettings())
     return run_prove(args, KafkaSettings(), LedgerSettings())
 
 

@@ -1,4 +1,4 @@
-"""`streamrag audit prove DOC_ID | prove --query QUERY_ID | verify`: run a service's auditor.
+"""`streamrag audit prove DOC_ID | prove --query ID | queries | verify`: run an auditor.
 
 Like `streamrag worker`, this runs a service module by name rather than importing it
 (shared/ never imports services/): the document proofs live with the redaction service,
@@ -19,16 +19,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="inclusion proof of a document or a query, or verify "
                        "every batch",
                        description="prove DOC_ID [--version N] [--json] | "
-                       "prove --query QUERY_ID [--json] | verify [--json]")
+                       "prove --query QUERY_ID [--json] | queries [--subject S | --principal H] "
+                       "[--question Q] [--json] | verify [--json]")
     p.add_argument("audit_args", nargs=argparse.REMAINDER,
                    help="prove DOC_ID [--version N] [--json] [--idle-s S] | "
-                   "prove --query QUERY_ID [--json] [--idle-s S] | verify [--json]")
+                   "prove --query QUERY_ID [--json] [--idle-s S] | "
+                   "queries [--subject S | --principal H] [--question Q] [--json] | "
+                   "verify [--json]")
 
 
 def auditor_for(audit_args: list[str]) -> str:
-    """The query auditor for `prove --query ...`, the document auditor otherwise."""
+    """The query auditor for `prove --query ...` and `queries`, the document one otherwise."""
     queried = any(a == "--query" or a.startswith("--query=") for a in audit_args)
-    return QUERY_AUDITOR if audit_args[:1] == ["prove"] and queried else AUDITOR
+    if audit_args[:1] == ["queries"] or (audit_args[:1] == ["prove"] and queried):
+        return QUERY_AUDITOR
+    return AUDITOR
 
 
 def run(args: argparse.Namespace) -> int:

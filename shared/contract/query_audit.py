@@ -1,6 +1,7 @@
 """Query audits in the audit trail: the leaf a record becomes, batch ids, batch members.
 
-Inference signs each QueryAudit and writes it to audit.queries.v1; the ledger batches
+Inference records a caller's subject as `principal_hash` under the audit principal key
+and signs each QueryAudit and writes it to audit.queries.v1; the ledger batches
 them per partition by offsets, as `<epoch>/audit.queries.v1/<partition>/<first>-<last>`,
 and anchors the batch's RFC 6962 root with its signer. Nothing but the topic and the
 anchor is needed to prove a record: the batch's leaves are the records at its offsets
@@ -11,10 +12,14 @@ this module and `streamrag audit prove --query` re-derives them with it.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contract import merkle
 from shared.contract.audit_signing import recover
@@ -22,6 +27,31 @@ from shared.contract.records import QueryAudit
 from shared.contract.topics import AUDIT_QUERIES
 
 GENESIS_ROOT = "00" * 32
+PRINCIPAL_SCHEME = "hmac-sha256:"
+# A dev-only key for the principal hash: public, so anyone can hash a guessed subject.
+DEV_PRINCIPAL_KEY = hashlib.sha256(b"streamrag dev audit principal key").hexdigest()
+
+
+class AuditPrincipalSettings(BaseSettings):
+    """The key callers' subjects are hashed with in query audits (env prefix
+    STREAMRAG_AUDIT_, shared with shared.contract.audit_signing and retention; the classes
+    keep their field names apart)."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_AUDIT_", frozen=True)
+
+    # The HMAC key a caller's subject is hashed with before inference records it (subjects
+    # can be e-mail addresses); whoever holds it (an auditor: `streamrag audit queries
+    # --subject`) finds a subject's records. The default is a public dev key.
+    principal_key: SecretStr = SecretStr(DEV_PRINCIPAL_KEY)
+
+
+def principal_hash(subject: str, key: SecretStr) -> str:
+    """"hmac-sha256:<hex>" of `subject`; "" for no subject (open, service, anonymous)."""
+    if not subject:
+        return ""
+    mac = hmac.new(key.get_secret_value().encode("utf-8"), subject.encode("utf-8"),
+                   hashlib.sha256)
+    return PRINCIPAL_SCHEME + mac.hexdigest()
 
 
 def leaf_bytes(audit: QueryAudit) -> bytes:

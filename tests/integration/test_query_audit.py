@@ -130,6 +130,10 @@ def test_each_audit_is_anchored_and_proven_on_chain(mesh: RunningMesh,
         anchors = {json.loads(r.value)["batch_id"]: json.loads(r.value)
                    for r in read_topic(mesh, "ledger.anchors.v1")}
         assert anchors[proof["batch_id"]]["tx_hash"] == proof["tx_hash"]
+        # An auditor who knows the question finds the id to prove.
+        code, listed = streamrag_audit(mesh, "queries", "--question",
+                                       asked["questions"][method])
+        assert code == 0 and [q["query_id"] for q in listed] == [audit.query_id]
 
 
 def test_a_forged_record_is_dead_lettered_and_fails_its_proof(

@@ -8,26 +8,13 @@ one. The question is recorded as its sha256 only.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Iterable
 
 from pydantic import SecretStr
 
 from shared.contract.access import USER_PREFIX, Access
-from shared.contract.query_audit import question_sha256
+from shared.contract.query_audit import principal_hash, question_sha256
 from shared.contract.records import QueryAudit
-
-PRINCIPAL_SCHEME = "hmac-sha256:"
-
-
-def principal_hash(subject: str, key: SecretStr) -> str:
-    """"hmac-sha256:<hex>" of `subject`; "" for no subject (open, service, anonymous)."""
-    if not subject:
-        return ""
-    mac = hmac.new(key.get_secret_value().encode("utf-8"), subject.encode("utf-8"),
-                   hashlib.sha256)
-    return PRINCIPAL_SCHEME + mac.hexdigest()
 
 
 def recorded_scope(access: Access, key: SecretStr) -> str:

@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import Counter
+from pydantic import SecretStr
 
 from services.inference.api.principal import current
 from services.inference.audit.record import query_audit
 from services.inference.audit.settings import QueryAuditSettings
 from shared.contract.access import Access
+from shared.contract.query_audit import AuditPrincipalSettings
 from shared.contract.records import QueryAudit
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,10 @@ def _caller() -> tuple[str, str, Access]:
 
 class AuditRecorder:
     def __init__(self, settings: QueryAuditSettings, now: Callable[[], float] = time.time,
-                 caller: Callable[[], tuple[str, str, Access]] = _caller) -> None:
+                 caller: Callable[[], tuple[str, str, Access]] = _caller,
+                 principal_key: SecretStr | None = None) -> None:
         self.settings, self.now, self.caller = settings, now, caller
+        self.principal_key = principal_key or AuditPrincipalSettings().principal_key
         self.items: deque[QueryAudit] = deque(maxlen=settings.audit_buffer_max)
 
     def record(self, method: str, question: str, citations: Iterable[Any],
@@ -48,7 +52,7 @@ class AuditRecorder:
         subject, kind, access = self.caller()
         audit = query_audit(
             query_id=uuid.uuid4().hex, method=method, question=question, subject=subject,
-            kind=kind, access=access, key=self.settings.audit_principal_key, at=self.now(),
+            kind=kind, access=access, key=self.principal_key, at=self.now(),
             shown=((c.chunk_id, c.doc_id, c.version) for c in citations), cited=cited,
             answer_mode=answer_mode, variant=variant, config_version=config_version)
         if len(self.items) == self.items.maxlen:

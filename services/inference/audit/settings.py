@@ -3,16 +3,11 @@ services.inference.settings.InferenceSettings; the two keep their field names ap
 
 from __future__ import annotations
 
-import hashlib
-
 from eth_account import Account
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contract.audit_signing import DEV_QUERY_SIGNING_KEY
-
-# A dev-only key for the principal hash: public, so anyone can hash a guessed subject.
-DEV_PRINCIPAL_KEY = hashlib.sha256(b"streamrag dev audit principal key").hexdigest()
 
 
 class QueryAuditSettings(BaseSettings):
@@ -23,9 +18,6 @@ class QueryAuditSettings(BaseSettings):
     # The key every query audit is signed with; its address must be in
     # STREAMRAG_AUDIT_QUERY_SIGNERS. The default is a public dev key: embedded mesh only.
     audit_signing_key: SecretStr = SecretStr(DEV_QUERY_SIGNING_KEY)
-    # The HMAC key a caller's subject is hashed with before it is recorded (subjects can be
-    # e-mail addresses); an auditor holding it finds a subject's records. Public dev default.
-    audit_principal_key: SecretStr = SecretStr(DEV_PRINCIPAL_KEY)
     # How often answered calls are signed and sent to audit.queries.v1.
     audit_flush_s: float = Field(default=0.2, gt=0)
     # The most answered calls held for sending; beyond it the oldest are dropped (counted as

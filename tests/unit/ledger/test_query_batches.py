@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from services.ledger.query_auditor import Located, best_proof, render
+from services.ledger.query_auditor import Located, best_proof, matching, render, render_list
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, DEV_QUERY_SIGNING_KEY, sign
 from shared.contract.query_audit import (
     batch_id_for,
@@ -17,6 +17,7 @@ from shared.contract.query_audit import (
     leaf_bytes,
     members,
     parse_batch_id,
+    principal_hash,
     prove,
     runs,
     tip_from,
@@ -162,3 +163,17 @@ def test_a_chain_that_holds_another_root_fails_the_anchor_check() -> None:
     assert proof is not None and proof["checks"]["proof_holds"] is True
     assert proof["checks"]["anchor_on_chain_matches"] is False
     assert best_proof("nope", located, anchors, lambda c, b: None, KNOWN) is None
+
+
+def test_an_auditor_finds_a_callers_audits_by_its_subjects_hash_or_a_question() -> None:
+    key = SecretStr("auditor-key")
+    alice, bob = principal_hash("alice@example.com", key), principal_hash("bob@x.org", key)
+    audits = [Located(0, n, audit(n).model_copy(update={"principal": who}))
+              for n, who in enumerate([alice, bob, alice, ""])]
+    assert [f.offset for f in matching(audits, principal=alice)] == [0, 2]
+    assert [f.offset for f in matching(audits, question="question 1")] == [1]
+    assert [f.offset for f in matching(audits, alice, "question 2")] == [2]
+    assert matching(audits, principal_hash("alice@example.com", SecretStr("other"))) == []
+    listing = render_list(matching(audits, principal=alice))
+    assert "q0" in listing and "q2" in listing and "q1" not in listing
+    assert "alice" not in listing and render_list([]) == "no query audit matches"

@@ -10,10 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import SecretStr, ValidationError
 
-from services.inference.audit.record import principal_hash, query_audit, recorded_scope
+from services.inference.audit.record import query_audit, recorded_scope
 from services.inference.audit.settings import QueryAuditSettings
 from shared.contract.access import Access
 from shared.contract.codec import encode
+from shared.contract.query_audit import principal_hash
 
 KEY = SecretStr("audit-key")
 

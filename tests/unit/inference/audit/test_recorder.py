@@ -10,12 +10,12 @@ import grpc
 import pytest
 
 from services.inference.audit.agents import signed
-from services.inference.audit.record import principal_hash
 from services.inference.audit.recorder import DROPPED, AuditRecorder, recorder
 from services.inference.audit.settings import QueryAuditSettings
 from shared.contract.access import Access
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, recover
 from shared.contract.codec import encode
+from shared.contract.query_audit import principal_hash
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
 from tests.unit.inference.fakes import FakeSearch
@@ -99,7 +99,7 @@ def test_a_user_is_recorded_by_the_hmac_of_its_subject_and_a_refused_call_not_at
 
     asyncio.run(go())
     (audit,) = recorder.drain()
-    key = recorder.settings.audit_principal_key
+    key = recorder.principal_key
     expected = principal_hash(subject, key)
     assert (audit.principal, audit.principal_kind) == (expected, "user")
     assert audit.scope == ",".join(sorted(["eng", "public", "user:" + expected]))
