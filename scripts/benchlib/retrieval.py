@@ -11,6 +11,10 @@ In-process (the code the retrieval service runs, without Kafka):
             of nprobe to show the data is not trivially separable
   recovery: 100k chunks: snapshot write, snapshot load, and rebuild from scratch by decoding
             and applying every chunk set as the topic would replay it
+  labels:   (--labels) 100k chunks, 1,000 groups, each document in 1-3 groups (2% public), each
+            caller in 5 groups: filtered p50/p99 and recall@10 against a brute-force oracle over
+            the caller's readable chunks, with the unlabelled (all-access) search of the same
+            shard as the baseline ratio
 Baseline column: exact flat search on the same data. --million adds 1M vectors (vectors only).
 Prints a table and writes bench-results/retrieval.json.
 """
@@ -36,6 +40,7 @@ from services.retrieval.columns import Filters
 from services.retrieval.index import Shard
 from services.retrieval.ivf import build_ivf
 from services.retrieval.vectors import IndexConfig, VectorIndex
+from shared.contract.access import PUBLIC, Access
 from shared.contract.codec import decode, encode
 from shared.contract.records import (
     EmbeddedChunk,
@@ -316,6 +321,109 @@ def bench_broker_recovery(n: int) -> dict:
             "snapshot_loads_s": loads}
 
 
+def labelled_shard(x: np.ndarray, config: IndexConfig, acls: list[tuple[str, ...]]) -> Shard:
+    """A shard whose chunk i carries acls[i // 4] (four chunks per document)."""
+    shard = Shard("bench", DIM, config)
+    slots = [shard.columns.add(SearchHit(
+        chunk_id=f"c{i}", doc_id=f"d{i // 4}", version=1, score=0.0, event_time=NOW, text="",
+        domain="dom", source="wiki", acl=acls[i // 4])) for i in range(len(x))]
+    shard.vectors.add(np.array(slots, dtype="int64"), x)
+    shard.vectors.wait_trained()
+    return shard
+
+
+def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig) -> dict:
+    """Access-filtered search at n chunks: each caller reads its groups' and public chunks."""
+    rng = np.random.default_rng(2026)
+    x, queries = data(n, nq)
+    names = [f"group{g}" for g in range(groups)]
+    acls = [tuple(sorted({*rng.choice(names, int(rng.integers(1, 4)), replace=False),
+                          *([PUBLIC] if rng.random() < 0.02 else [])}))
+            for _ in range((n + 3) // 4)]
+    callers = [Access.of(f"user{i}", rng.choice(names, per_caller, replace=False).tolist())
+               for i in range(nq)]
+    print(f"[labels {n:,}] {groups} groups, {len(acls):,} documents; building shards ...",
+          flush=True)
+    t0 = time.perf_counter()
+    ivf = labelled_shard(x, IndexConfig(nprobe=cfg.nprobe, nlist_factor=cfg.nlist_factor,
+                                        ivf_threshold=min(cfg.ivf_threshold, n)), acls)
+    assert ivf.vectors.is_ivf
+    exact = labelled_shard(x, IndexConfig(ivf_threshold=10**12), acls)
+    print(f"[labels {n:,}] built in {time.perf_counter() - t0:.1f}s; searching ...", flush=True)
+    labels_mib = sum(b.nbytes for b in ivf.columns.labels.values()) / 2**20
+    readable = [int(ivf.columns.access_mask(a).sum()) for a in callers]
+    # Callers who may read little (~0.4%): two groups, no public documents at all.
+    few = [Access(frozenset(rng.choice(names, 2, replace=False).tolist())) for _ in range(nq)]
+    few_readable = float(np.median([int(ivf.columns.access_mask(a).sum()) for a in few]))
+
+    def truth_of(a: Access, q: np.ndarray) -> list[int]:  # the oracle: numpy over the readable
+        docs = np.fromiter((a.admits(acl) for acl in acls), dtype=bool, count=len(acls))
+        ids = np.flatnonzero(np.repeat(docs, 4)[:n])
+        scores = x[ids] @ q
+        return ids[np.argsort(-scores, kind="stable")[:K]].tolist()
+
+    truth = [truth_of(a, q) for a, q in zip(callers, queries, strict=True)]
+    few_truth = [truth_of(a, q) for a, q in zip(few, queries, strict=True)]
+    everyone = [nearest(exact.vectors, q) for q in queries]
+
+    def run(shard: Shard, access: list[Access] | None, exact_below: int | None = None
+            ) -> tuple[dict[str, float], list[list[int]]]:
+        if exact_below is not None:
+            shard.vectors.config = IndexConfig(**{**vars(shard.vectors.config),
+                                                  "exact_below": exact_below})
+        lat, results = [], []
+        for i, q in enumerate(queries):
+            f = Filters() if access is None else Filters(access=access[i])
+            t0 = time.perf_counter()
+            results.append(ids_of(shard, q, f, "selector"))
+            lat.append((time.perf_counter() - t0) * 1000)
+        return ({"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
+                 "qps": len(lat) / (sum(lat) / 1000)}, results)
+
+    rows = []
+    default = IndexConfig().exact_below
+    for name, shard in ((f"IVF nprobe={cfg.nprobe}", ivf), ("exact flat", exact)):
+        base, got = run(shard, None, default)
+        rows.append({"index": name, "case": "unlabelled (all access)", **base,
+                     "ratio_p99": 1.0, "recall_at_10": recall(got, everyone)})
+        for label, who, oracle, below in (
+                ("5 groups + public", callers, truth, default),
+                ("5 groups + public, exact_below=0", callers, truth, 0),
+                ("2 groups, no public", few, few_truth, default),
+                ("2 groups, no public, exact_below=0", few, few_truth, 0)):
+            stats, got = run(shard, who, below)
+            rows.append({"index": name, "case": label, **stats,
+                         "ratio_p99": stats["p99_ms"] / base["p99_ms"],
+                         "recall_at_10": recall(got, oracle)})
+        print(f"[labels {n:,}] {name}: done", flush=True)
+    masks = [time.perf_counter()]
+    for a in callers:
+        ivf.columns.mask(Filters(access=a))
+    mask_ms = (time.perf_counter() - masks[0]) * 1000 / len(callers)
+    return {"chunks": n, "groups": groups, "groups_per_caller": per_caller,
+            "readable_median": float(np.median(readable)), "readable_min": min(readable),
+            "readable_max": max(readable), "few_readable_median": few_readable,
+            "label_bitmaps_mib": labels_mib,
+            "mask_ms": mask_ms, "rows": rows}
+
+
+def print_labels(result: dict) -> None:
+    r = result
+    print(f"\naccess labels, {r['chunks']:,} chunks, {r['groups']:,} groups, each caller in "
+          f"{r['groups_per_caller']} (+ public + its user label): readable chunks per caller "
+          f"median {r['readable_median']:,.0f} (min {r['readable_min']:,}, max "
+          f"{r['readable_max']:,}), in 2 groups without public "
+          f"{r['few_readable_median']:,.0f}; label bitmaps {r['label_bitmaps_mib']:.1f} MiB; "
+          f"caller mask {r['mask_ms']:.2f} ms")
+    print(f"{'index':<16} {'case':<36} {'p50 ms':>7} {'p99 ms':>7} {'QPS':>7} "
+          f"{'p99 vs unlabelled':>17} {'rec@10':>6}")
+    for row in r["rows"]:
+        print(f"{row['index']:<16} {row['case']:<36} {row['p50_ms']:7.2f} {row['p99_ms']:7.2f} "
+              f"{row['qps']:7.0f} {row['ratio_p99']:16.2f}x {row['recall_at_10']:6.3f}")
+    print("recall: against a brute-force oracle over each caller's readable chunks "
+          "(unlabelled: against exact search)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="bench_retrieval", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -326,8 +434,21 @@ def main() -> int:
     ap.add_argument("--recovery-chunks", type=int, default=100_000)
     ap.add_argument("--broker-recovery", action="store_true",
                     help="also a real worker on a real broker recovering --recovery-chunks")
+    ap.add_argument("--labels", action="store_true",
+                    help="only the access-label case: --label-chunks chunks, --groups groups")
+    ap.add_argument("--label-chunks", type=int, default=100_000)
+    ap.add_argument("--groups", type=int, default=1000)
     args = ap.parse_args()
     cfg = IndexConfig(nprobe=args.nprobe, nlist_factor=args.nlist_factor)
+    if args.labels:
+        print(f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads", flush=True)
+        result = bench_labels(args.label_chunks, args.queries, args.groups, 5, cfg)
+        print_labels(result)
+        out = RESULTS / "retrieval_labels.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps({"config": vars(args), **result}, indent=2))
+        print(f"wrote {out}")
+        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([1_000_000] if args.million else [])
     print(f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads, "
           f"GPUs: {faiss.get_num_gpus()}", flush=True)
