@@ -75,7 +75,7 @@ def build(tmp: Path, path: str, history: list) -> tuple[Shards, Oracle]:
     async def no_digest(partition: int, offset: int) -> str | None:
         return None
     asyncio.run(shards.assign({0: 0}, no_digest))
-    oracle, versions = Oracle(), {}
+    oracle, versions = Oracle(), dict[str, int]()
     for offset, (d, op, labels, nchunks, dom, t) in enumerate(history):
         doc = f"d{d}"
         version = versions[doc] = versions.get(doc, 0) + 1
@@ -180,7 +180,8 @@ def test_unknown_groups_admit_nothing_and_unlabelled_documents_only_all_access()
 def test_shard_size_counts_what_every_asker_of_a_batch_may_read() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         shards, _ = build(Path(tmp), "flat selector", [
-            (0, "upsert", frozenset({"g0"}), 2, "a", 1), (1, "upsert", frozenset({"g1"}), 1, "a", 1),
+            (0, "upsert", frozenset({"g0"}), 2, "a", 1),
+            (1, "upsert", frozenset({"g1"}), 1, "a", 1),
             (2, "upsert", frozenset({"g0", "g1"}), 1, "a", 1)])
     specs = tuple(SearchSpec(query_id=f"q{i}", vector=encode_vector(unit(1)), top_k=3,
                              groups=groups) for i, groups in enumerate([("g0",), ("g1",)]))
