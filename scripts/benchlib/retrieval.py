@@ -340,6 +340,10 @@ def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig
     acls = [tuple(sorted({*rng.choice(names, int(rng.integers(1, 4)), replace=False),
                           *([PUBLIC] if rng.random() < 0.02 else [])}))
             for _ in range((n + 3) // 4)]
+    # 10% of documents also carry "wide": callers holding it read ~13%, a share at which the
+    # IVF probes only part of its lists (the approximate path).
+    wide = np.random.default_rng(7).random(len(acls)) < 0.10
+    acls = [(*acl, "wide") if w else acl for acl, w in zip(acls, wide, strict=True)]
     callers = [Access.of(f"user{i}", rng.choice(names, per_caller, replace=False).tolist())
                for i in range(nq)]
     print(f"[labels {n:,}] {groups} groups, {len(acls):,} documents; building shards ...",
@@ -355,6 +359,8 @@ def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig
     # Callers who may read little (~0.4%): two groups, no public documents at all.
     few = [Access(frozenset(rng.choice(names, 2, replace=False).tolist())) for _ in range(nq)]
     few_readable = float(np.median([int(ivf.columns.access_mask(a).sum()) for a in few]))
+    broad = [Access(a.grants | {"wide"}) for a in callers]
+    broad_readable = float(np.median([int(ivf.columns.access_mask(a).sum()) for a in broad]))
 
     def truth_of(a: Access, q: np.ndarray) -> list[int]:  # the oracle: numpy over the readable
         docs = np.fromiter((a.admits(acl) for acl in acls), dtype=bool, count=len(acls))
@@ -364,6 +370,7 @@ def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig
 
     truth = [truth_of(a, q) for a, q in zip(callers, queries, strict=True)]
     few_truth = [truth_of(a, q) for a, q in zip(few, queries, strict=True)]
+    broad_truth = [truth_of(a, q) for a, q in zip(broad, queries, strict=True)]
     everyone = [nearest(exact.vectors, q) for q in queries]
 
     def run(shard: Shard, access: list[Access] | None, exact_below: int | None = None
@@ -390,7 +397,8 @@ def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig
                 ("5 groups + public", callers, truth, default),
                 ("5 groups + public, exact_below=0", callers, truth, 0),
                 ("2 groups, no public", few, few_truth, default),
-                ("2 groups, no public, exact_below=0", few, few_truth, 0)):
+                ("2 groups, no public, exact_below=0", few, few_truth, 0),
+                ("5 groups + public + wide", broad, broad_truth, default)):
             stats, got = run(shard, who, below)
             rows.append({"index": name, "case": label, **stats,
                          "ratio_p99": stats["p99_ms"] / base["p99_ms"],
@@ -403,6 +411,7 @@ def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig
     return {"chunks": n, "groups": groups, "groups_per_caller": per_caller,
             "readable_median": float(np.median(readable)), "readable_min": min(readable),
             "readable_max": max(readable), "few_readable_median": few_readable,
+            "broad_readable_median": broad_readable,
             "label_bitmaps_mib": labels_mib,
             "mask_ms": mask_ms, "rows": rows}
 
@@ -413,7 +422,8 @@ def print_labels(result: dict) -> None:
           f"{r['groups_per_caller']} (+ public + its user label): readable chunks per caller "
           f"median {r['readable_median']:,.0f} (min {r['readable_min']:,}, max "
           f"{r['readable_max']:,}), in 2 groups without public "
-          f"{r['few_readable_median']:,.0f}; label bitmaps {r['label_bitmaps_mib']:.1f} MiB; "
+          f"{r['few_readable_median']:,.0f}, with wide {r['broad_readable_median']:,.0f}; "
+          f"label bitmaps {r['label_bitmaps_mib']:.1f} MiB; "
           f"caller mask {r['mask_ms']:.2f} ms")
     print(f"{'index':<16} {'case':<36} {'p50 ms':>7} {'p99 ms':>7} {'QPS':>7} "
           f"{'p99 vs unlabelled':>17} {'rec@10':>6}")
