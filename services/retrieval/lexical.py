@@ -75,6 +75,8 @@ class LexicalIndex:
         statistics (N, document frequency, mean length) count only them: the scores are
         those of an index holding nothing else (a caller's readable chunks)."""
         out = np.zeros(size, dtype="float64")
+        if size > len(self.lengths):  # trailing slots never indexed here (freed, restored)
+            self.lengths = np.concatenate([self.lengths, np.zeros(size - len(self.lengths))])
         if corpus is None:
             n, total = len(self.slot_terms), self.total_length
         else:

@@ -99,3 +99,16 @@ def test_a_loaded_snapshot_rebuilds_the_lexical_index(tmp_path: Path) -> None:
         assert got == [(h.chunk_id, round(h.score, 5), round(h.lexical, 5))
                        for h in shard.search(unit(2), 5, Filters(), text)]
     assert len(loaded.lexical) == len(shard.lexical or ())
+
+
+def test_a_caller_mask_longer_than_the_indexed_slots_scores_only_its_corpus() -> None:
+    # A restored shard can have free slots past the last one this index ever saw.
+    index = LexicalIndex()
+    index.add(0, "payments outage in europe")
+    index.add(1, "payments outage")
+    corpus = np.zeros(3000, dtype=bool)
+    corpus[1] = True
+    scores = index.scores("payments", 3000, corpus)
+    alone = LexicalIndex()
+    alone.add(1, "payments outage")
+    assert scores[0] == 0.0 and scores[1] == alone.scores("payments", 2)[1] > 0
