@@ -4,7 +4,8 @@ drained mesh (docs/design/growing-partitions.md; the plan and re-homing rules ar
 shared/kafka/grow.py).
 
 The steps, each safe to run again after a crash (progress is kept in `--state-dir`):
-1. refuse unless every consumer group is empty (no live member: DescribeGroups) and has
+1. refuse unless every consumer group is empty (no live member: DescribeGroups, and for a
+   group that lists members, a join that makes the coordinator drop the stale ones) and has
    committed every record of the grown topics (committed offset = the log's true end);
 2. save every group's committed offsets on the grown topics (once);
 3. grow each topic: CreatePartitions where the broker has it; on a broker without it (the
@@ -27,6 +28,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
 from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.structs import OffsetAndMetadata
 
@@ -58,22 +64,24 @@ def run(args: argparse.Namespace) -> int:
         code = create.run_topics(args)
         print(show(asyncio.run(topic_counts(kafka))))
         return code
-    state_dir = args.state_dir or MeshSettings().run_dir / "grow"
+    run_dir = MeshSettings().run_dir
+    state_dir = args.state_dir or run_dir / "grow"
     try:
-        return asyncio.run(grow_mesh(kafka, args.grow, state_dir, dry_run=args.dry_run))
+        return asyncio.run(grow_mesh(kafka, args.grow, state_dir, run_dir,
+                                     dry_run=args.dry_run))
     except InvalidInput as exc:
         print(f"refused: {exc.reason}: {exc.detail or ''}".rstrip(": "))
         return 2
 
 
 def show(counts: dict[str, int]) -> str:
-    """Each contract topic: partitions on the broker, the contract's, its group."""
-    lines = [f"{'topic':<50} {'broker':>6} {'contract':>8}  group"]
+    """Each contract topic: its partitions on the broker and in the settings, its group."""
+    lines = [f"{'topic':<58} {'broker':>6} {'setting':>7}  group"]
     for spec in all_topic_specs():
         have = counts.get(spec.name)
-        group = "documents (grown together)" if spec.name in grow.GROWN else "-"
-        lines.append(f"{spec.name:<50} {have if have is not None else 'none':>6} "
-                     f"{spec.partitions:>8}  {group}")
+        grows = " (streamrag topics --grow)" if spec.name in grow.GROWN else ""
+        lines.append(f"{spec.name:<58} {have if have is not None else 'none':>6} "
+                     f"{spec.partitions:>7}  {spec.group}{grows}")
     return "\n".join(lines)
 
 
@@ -117,6 +125,78 @@ async def _members(admin: AIOKafkaAdminClient, group: str) -> int | None:
         return None
 
 
+def running_workers(run_dir: Path) -> list[str]:
+    """The service processes of this machine's embedded mesh (`streamrag up`'s pid files
+    under RUN_DIR/pids) that are still running: the check that does not depend on what a
+    broker says about group members."""
+    out = []
+    for pid_file in sorted((run_dir / "pids").glob("*.pid")):
+        pid = int(pid_file.read_text().strip() or 0)
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes() if pid else b""
+        except OSError:
+            continue  # gone
+        if b"services." in cmdline:
+            out.append(f"{pid_file.stem} (pid {pid}, {run_dir / 'pids'})")
+    return out
+
+
+class _Probe(AbstractPartitionAssignor):
+    """A member that takes nothing: it joins a group only to make the coordinator check who
+    is still there."""
+
+    name = "streamrag-grow-probe"
+
+    @classmethod
+    def assign(cls, cluster: Any, members: dict[str, Any]) -> dict[str, Any]:
+        return {m: ConsumerProtocolMemberAssignment(0, [], b"") for m in members}
+
+    @classmethod
+    def metadata(cls, topics: Any) -> Any:
+        return ConsumerProtocolMemberMetadata(0, sorted(topics), b"")
+
+    @classmethod
+    def on_assignment(cls, assignment: Any) -> None:
+        pass
+
+
+# The probe speaks the protocols the mesh's consumers do (Faust's, aiokafka's defaults), so
+# the coordinator can pick one all members share.
+PROBES = tuple(type(f"Probe_{n}", (_Probe,), {"name": n}) for n in ("faust", "roundrobin", "range"))
+
+
+async def live_members(kafka: KafkaSettings, group: str, topic: str) -> int | None:
+    """Members of `group` that are alive, found by joining it: the coordinator then waits for
+    every member to rejoin and drops those that do not. (The embedded broker keeps a stopped
+    Faust worker listed as a Stable member until the next rebalance; Apache Kafka expires it
+    by itself.) A live worker may be dropped too if it rejoins late (Faust's rebalance
+    timeout is short), but it joins again at its next heartbeat: so after the probe leaves,
+    the group must still be empty a session timeout later. A live mesh rebalances for it."""
+    probe = AIOKafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
+                             enable_auto_commit=False, partition_assignment_strategy=PROBES,
+                             session_timeout_ms=int(kafka.session_timeout_s * 1000),
+                             heartbeat_interval_ms=int(kafka.heartbeat_interval_s * 1000),
+                             **kafka.client_options())
+    await probe.start()
+    try:
+        await probe.getmany(timeout_ms=100)  # returns once the join is complete
+        with_probe = await _described_members(kafka, group)
+    finally:
+        await probe.stop()  # leaves the group
+    if with_probe is None or with_probe > 1:
+        return None if with_probe is None else with_probe - 1
+    await asyncio.sleep(kafka.session_timeout_s + kafka.rebalance_timeout_s)
+    return await _described_members(kafka, group)
+
+
+async def _described_members(kafka: KafkaSettings, group: str) -> int | None:
+    admin = await _admin(kafka)
+    try:
+        return await _members(admin, group)
+    finally:
+        await admin.close()
+
+
 async def _committed(kafka: KafkaSettings, group: str, tps: list[TopicPartition],
                      ) -> dict[TopicPartition, int]:
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
@@ -141,9 +221,10 @@ async def _commit(kafka: KafkaSettings, group: str, offsets: dict[TopicPartition
 
 
 async def group_states(kafka: KafkaSettings, counts: dict[str, int], *, lag: bool,
+                       probe: bool = True,
                        ) -> tuple[list[grow.GroupState], dict[str, dict[TopicPartition, int]]]:
-    """Every consumer group's members and (with `lag`) its lag on the grown topics, and its
-    committed offsets there."""
+    """Every consumer group's members (with `probe`, those listed checked by a join) and
+    (with `lag`) its lag on the grown topics, and its committed offsets there."""
     tps = [TopicPartition(t, p) for t in grow.GROWN if t in counts for p in range(counts[t])]
     admin = await _admin(kafka)
     try:
@@ -151,6 +232,9 @@ async def group_states(kafka: KafkaSettings, counts: dict[str, int], *, lag: boo
         members = {g: await _members(admin, g) for g in names}
     finally:
         await admin.close()
+    listed = [g for g, n in members.items() if n and probe]
+    checked = await asyncio.gather(*(live_members(kafka, g, grow.GROWN[0]) for g in listed))
+    members.update(zip(listed, checked, strict=True))
     ends = await _ends(kafka, tps) if lag else {}
     states, offsets = [], {}
     for g in names:
@@ -193,7 +277,7 @@ class State:
         shutil.rmtree(self.root / "spool", ignore_errors=True)
 
 
-async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, *,
+async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, run_dir: Path, *,
                     dry_run: bool = False, say: Say = print) -> int:
     """The whole procedure; 0 when done (or, dry, when it would run), 1 when refused."""
     state = State(state_dir)
@@ -205,9 +289,12 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, *,
     for topic, n in state.data.get("spooled", {}).items():
         counts.setdefault(topic, n)  # deleted, not yet re-created: its old count
     steps = grow.plan(counts, target)
+    workers = running_workers(run_dir)
     # Resuming: the lag was checked before the first change; only liveness is checked now.
-    groups, offsets = await group_states(kafka, counts, lag=not state.started)
-    problems = grow.quiet_problems(groups)
+    # With a worker of this machine running, the probe join (a rebalance) is spared it.
+    groups, offsets = await group_states(kafka, counts, lag=not state.started,
+                                         probe=not workers)
+    problems = grow.quiet_problems(groups, workers)
     for step in steps:
         how = "stays" if not step.grows else f"{step.partitions} -> {step.target}"
         say(f"plan: {step.topic}: {how}")
@@ -224,7 +311,9 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, *,
             for g, got in offsets.items() if got}}
         state.save()
     for step in steps:
-        if step.grows:
+        unfinished = step.topic in state.data.get("spooled", {}) and \
+            step.topic not in state.data.get("rebuilt", {})
+        if step.grows or unfinished:
             await _grow_topic(kafka, step, state, say)
     for group, saved in state.offsets().items():
         await _commit(kafka, group, saved)
@@ -240,7 +329,7 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, *,
 async def _grow_topic(kafka: KafkaSettings, step: grow.TopicStep, state: State, say: Say) -> None:
     admin = await _admin(kafka)
     try:
-        if step.topic not in state.data.get("spooled", {}):
+        if step.topic not in state.data.get("spooled", {}) and step.topic not in grow.REWRITTEN:
             try:
                 await admin.create_partitions({step.topic: NewPartitions(step.target)})
                 say(f"{step.topic}: {step.partitions} -> {step.target} partitions")
@@ -274,11 +363,43 @@ async def _rebuild(kafka: KafkaSettings, step: grow.TopicStep, state: State, say
                                                 topic_configs=spec.broker_config())])
     finally:
         await admin.close()
-    refilled = await _refill(kafka, step.topic, old, spool)
+    routing = grow.REWRITTEN.get(step.topic)
+    if routing is None:
+        refilled = await _refill(kafka, step.topic, old, spool)
+        done = f"{refilled} record(s) back at their offsets"
+    else:
+        writes = grow.rewrite_writes(_spooled(spool, step.topic, old), step.target, routing)
+        await _produce(kafka, step.topic, writes)
+        moved = sum(w.partition != grow.partition_of(routing(w.key), old) for w in writes)
+        done = f"each key's newest record once on its partition: {len(writes)} key(s), " \
+               f"{moved} moved"
     spool.close()
+    state.mark("rebuilt", step.topic)
     shutil.rmtree(spool.root / "topics" / step.topic, ignore_errors=True)
-    say(f"{step.topic}: re-created with {step.target} partitions, {refilled} record(s) "
-        "back at their offsets")
+    say(f"{step.topic}: re-created with {step.target} partitions, {done}")
+
+
+def _spooled(spool: Journal, topic: str, partitions: int) -> list[grow.Rec]:
+    out = []
+    for p in range(partitions):
+        path = spool.path(TopicPartition(topic, p))
+        if path.exists():
+            out += [grow.Rec(p, f.offset, f.key or b"", f.value, f.timestamp_ms, f.headers)
+                    for f, _ in read_frames(path)]
+    return out
+
+
+async def _produce(kafka: KafkaSettings, topic: str, writes: list[grow.Write]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5, acks="all",
+                                max_request_size=kafka.max_record_bytes, **kafka.client_options())
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, w.value, key=w.key, partition=w.partition,
+                                       timestamp_ms=w.timestamp_ms or None,
+                                       headers=list(w.headers)) for w in writes]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
 
 
 async def _wait_gone(admin: AIOKafkaAdminClient, topic: str) -> None:
@@ -367,6 +488,12 @@ def _recs(records: list[Any]) -> list[grow.Rec]:
 
 async def _dry_rehome(kafka: KafkaSettings, counts: dict[str, int], target: int,
                       say: Say) -> None:
+    for topic, routing in grow.REWRITTEN.items():
+        old = counts.get(topic, 0)
+        writes = grow.rewrite_writes(_recs(await _read_all(kafka, topic, old)), target, routing)
+        moved = sum(w.partition != grow.partition_of(routing(w.key), old) for w in writes)
+        say(f"plan: {topic}: re-created holding {len(writes)} key(s), {moved} of them on a "
+            "new partition")
     for topic, rule in grow.REHOMED.items():
         records = _recs(await _read_all(kafka, topic, counts.get(topic, 0)))
         writes = grow.rehome_writes(records, target, rule.retire, rule.routing_key)

@@ -28,12 +28,6 @@ from shared.contract.topics import (
     CHUNKS,
     CHUNKS_EMBEDDED,
     DOC_VERSIONS,
-    DOCS_NORMALIZED,
-    DOCS_PARSED,
-    DOCS_RAW,
-    DOCS_REDACTED,
-    SEARCH_REQUESTS,
-    SOURCE_CLOCKS,
     TopicSpec,
     all_topic_specs,
 )
@@ -41,15 +35,12 @@ from shared.errors import InvalidInput
 
 Retire = Literal["tombstone", "delete"]
 
-# The topics that grow together: every topic keyed by document id, the table changelogs
-# co-partitioned with docs.parsed.v1 (Faust refuses a table whose changelog count differs
-# from its source's), and search.requests.v1, which must match chunks.embedded.v1 (one
-# scatter request per shard). source_clocks is keyed "source@partition": its records stay.
-GROWN: tuple[str, ...] = (
-    DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name, DOCS_REDACTED.name, CHUNKS.name,
-    CHUNKS_EMBEDDED.name, SEARCH_REQUESTS.name, DOC_VERSIONS.changelog, SOURCE_CLOCKS.changelog,
-)
-
+# The topics that grow together: the contract's `documents` group (STREAMRAG_KAFKA_
+# PARTITIONS_DOCUMENTS): every topic keyed by document id, search.requests.v1 (which must
+# match chunks.embedded.v1: one scatter request per shard), and the changelogs of the
+# tables on docs.parsed.v1 (Faust refuses a changelog whose count differs from its source's).
+# source_clocks is keyed "source@partition": its records stay where they are.
+GROWN: tuple[str, ...] = tuple(s.name for s in all_topic_specs() if s.group == "documents")
 
 
 def same_key(key: bytes) -> bytes:
@@ -76,16 +67,22 @@ class Rehomed:
     routing_key: Callable[[bytes], bytes] = same_key
 
 
-# Compacted logs that later readers rebuild per-document state from. chunks.embedded.v1:
+# Compacted logs that later readers rebuild per-document state from, whose offsets others
+# rely on (group offsets, retrieval's snapshots): moved in place. chunks.embedded.v1:
 # retrieval rebuilds the old shard from it and applies a delete (a tombstone would be
 # dead-lettered, leaving the document in two shards). chunks.v1: a tombstone, so compaction
 # removes the old copy for the next model's embedding group; the running groups are moved
-# past the re-home writes (nothing new in them). doc_versions: a tombstone, which Faust's
-# recovery reads as a key delete.
+# past the re-home writes (nothing new in them).
 REHOMED: dict[str, Rehomed] = {
     CHUNKS_EMBEDDED.name: Rehomed("delete"), CHUNKS.name: Rehomed("tombstone"),
-    DOC_VERSIONS.changelog: Rehomed("tombstone", table_key),
 }
+# Table changelogs keyed by doc id: rewritten, not moved in place. Faust's memory store keeps
+# one dict for all the partitions a worker holds and recovers them in no set order, so a
+# tombstone on the old partition could delete the moved state, and an old copy left there
+# could overwrite a newer one. Nothing relies on a changelog's offsets (a memory store
+# recovers from the start), so the topic is re-created holding each key's newest record
+# once, on its new partition, and nothing on the old one.
+REWRITTEN: dict[str, Callable[[bytes], bytes]] = {DOC_VERSIONS.changelog: table_key}
 # Groups consuming these topics are committed past the re-home writes: they have applied
 # every record already (lag 0), and would otherwise embed the moved copies again.
 SKIP_REHOME = (CHUNKS.name,)
@@ -132,9 +129,10 @@ class GroupState:
     lag: Mapping[str, int]  # topic -> records not yet committed
 
 
-def quiet_problems(groups: Iterable[GroupState]) -> list[str]:
-    """Why the mesh is not quiet enough to grow: a live member, or records not consumed."""
-    out: list[str] = []
+def quiet_problems(groups: Iterable[GroupState], workers: Iterable[str] = ()) -> list[str]:
+    """Why the mesh is not quiet enough to grow: a worker process of this machine's mesh
+    still running, a live group member, or records not consumed."""
+    out = [f"worker {w} is running: stop the mesh" for w in workers]
     for g in groups:
         if g.members is None:
             out.append(f"group {g.group}: the broker cannot say whether it has members")
@@ -218,6 +216,20 @@ def rehome_writes(records: Iterable[Rec], partitions: int, how: Retire,
         retires += [Write(r.partition, key, retirement(r, how), r.timestamp_ms, (), "retire")
                     for r in stray]
     return copies + retires
+
+
+def rewrite_writes(records: Iterable[Rec], partitions: int,
+                   routing_key: Callable[[bytes], bytes] = same_key) -> list[Write]:
+    """A compacted log's content re-homed from scratch: each key's newest record (a key on
+    several partitions: the latest by timestamp) once, on its partition; a key whose newest
+    record is a tombstone is left out."""
+    out = []
+    for key, at in sorted(newest_by_key(records).items()):
+        rec = max(at.values(), key=lambda r: (r.timestamp_ms, r.partition))
+        if rec.value is not None:
+            out.append(Write(partition_of(routing_key(key), partitions), key, rec.value,
+                             rec.timestamp_ms, rec.headers, "copy"))
+    return out
 
 
 def apply_writes(records: list[Rec], writes: Iterable[Write]) -> list[Rec]:

@@ -1,0 +1,230 @@
+"""Growing a running mesh from 4 to 6 document partitions on the real embedded broker, as an
+operator does it: `streamrag up` (one process), documents with several versions, a grow
+refused while the mesh runs, the mesh stopped, `streamrag topics --grow 6`, and `streamrag up`
+again with STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6 on the same run directory.
+
+Afterwards: every document answers exactly once at its newest version; the per-document
+state moved with the documents (the changelog and the shard log hold each document's newest
+record on its new partition only, and an old version sent again is refused as stale); a new
+version of a moved document is applied; new documents land on the new partitions and are
+found. The broker is the test's own: the session meshes cannot be stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from shared.cli.mesh import Endpoints, free_port, spawn_broker
+from shared.cli.procs import stop
+from shared.kafka.grow import Rec, Retire, partition_of, retired, table_key
+from tests.support.mesh import MESH_ENV, chunks_of, read_topic, uid
+from tests.support.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+ROOT = Path(__file__).resolve().parents[2]
+OLD, NEW = 4, 6
+CHANGELOG = "streamrag-ingest-doc_versions-changelog"
+
+
+def ids_where(run: str, want: int, keep: Any) -> list[str]:
+    found = (f"{run}-{i}" for i in range(10_000))
+    return [d for d, _ in zip((d for d in found if keep(d.encode())), range(want), strict=False)]
+
+
+def moves(key: bytes) -> bool:
+    return partition_of(key, OLD) != partition_of(key, NEW)
+
+
+def doc(doc_id: str, version: int, note: str = "") -> bytes:
+    return json.dumps({"id": doc_id, "source": "grow", "version": version,
+                       "text": f"The quillwort harbour log {doc_id} records revision {version} "
+                               f"of the tide tables.{note}"}).encode()
+
+
+def produce(mesh: Endpoints, docs: list[tuple[str, int]], note: str = "") -> None:
+    """To docs.raw.v1 keyed by doc id, so each document's versions arrive in order."""
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=mesh.bootstrap)
+        await producer.start()
+        try:
+            for doc_id, version in docs:
+                await producer.send_and_wait("docs.raw.v1", doc(doc_id, version, note),
+                                             key=doc_id.encode())
+        finally:
+            await producer.stop()
+    asyncio.run(go())
+
+
+def question(doc_id: str) -> str:
+    return f"quillwort harbour log {doc_id} tide tables"
+
+
+class Up:
+    """`streamrag up --no-demo` in its own process, on a given broker and run directory."""
+
+    def __init__(self, tmp: Path, broker: str, run_dir: Path, extra: dict[str, str]) -> None:
+        grpc_port = free_port()
+        self.endpoints = Endpoints(broker, f"http://127.0.0.1:{free_port()}",
+                                   f"127.0.0.1:{grpc_port}", run_dir)
+        self.env = {**os.environ, **MESH_ENV, **extra, "PYTHONUNBUFFERED": "1",
+                    "STREAMRAG_KAFKA_BOOTSTRAP": broker,
+                    "STREAMRAG_LEDGER_RPC_URL": self.endpoints.rpc_url,
+                    "STREAMRAG_MESH_RUN_DIR": str(run_dir),
+                    "STREAMRAG_MESH_ANVIL_BIN": str(ROOT / ".tools/node_modules/.bin/anvil"),
+                    "STREAMRAG_MESH_INFERENCE_TARGET": self.endpoints.grpc_target,
+                    "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port)}
+        self.log = tmp / f"up-{grpc_port}.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "shared.cli.main", "up", "--no-demo"], cwd=ROOT,
+                env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        eventually(self._ready, "the mesh ready", 300, 1.0)
+
+    def _ready(self) -> bool:
+        assert self.proc.poll() is None, self.log.read_text()[-3000:]
+        return "mesh running" in self.log.read_text()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(120) == 0, self.log.read_text()[-3000:]
+
+
+def streamrag_topics(broker: str, run_dir: Path, *args: str) -> tuple[int, str]:
+    """`streamrag topics ARGS` as an operator runs it beside the stopped mesh."""
+    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "topics", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": broker,
+                               "STREAMRAG_MESH_RUN_DIR": str(run_dir)})
+    return done.returncode, done.stdout + done.stderr
+
+
+def versions_found(mesh: Endpoints, doc_id: str) -> list[tuple[str, int]]:
+    return [(c.chunk_id, c.version) for c in chunks_of(mesh, question(doc_id), doc_id)]
+
+
+def answers_once_at(mesh: Endpoints, doc_id: str, version: int) -> bool:
+    """The document's chunks are found, each once, all of `version`."""
+    found = versions_found(mesh, doc_id)
+    ids = [c for c, _ in found]
+    return bool(found) and len(ids) == len(set(ids)) and {v for _, v in found} == {version}
+
+
+def refusals(mesh: Endpoints, run: str) -> set[tuple[str, str]]:
+    out = set()
+    for r in read_topic(mesh, "deadletter.v1"):
+        letter = json.loads(r.value)
+        if (letter.get("key") or "").startswith(f"{run}-"):
+            out.add((letter["key"], letter["reason"]))
+    return out
+
+
+def newest_live(mesh: Endpoints, topic: str, run: str, how: Retire,
+                routing: Any) -> dict[str, set[int]]:
+    """Per document of the run: the partitions whose newest record of its key is live."""
+    newest: dict[tuple[bytes, int], Any] = {}
+    for r in read_topic(mesh, topic):
+        if r.key is not None and routing(r.key).decode().startswith(f"{run}-"):
+            newest[r.key, r.partition] = r
+    out: dict[str, set[int]] = {}
+    for (key, p), r in newest.items():
+        live = not retired(Rec(p, r.offset, key, r.value), how)
+        out.setdefault(routing(key).decode(), set()).update({p} if live else set())
+    return out
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    child = spawn_broker("127.0.0.1", port, tmp_path / "broker")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop([child], 10)
+
+
+def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str) -> None:
+    run, run_dir = uid("grow"), tmp_path / "run"
+    state = ["--state-dir", str(tmp_path / "grow")]
+    moved = ids_where(run, 4, moves)  # versions 1..3 each
+    stayed = ids_where(run + "s", 2, lambda k: not moves(k))
+    assert len(moved) == 4 and len(stayed) == 2
+
+    first = Up(tmp_path, own_broker, run_dir, {})
+    mesh = first.endpoints
+    produce(mesh, [(d, v) for v in (1, 2, 3) for d in moved] + [(d, 1) for d in stayed])
+    for d in moved:
+        eventually(lambda d=d: answers_once_at(mesh, d, 3), f"{d} at version 3", 180)
+    for d in stayed:
+        eventually(lambda d=d: answers_once_at(mesh, d, 1), f"{d} at version 1", 60)
+    assert refusals(mesh, run) == set()  # keyed input: every version arrived in order
+    code, out = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), *state)
+    assert code == 1 and re.search(r"worker onebox \(pid \d+, .*\) is running: stop the "
+                                   r"mesh", out), out
+    first.stop()
+    # The embedded broker may still list the stopped worker as a Stable member: the tool's
+    # probe join makes the coordinator drop it, and the group must stay empty after that.
+
+    code, out = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), "--dry-run", *state)
+    assert code == 0, out
+    assert "plan: docs.parsed.v1: 4 -> 6" in out and "plan: audit.batches.v1" not in out, out
+    every = len(moved) + len(stayed)
+    assert f"plan: {CHANGELOG}: re-created holding {every} key(s), {len(moved)} of them on a " \
+        "new partition" in out, out
+    code, out = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), *state)
+    assert code == 0, out
+    for topic in ("chunks.embedded.v1", "chunks.v1"):
+        assert re.search(rf"^{re.escape(topic)}: {len(moved)} key\(s\) re-homed, "
+                         rf"{len(moved)} retired", out, re.M), out
+    assert f"{CHANGELOG}: re-created with 6 partitions, each key's newest record once on its " \
+        f"partition: {every} key(s), {len(moved)} moved" in out, out
+    assert not (tmp_path / "grow" / "grow.json").exists()  # finished: nothing to resume
+    code, again = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), *state)
+    assert code == 0 and "key(s) re-homed, 0 retired" in again, again  # idempotent
+
+    # Each document's newest state and shard record now sit only on its new partition.
+    expect = {d: {partition_of(d.encode(), NEW)} for d in moved + stayed}
+    assert newest_live(mesh, CHANGELOG, run, "tombstone", table_key) | \
+        newest_live(mesh, CHANGELOG, run + "s", "tombstone", table_key) == expect
+    assert newest_live(mesh, "chunks.embedded.v1", run, "delete", lambda k: k) | \
+        newest_live(mesh, "chunks.embedded.v1", run + "s", "delete", lambda k: k) == expect
+
+    second = Up(tmp_path, own_broker, run_dir, {"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS": "6"})
+    mesh = second.endpoints
+    try:
+        # (a) every document exactly once, at its newest version
+        for d in moved:
+            eventually(lambda d=d: answers_once_at(mesh, d, 3), f"{d} once at 3", 120)
+        for d in stayed:
+            eventually(lambda d=d: answers_once_at(mesh, d, 1), f"{d} once at 1", 60)
+        # (b) a new version of a moved document applies; old versions are still stale
+        fresh = ids_where(run + "n", 2, lambda k: partition_of(k, NEW) >= OLD)
+        produce(mesh, [(moved[0], 4)] + [(d, 1) for d in fresh])
+        # Old versions with other content than was applied (a replay of what was applied
+        # would be dropped as a duplicate): refused only if the document's state moved.
+        produce(mesh, [(moved[0], 2), (moved[1], 1)], note=" Corrected.")
+        eventually(lambda: answers_once_at(mesh, moved[0], 4), "the new version applied", 120)
+        eventually(lambda: refusals(mesh, run) == {(moved[0], "stale_version"),
+                                                    (moved[1], "stale_version")},
+                   "the old versions refused as stale", 60)
+        assert answers_once_at(mesh, moved[1], 3)
+        # (c) new documents land on the new partitions and are found
+        for d in fresh:
+            eventually(lambda d=d: answers_once_at(mesh, d, 1), f"new {d} found", 120)
+        landed = {r.key.decode(): r.partition for r in read_topic(mesh, "docs.normalized.v1")
+                  if r.key is not None and r.key.decode() in fresh}
+        assert landed == {d: partition_of(d.encode(), NEW) for d in fresh}
+        assert set(landed.values()) <= {4, 5}
+        assert refusals(mesh, run + "n") == set() and refusals(mesh, run + "s") == set()
+    finally:
+        second.stop()
