@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from services.ledger.agents import anchor_root, announce, boundary
 from services.ledger.app import anchored, app, queries_topic, settings
+from services.ledger.errors import AnchorConflict
 from shared.batching.partitions import current_event, partition_batches
 from shared.contract.audit_signing import AuditSignerSettings, check
 from shared.contract.codec import decode
@@ -95,7 +96,16 @@ async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> li
         leaves = [a for _, a in run]
         batch_id = batch_id_for(tip.epoch, partition, run[0][0], run[-1][0])
         root = batch_root(leaves)
-        receipt = await anchor_root(batch_id, root, tip.root, len(leaves), leaves[0].signer)
+        try:
+            receipt = await anchor_root(batch_id, root, tip.root, len(leaves),
+                                        leaves[0].signer)
+        except AnchorConflict as exc:
+            # The same offsets (so the same leaves) anchored by another worker from another
+            # chain end, in a rebalance race: its anchor and announcement stand.
+            log.warning("query batch %s is anchored already with other values (%s): "
+                        "left as the chain holds it", batch_id, exc.detail)
+            tip = Tip(tip.epoch, root, run[-1][0])
+            continue
         record = await announce(receipt, max(a.at for a in leaves))
         with current_event(stream, by_offset[run[-1][0]]):
             anchored[batch_id] = record.model_dump(mode="json")

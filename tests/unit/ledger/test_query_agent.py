@@ -119,3 +119,22 @@ def test_a_replay_after_a_restart_skips_what_the_table_says_is_anchored_and_link
     assert chained.prev_root == table[first]["root"] == batch_root(audits[:4])
     assert chained.root == batch_root(audits[4:])
     assert module.chains.tips[2].last_offset == 15
+
+
+def test_offsets_another_worker_anchored_from_another_chain_end_are_left_as_they_are(
+    queries: tuple[ModuleType, Sent, Sent, dict[str, Any]], client: AnchorClient,
+) -> None:
+    """A rebalance race: the same offsets anchored first with another prev_root. The worker
+    neither crashes nor announces a second anchor, and its chain goes on from the batch."""
+    module, anchors, _, _ = queries
+    module.chains.tips[2] = module.Tip("ep", "cd" * 32, 9)
+    audits = [audit(n) for n in range(3)]
+    batch_id = "ep/audit.queries.v1/2/10-11"
+    client.anchor(batch_id, batch_root(audits[:2]), "ef" * 32, 2, signer=DEV_QUERY_SIGNER)
+    done = asyncio.run(module.anchor_partition(
+        Stream(), 2, [event(10 + n, encode(audits[n])) for n in range(2)]))
+    assert done == [] and anchors.records == []
+    assert module.chains.tips[2] == module.Tip("ep", batch_root(audits[:2]), 11)
+    (after,) = asyncio.run(module.anchor_partition(Stream(), 2, [event(12, encode(audits[2]))]))
+    assert decode(Anchor, anchors.records[-1][1]).prev_root == batch_root(audits[:2])
+    assert after == "ep/audit.queries.v1/2/12-12"
