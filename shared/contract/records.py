@@ -405,6 +405,9 @@ class QueryAudit(Record):
     shown: tuple[str, ...] = ()  # chunk ids the caller was shown, in order
     docs: tuple[str, ...] = ()  # "<doc id>@v<version>" of each shown chunk
     cited: tuple[str, ...] = ()  # chunk ids the answer cites
+    # False: a StreamQuery cut off or failed after its citations were sent, before its
+    # answer ended (what it showed is recorded; what the unfinished answer cited is not).
+    finished: bool = True
     variant: str = ""
     config_version: int = 0
     # Address of inference's query-audit key and its EIP-191 signature over the rest

@@ -113,28 +113,31 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         # Citations first: the reader sees the sources early.
         self._shown(retrieval)
         start = convert.stream_start(retrieval, choice)
-        yield start
-        events = (answer_events(found.answer) if found.answer is not None
-                  else self.engine.answer_stream(retrieval, choice))
-        answer: Answer | None = None
-        first = True
-        while answer is None:
-            async with self._guard(context, request.deadline_ms, started):
-                event = await anext(events)
-            if isinstance(event, Answer):
-                answer = event
-                break
-            now = time.perf_counter()
-            (self.metrics.ttft if first else self.metrics.inter_token).observe(
-                now - (started if first else last))
-            first, last = False, now
-            yield pb.StreamQueryResponse(delta=event)
-        if found.answer is None:
-            self.cache.store_answer(found, choice, answer)
-        self._finished("StreamQuery", started, found.outcome, retrieval.params)
-        end = convert.stream_end(retrieval, answer)
-        query_audit.streamed(request.question, start, end)  # E4: query audit
-        yield end
+        end: pb.StreamQueryResponse | None = None
+        try:  # E4: the query audit records a stream cut off after its citations too
+            yield start
+            events = (answer_events(found.answer) if found.answer is not None
+                      else self.engine.answer_stream(retrieval, choice))
+            answer: Answer | None = None
+            first = True
+            while answer is None:
+                async with self._guard(context, request.deadline_ms, started):
+                    event = await anext(events)
+                if isinstance(event, Answer):
+                    answer = event
+                    break
+                now = time.perf_counter()
+                (self.metrics.ttft if first else self.metrics.inter_token).observe(
+                    now - (started if first else last))
+                first, last = False, now
+                yield pb.StreamQueryResponse(delta=event)
+            if found.answer is None:
+                self.cache.store_answer(found, choice, answer)
+            self._finished("StreamQuery", started, found.outcome, retrieval.params)
+            end = convert.stream_end(retrieval, answer)
+            yield end
+        finally:
+            query_audit.streamed(request.question, start, end)  # E4: query audit
 
     async def Retrieve(self, request: pb.RetrieveRequest,
                        context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:

@@ -29,7 +29,8 @@ def recorded_scope(access: Access, key: SecretStr) -> str:
 def query_audit(*, query_id: str, method: str, question: str, subject: str, kind: str,
                 access: Access, key: SecretStr, at: float,
                 shown: Iterable[tuple[str, str, int]], cited: Iterable[str],
-                answer_mode: str, variant: str = "", config_version: int = 0) -> QueryAudit:
+                answer_mode: str, variant: str = "", config_version: int = 0,
+                finished: bool = True) -> QueryAudit:
     """The unsigned record; `shown`: (chunk id, doc id, version) of each chunk sent."""
     chunks = list(shown)
     return QueryAudit(
@@ -37,4 +38,5 @@ def query_audit(*, query_id: str, method: str, question: str, subject: str, kind
         principal_kind=kind, scope=recorded_scope(access, key), at=at,
         question_sha256=question_sha256(question), answer_mode=answer_mode,
         shown=tuple(c for c, _, _ in chunks), docs=tuple(f"{d}@v{v}" for _, d, v in chunks),
-        cited=tuple(cited), variant=variant, config_version=config_version)
+        cited=tuple(cited), finished=finished, variant=variant,
+        config_version=config_version)

@@ -1,7 +1,8 @@
 """The handlers' side of the query audit: record an answered call in memory, nothing more.
 
 The gRPC handlers call `answered`, `streamed` or `retrieved` with the replies they sent
-(protobuf), once the call has answered; a call that fails before answering records none.
+(protobuf), once the call has answered; a call that fails before answering records none. A
+stream cut off after its citations were sent is recorded as unfinished (`finished` False).
 The record is built here (two hashes, no I/O); signing and sending happen in the agent
 (services/inference/audit/agents.py), so the answer path waits on neither. The buffer is
 bounded: a stalled broker costs the oldest unsent audits (counted and logged), never memory
@@ -48,13 +49,14 @@ class AuditRecorder:
 
     def record(self, method: str, question: str, citations: Iterable[Any],
                cited: Iterable[str], answer_mode: str, variant: str = "",
-               config_version: int = 0) -> QueryAudit:
+               config_version: int = 0, finished: bool = True) -> QueryAudit:
         subject, kind, access = self.caller()
         audit = query_audit(
             query_id=uuid.uuid4().hex, method=method, question=question, subject=subject,
             kind=kind, access=access, key=self.principal_key, at=self.now(),
             shown=((c.chunk_id, c.doc_id, c.version) for c in citations), cited=cited,
-            answer_mode=answer_mode, variant=variant, config_version=config_version)
+            answer_mode=answer_mode, variant=variant, config_version=config_version,
+            finished=finished)
         if len(self.items) == self.items.maxlen:
             DROPPED.inc()
             log.error("query audit buffer full (%d): the oldest unsent audit is dropped",
@@ -67,11 +69,13 @@ class AuditRecorder:
         return self.record(method, question, reply.citations, reply.cited_chunk_ids,
                            reply.answer_mode, reply.variant, reply.config_version)
 
-    def streamed(self, question: str, start: Any, end: Any) -> QueryAudit:
-        """A StreamQuery's first and last messages (StreamStart and StreamEnd inside)."""
-        s, e = start.start, end.end
-        return self.record("StreamQuery", question, s.citations, e.cited_chunk_ids,
-                           s.answer_mode, s.variant, s.config_version)
+    def streamed(self, question: str, start: Any, end: Any | None) -> QueryAudit:
+        """A StreamQuery's first and last messages (StreamStart and StreamEnd inside); `end`
+        None: the stream was cut off or failed after its citations were sent."""
+        s = start.start
+        cited = () if end is None else end.end.cited_chunk_ids
+        return self.record("StreamQuery", question, s.citations, cited, s.answer_mode,
+                           s.variant, s.config_version, finished=end is not None)
 
     def retrieved(self, question: str, reply: Any) -> QueryAudit:
         """A Retrieve's reply: the chunks were shown, nothing was answered or cited."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -17,6 +18,7 @@ from shared.contract.audit_signing import DEV_QUERY_SIGNER, recover
 from shared.contract.codec import encode
 from shared.contract.query_audit import principal_hash
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from tests.support.polling import eventually_async
 from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
 from tests.unit.inference.fakes import FakeSearch
 from tests.unit.inference.serving import CHUNKS, serving, stub
@@ -53,6 +55,7 @@ def test_each_answered_call_is_recorded_once_and_a_refused_one_not_at_all() -> N
     start, end = streamed[0].start, streamed[-1].end
     assert list(stream.shown) == [c.chunk_id for c in start.citations]
     assert list(stream.cited) == list(end.cited_chunk_ids)
+    assert query.finished and stream.finished and retrieve.finished
     assert list(retrieve.shown) == [c.chunk_id for c in retrieved.chunks]
     assert (retrieve.cited, retrieve.answer_mode) == ((), "")
     assert len({a.query_id for a in audits}) == 3
@@ -104,3 +107,28 @@ def test_a_user_is_recorded_by_the_hmac_of_its_subject_and_a_refused_call_not_at
     assert (audit.principal, audit.principal_kind) == (expected, "user")
     assert audit.scope == ",".join(sorted(["eng", "public", "user:" + expected]))
     assert subject.encode() not in encode(audit)
+
+
+def test_a_stream_cut_off_after_its_citations_is_recorded_unfinished() -> None:
+    """The caller saw the citations: that is recorded, with nothing cited (the answer never
+    ended) and finished False."""
+    recorder.drain()
+
+    async def stalls(*_: object, **__: object) -> AsyncIterator[str]:
+        yield "Rotating"
+        await asyncio.Event().wait()  # the answer never ends
+
+    async def go() -> list[str]:
+        async with serving(FakeSearch(CHUNKS)) as (runtime, channel):
+            runtime.engine.answer_stream = stalls
+            call = stub(channel).StreamQuery(pb.QueryRequest(question="What freed the disk?"))
+            start = await call.read()
+            await call.read()  # the first delta
+            call.cancel()
+            await eventually_async(lambda: recorder.items, "the cut-off stream's audit")
+            return [c.chunk_id for c in start.start.citations]
+
+    shown = asyncio.run(go())
+    (audit,) = recorder.drain()
+    assert (audit.method, audit.finished, audit.cited) == ("StreamQuery", False, ())
+    assert list(audit.shown) == shown and shown
