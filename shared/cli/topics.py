@@ -342,7 +342,8 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, run_dir:
         await _rehome(kafka, topic, target, rule, say)
     await _skip_rehome(kafka, state, target, say)
     state.done()
-    say(f"grown to {target} partitions; start the mesh with the new count")
+    say(f"grown to {target} partitions; start the mesh with "
+        f"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS={target}")
     return 0
 
 

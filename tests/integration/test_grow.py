@@ -7,7 +7,11 @@ Afterwards: every document answers exactly once at its newest version; the per-d
 state moved with the documents (the changelog and the shard log hold each document's newest
 record on its new partition only, and an old version sent again is refused as stale); a new
 version of a moved document is applied; new documents land on the new partitions and are
-found. The broker is the test's own: the session meshes cannot be stopped."""
+found. The broker is the test's own: the session meshes cannot be stopped.
+
+And a growth that crashes part-way (after spooling a topic, after deleting a changelog it
+had spooled, half-way through re-homing) finishes when run again: old records at their
+offsets, the group's offsets as they were, each key's newest record on its new partition."""
 
 from __future__ import annotations
 
@@ -23,11 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import OffsetAndMetadata
 
 from shared.cli.mesh import Endpoints, free_port, spawn_broker
 from shared.cli.procs import stop
-from shared.kafka.grow import Rec, Retire, partition_of, retired, table_key
+from shared.cli.topics import grow_mesh, topic_counts
+from shared.contract.codec import encode
+from shared.contract.records import EmbeddedChunkSet
+from shared.kafka.admin import ensure_topics
+from shared.kafka.grow import GROWN, Rec, Retire, partition_of, retired, table_key
+from shared.settings import KafkaSettings
 from tests.support.mesh import MESH_ENV, chunks_of, read_topic, uid
 from tests.support.polling import eventually
 
@@ -228,3 +239,134 @@ def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str)
         assert refusals(mesh, run + "n") == set() and refusals(mesh, run + "s") == set()
     finally:
         second.stop()
+
+
+# A crash part-way through, and the re-run: no mesh, synthetic records on the topics.
+def keyed(n: int) -> list[str]:
+    return [f"resume-{i}" for i in range(n)]
+
+
+async def seed(kafka: KafkaSettings) -> dict[str, list[Any]]:
+    """Records as a 4-partition mesh leaves them, and a group that consumed them all."""
+    await ensure_topics(kafka, wait_s=10)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for version in (1, 2):
+            for d in keyed(12):
+                key, old = d.encode(), partition_of(d.encode(), OLD)
+                await producer.send_and_wait("docs.parsed.v1", b"doc %d" % version, key=key)
+                await producer.send_and_wait("chunks.v1", b"chunks %d" % version, key=key)
+                await producer.send_and_wait("chunks.embedded.v1", encode(EmbeddedChunkSet(
+                    doc_id=d, version=version, source="s", domain="d", event_time=1.0,
+                    ingest_time=2.0, model_id="m", dim=3)), key=key)
+                await producer.send_and_wait(CHANGELOG, json.dumps({"version": version}).encode(),
+                                             key=json.dumps(d).encode(), partition=old)
+    finally:
+        await producer.stop()
+    before = {t: await read_all(kafka, t) for t in ("docs.parsed.v1", "chunks.v1")}
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="grow-test",
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        ends = {TopicPartition(r.topic, r.partition): r.offset + 1
+                for t in before for r in before[t]}
+        consumer.assign(list(ends))
+        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in ends.items()})
+    finally:
+        await consumer.stop()
+    return before
+
+
+async def read_all(kafka: KafkaSettings, topic: str) -> list[Any]:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=None,
+                                auto_offset_reset="earliest", fetch_max_wait_ms=10)
+    await consumer.start()
+    out: list[Any] = []
+    try:
+        while batch := await consumer.getmany(timeout_ms=1000):
+            for records in batch.values():
+                out += records
+    finally:
+        await consumer.stop()
+    return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_at(line: str) -> Any:
+    def say(message: str) -> None:
+        if message.startswith(line):
+            raise Crash(message)
+    return say
+
+
+def test_a_crashed_grow_finishes_when_run_again(tmp_path: Path, own_broker: str) -> None:
+    kafka = KafkaSettings(bootstrap=own_broker)
+    before = asyncio.run(seed(kafka))
+    state, run_dir = tmp_path / "grow", tmp_path / "run"
+
+    def grow_run(say: Any) -> int:
+        return asyncio.run(grow_mesh(kafka, NEW, state, run_dir, say=say))
+
+    with pytest.raises(Crash):  # spooled, not yet deleted
+        grow_run(crash_at("docs.parsed.v1: 24 record(s) copied"))
+    with pytest.raises(Crash):  # the changelog spooled ...
+        grow_run(crash_at(f"{CHANGELOG}: 24 record(s) copied"))
+    asyncio.run(delete_topic(kafka, CHANGELOG))  # ... and deleted, not yet re-created
+    moving = sum(moves(d.encode()) for d in keyed(12))
+    assert 0 < moving < 12
+    with pytest.raises(Crash):  # half of the in-place re-homing done
+        grow_run(crash_at(f"chunks.embedded.v1: {moving} key(s) re-homed"))
+    assert (state / "grow.json").exists()
+    assert grow_run(lambda message: None) == 0
+    assert not (state / "grow.json").exists()
+
+    counts = asyncio.run(topic_counts(kafka))
+    assert {t: counts[t] for t in GROWN} == dict.fromkeys(GROWN, NEW)
+    # Old records keep their partition and offset; the group's offsets are as they were.
+    for topic, old in before.items():
+        now = {(r.partition, r.offset): (r.key, r.value)
+               for r in asyncio.run(read_all(kafka, topic))}
+        assert {(r.partition, r.offset): now.get((r.partition, r.offset)) for r in old} == \
+            {(r.partition, r.offset): (r.key, r.value) for r in old}, topic
+    # Each key's newest record: on its new partition only (the changelog: exactly once).
+    committed = asyncio.run(committed_offsets(kafka, "grow-test", "docs.parsed.v1"))
+    assert committed == {p: max(r.offset for r in before["docs.parsed.v1"] if r.partition == p)
+                         + 1 for p in {r.partition for r in before["docs.parsed.v1"]}}
+    hows: tuple[tuple[str, Retire], ...] = (("chunks.embedded.v1", "delete"),
+                                            ("chunks.v1", "tombstone"))
+    for topic, how in hows:
+        records = asyncio.run(read_all(kafka, topic))
+        newest: dict[tuple[bytes, int], Any] = {}
+        for r in records:
+            newest[r.key, r.partition] = r
+        live = {(k, p) for (k, p), r in newest.items()
+                if not retired(Rec(p, r.offset, k, r.value), how)}
+        assert live == {(d.encode(), partition_of(d.encode(), NEW)) for d in keyed(12)}, topic
+    changelog = asyncio.run(read_all(kafka, CHANGELOG))
+    assert sorted((r.key, r.partition, r.value) for r in changelog) == sorted(
+        (json.dumps(d).encode(), partition_of(d.encode(), NEW), b'{"version": 2}')
+        for d in keyed(12))
+
+
+async def delete_topic(kafka: KafkaSettings, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()
+
+
+async def committed_offsets(kafka: KafkaSettings, group: str, topic: str) -> dict[int, int]:
+    reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
+                              enable_auto_commit=False)
+    await reader.start()
+    try:
+        got = {p: await reader.committed(TopicPartition(topic, p)) for p in range(NEW)}
+    finally:
+        await reader.stop()
+    return {p: o for p, o in got.items() if o is not None}
