@@ -16,12 +16,15 @@ only be of documents the killed workers had been handed (the wave's first half, 
 before the kills) and must say the same thing. The audit trail aims at one leaf per version
 (redaction skips input offsets an audit record already covers, reading its chain ends back
 from audit.batches.v1 when it sees a partition's offsets jump), but on a group of workers
-a redone offset range can still get a second batch (seen in one of the first runs here;
-the likely path, from services/redaction/agents.py Chains.tip: a worker that gets a
-partition back at the very offset it last saw there keeps its old chain end, although
-another worker audited past it meanwhile and was killed before committing). So the test holds that
-trail to at-least-once too: every version in a signed, anchored batch; a second leaf only
-for a version the killed workers had been handed, with the same offset and hashes.
+a redone offset range can still get a second batch. services/redaction/agents.py
+Chains.tip reloads only when a partition's offsets jump; a worker that gets a partition
+back at the very offset it last saw there keeps its old chain end, although another worker
+audited past it meanwhile and was killed before committing. It then audits that range
+again: with the same cut the batch is byte for byte the first one (same id and root), with
+another cut a second batch holds the same leaves (four documents in one of the first runs
+here). So the test holds that trail to at-least-once too: every version in a signed,
+anchored batch; a second leaf only for a version the killed workers had been handed, with
+the same offset and hashes.
 """
 
 from __future__ import annotations
