@@ -119,7 +119,10 @@ def documents(mesh: ScaleMesh, n: int, sentences: int,
 
 def queries(mesh: ScaleMesh, target: str, n: int, qps: float,
             infra: dict[str, int]) -> dict[str, Any]:
-    """n queries at `qps`, one at a time: CPU-s per query of inference and retrieval."""
+    """n queries at `qps`, one at a time: CPU-s per query of inference and retrieval.
+    Every question is new (its rate and index in it), so neither the question encoder's
+    cache nor the answer cache spares any of them their work."""
+    tag = f"at {qps:g} q/s, question"
     progress = Progress("queries", n, "queries", every_s=5)
     latencies = []
     with grpc.insecure_channel(target) as channel:
@@ -130,7 +133,8 @@ def queries(mesh: ScaleMesh, target: str, n: int, qps: float,
             time.sleep(max(0.0, start + i / qps - time.monotonic()))
             asked = time.perf_counter()
             stub.Query(inference_pb2.QueryRequest(
-                question=QUESTIONS[i % len(QUESTIONS)].format(n=i % 50), top_k=10,
+                question=f"{QUESTIONS[i % len(QUESTIONS)].format(n=i % 50)} ({tag} {i})",
+                top_k=10,
                 answer_mode="extractive"), timeout=30)
             latencies.append((time.perf_counter() - asked) * 1000)
             progress.add()
