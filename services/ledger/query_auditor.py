@@ -9,7 +9,9 @@ proof, the batch's leaf count and root against the announcement, and the anchor 
 (AuditAnchor.anchors(sha256(batch id))). Exit 0: every check holds; 1: one fails (or the
 record was never anchored); 2: no record has that query id.
 
-`streamrag audit queries --subject S | --principal HASH | --question TEXT` lists the query
+`streamrag audit verify --queries` checks every anchored query batch
+(services/ledger/query_verify.py). `streamrag audit queries --subject S | --principal HASH |
+--question TEXT` lists the query
 audits of a caller (its subject hashed under STREAMRAG_AUDIT_PRINCIPAL_KEY, which the
 auditor holds) or of a question (its sha256): the ids to prove.
 """
@@ -22,12 +24,13 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from web3 import Web3
 
 from services.ledger.deployment import artifact
+from services.ledger.query_verify import verify_queries
 from services.ledger.topic_reader import read_topic
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
@@ -196,17 +199,23 @@ def render(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    async def load() -> tuple[list[Any], list[Any]]:
-        return (await read_topic(kafka, AUDIT_QUERIES, args.idle_s),
-                await read_topic(kafka, LEDGER_ANCHORS, args.idle_s))
-    records, announced = asyncio.run(load())
+def load(kafka: KafkaSettings, idle_s: float) -> tuple[list[Any], list[Anchor]]:
+    """The records of audit.queries.v1 and the announcements on ledger.anchors.v1."""
+    async def go() -> tuple[list[Any], list[Any]]:
+        return (await read_topic(kafka, AUDIT_QUERIES, idle_s),
+                await read_topic(kafka, LEDGER_ANCHORS, idle_s))
+    records, announced = asyncio.run(go())
     anchors = []
     for r in announced:
         try:
             anchors.append(decode(Anchor, r.value))
         except InvalidInput:
             continue
+    return records, anchors
+
+
+def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
+    records, anchors = load(kafka, args.idle_s)
     known = (frozenset(s.lower() for s in args.signer) if args.signer
              else AuditSignerSettings().known_query())
     proof = best_proof(args.query_id, decoded(records), anchors, chain_reader(ledger), known)
@@ -255,6 +264,28 @@ def run_queries(args: argparse.Namespace, kafka: KafkaSettings) -> int:
     return 0
 
 
+def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
+    records, anchors = load(kafka, args.idle_s)
+    known = (frozenset(s.lower() for s in args.signer) if args.signer
+             else AuditSignerSettings().known_query())
+    report = verify_queries([(a.partition, a.offset, a.audit) for a in decoded(records)],
+                            anchors, chain_reader(ledger), known)
+    if args.json:
+        print(json.dumps({"ok": report.ok, "batches": [asdict(b) for b in report.batches],
+                          "unanchored": report.unanchored}, indent=2))
+    else:
+        for b in report.batches:
+            print(f"{b.batch_id}  {b.leaves} audits  "
+                  f"{'; '.join(b.problems) if b.problems else 'ok'}")
+        print(f"{len(report.unanchored)} authentic audits in no anchored batch (yet)"
+              + (f": {', '.join(report.unanchored[:10])}" if report.unanchored else ""))
+        failed = sum(bool(b.problems) for b in report.batches)
+        print(f"\n{len(report.batches)} query batches: "
+              + (f"{failed} FAILED" if failed else "roots, leaf counts, chain and anchors "
+                 "all verified"))
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamrag audit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -266,6 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--signer", action="append", default=[],
                    help="an address whose query-audit signatures count (repeatable); "
                    "default: STREAMRAG_AUDIT_QUERY_SIGNERS")
+    v = sub.add_parser("verify", help="every anchored query batch against the topic and "
+                       "the chain")
+    v.add_argument("--queries", action="store_true", required=True,
+                   help="the query batches (documents: streamrag audit verify)")
+    v.add_argument("--idle-s", type=float, default=1.0,
+                   help="stop reading a topic after this long without new records")
+    v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.add_argument("--signer", action="append", default=[],
+                   help="an address whose query-audit signatures count (repeatable)")
     q = sub.add_parser("queries", help="the query audits of a caller or a question")
     who = q.add_mutually_exclusive_group()
     who.add_argument("--subject", help="the caller's token subject (hashed here with "
@@ -282,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "queries":
         return run_queries(args, KafkaSettings())
+    if args.command == "verify":
+        return run_verify(args, KafkaSettings(), LedgerSettings())
     return run_prove(args, KafkaSettings(), LedgerSettings())
 
 

@@ -20,18 +20,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "every batch",
                        description="prove DOC_ID [--version N] [--json] | "
                        "prove --query QUERY_ID [--json] | queries [--subject S | --principal H] "
-                       "[--question Q] [--json] | verify [--json]")
+                       "[--question Q] [--json] | verify [--queries] [--json]")
     p.add_argument("audit_args", nargs=argparse.REMAINDER,
                    help="prove DOC_ID [--version N] [--json] [--idle-s S] | "
                    "prove --query QUERY_ID [--json] [--idle-s S] | "
                    "queries [--subject S | --principal H] [--question Q] [--json] | "
-                   "verify [--json]")
+                   "verify [--queries] [--json]")
 
 
 def auditor_for(audit_args: list[str]) -> str:
-    """The query auditor for `prove --query ...` and `queries`, the document one otherwise."""
+    """The query auditor for `prove --query ...`, `verify --queries` and `queries`; the
+    document one otherwise."""
+    command = audit_args[:1]
     queried = any(a == "--query" or a.startswith("--query=") for a in audit_args)
-    if audit_args[:1] == ["queries"] or (audit_args[:1] == ["prove"] and queried):
+    if (command == ["queries"] or (command == ["prove"] and queried)
+            or (command == ["verify"] and "--queries" in audit_args)):
         return QUERY_AUDITOR
     return AUDITOR
 

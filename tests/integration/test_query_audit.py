@@ -166,3 +166,8 @@ def test_a_forged_record_is_dead_lettered_and_fails_its_proof(
     assert proof["record"]["cited"] == list(real.cited) != ["c-planted"]
     code, _ = streamrag_audit(mesh, "prove", "--query", "no-such-query")
     assert code == 2
+    # Every anchored query batch still verifies: a forgery is no leaf of any batch.
+    code, report = streamrag_audit(mesh, "verify", "--queries")
+    assert code == 0 and report["ok"], report
+    assert {b["batch_id"]: b["problems"] for b in report["batches"]}[proof["batch_id"]] == []
+    assert not any(stranger.query_id in u for u in report["unanchored"])

@@ -15,6 +15,7 @@ from shared.cli.audit import AUDITOR, QUERY_AUDITOR, auditor_for
     (["prove", "--json", "--query=q1"], QUERY_AUDITOR),
     (["queries", "--subject", "alice@example.com"], QUERY_AUDITOR),
     (["verify", "--query", "q1"], AUDITOR),  # verify has no --query: the auditor says so
+    (["verify", "--queries", "--json"], QUERY_AUDITOR),
     ([], AUDITOR),
 ])
 def test_each_command_goes_to_its_auditor(args: list[str], auditor: str) -> None:
