@@ -36,7 +36,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
-from aiokafka.errors import IncompatibleBrokerVersion
+from aiokafka.errors import IncompatibleBrokerVersion, TopicAlreadyExistsError
 from aiokafka.structs import OffsetAndMetadata
 
 from shared.cli import admin as create
@@ -380,8 +380,8 @@ async def _rebuild(kafka: KafkaSettings, step: grow.TopicStep, state: State, say
             await admin.delete_topics([step.topic])
             await _wait_gone(admin, step.topic)
         if step.topic not in counts or counts[step.topic] < step.target:
-            await admin.create_topics([NewTopic(step.topic, step.target, kafka.replication_factor,
-                                                topic_configs=spec.broker_config())])
+            await _create(admin, NewTopic(step.topic, step.target, kafka.replication_factor,
+                                          topic_configs=spec.broker_config()))
     finally:
         await admin.close()
     routing = grow.REWRITTEN.get(step.topic)
@@ -421,6 +421,18 @@ async def _produce(kafka: KafkaSettings, topic: str, writes: list[grow.Write]) -
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
+
+
+async def _create(admin: AIOKafkaAdminClient, topic: NewTopic) -> None:
+    """Create a topic just deleted: Apache Kafka deletes asynchronously, and answers
+    TopicAlreadyExists until it is gone."""
+    for _ in range(100):
+        try:
+            await admin.create_topics([topic])
+            return
+        except TopicAlreadyExistsError:
+            await asyncio.sleep(0.2)
+    raise InvalidInput("create_failed", "topics", f"{topic.name} not created after its delete")
 
 
 async def _wait_gone(admin: AIOKafkaAdminClient, topic: str) -> None:
