@@ -6,7 +6,7 @@ refuses a table changelog whose count differs from its source topic.
 Everything that carries a document is keyed by document id, so all versions of
 a document stay on one partition, in order.
 
-Partition counts are a deployment setting per topic group (shared.settings.PartitionSettings,
+Partition counts are a deployment setting per topic group (contract.partitions.PartitionSettings,
 STREAMRAG_KAFKA_PARTITIONS_<GROUP>, read once when this module is imported): each TopicSpec
 names its group, each table follows its source topic. The `documents` group holds the whole
 document path and the search topics, because search.requests.v1 must stay co-partitioned with
@@ -26,10 +26,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from shared.contract.partitions import PartitionSettings
 from shared.contract.sizes import MAX_RECORD_BYTES
 from shared.encoder.model import MODEL_ID
 from shared.errors import ConfigError
-from shared.settings import PartitionSettings
 
 # documents: docs.*, chunks.*, search requests (what `streamrag topics --grow` grows);
 # audit: audit.*; telemetry: search replies, feedback, latency, stats, drift; single: one
