@@ -264,6 +264,11 @@ async def seed(kafka: KafkaSettings) -> dict[str, list[Any]]:
                                              key=json.dumps(d).encode(), partition=old)
     finally:
         await producer.stop()
+    return await consumed(kafka)
+
+
+async def consumed(kafka: KafkaSettings) -> dict[str, list[Any]]:
+    """A group commits every record of docs.parsed.v1 and chunks.v1; returns them."""
     before = {t: await read_all(kafka, t) for t in ("docs.parsed.v1", "chunks.v1")}
     consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="grow-test",
                                 enable_auto_commit=False)
@@ -276,6 +281,15 @@ async def seed(kafka: KafkaSettings) -> dict[str, list[Any]]:
     finally:
         await consumer.stop()
     return before
+
+
+async def produce_late(kafka: KafkaSettings) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait("docs.parsed.v1", b"late", key=b"resume-0")
+    finally:
+        await producer.stop()
 
 
 async def read_all(kafka: KafkaSettings, topic: str) -> list[Any]:
@@ -311,8 +325,15 @@ def test_a_crashed_grow_finishes_when_run_again(tmp_path: Path, own_broker: str)
     def grow_run(say: Any) -> int:
         return asyncio.run(grow_mesh(kafka, NEW, state, run_dir, say=say))
 
+    asyncio.run(produce_late(kafka))  # not consumed yet: refused, nothing changed
+    said: list[str] = []
+    assert asyncio.run(grow_mesh(kafka, NEW, state, run_dir, say=said.append)) == 1
+    assert "  group grow-test has 1 unconsumed record(s) on docs.parsed.v1: let it drain" in \
+        said[-1].splitlines()
+    assert not (state / "grow.json").exists()
+    before = asyncio.run(consumed(kafka))
     with pytest.raises(Crash):  # spooled, not yet deleted
-        grow_run(crash_at("docs.parsed.v1: 24 record(s) copied"))
+        grow_run(crash_at("docs.parsed.v1: 25 record(s) copied"))
     with pytest.raises(Crash):  # the changelog spooled ...
         grow_run(crash_at(f"{CHANGELOG}: 24 record(s) copied"))
     asyncio.run(delete_topic(kafka, CHANGELOG))  # ... and deleted, not yet re-created
