@@ -68,7 +68,7 @@ def ids_on(mesh: ScaleMesh, topic: Any, want: set[str]) -> dict[str, float]:
 
 def held(mesh: ScaleMesh, want: set[str]) -> set[str]:
     replies = mesh.search_all()
-    if len(replies) != 4 or any(r.error for r in replies):
+    if len(replies) != CHUNKS_EMBEDDED.partitions or any(r.error for r in replies):
         return set()
     return {h.doc_id for r in replies for res in r.results for h in res.hits} & want
 
