@@ -45,7 +45,7 @@ app = make_app(INFERENCE_APP, kafka, settings.data_dir)
 feedback_topic = topic(app, FEEDBACK)
 deadletters = topic(app, DEADLETTER)
 latency_topic = topic(app, QUERY_LATENCY)
-audit_queries_topic = topic(app, AUDIT_QUERIES)  # E4: query audits (services/inference/audit)
+audit_queries_topic = topic(app, AUDIT_QUERIES)  # services/inference/audit
 
 
 def _window_table(name: str, partitions: int) -> Any:

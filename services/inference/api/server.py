@@ -25,7 +25,7 @@ from services.inference.answer.result import Answer
 from services.inference.api import convert, principal
 from services.inference.api.auth import Authenticator, TokenVerifier
 from services.inference.api.status import DeadlineError, StatusMapper
-from services.inference.audit.recorder import recorder as query_audit  # E4: query audit
+from services.inference.audit.recorder import recorder as query_audit
 from services.inference.cache.key import scope_of
 from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
 from services.inference.config.live import LiveConfig
@@ -94,7 +94,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(retrieval)
         self._finished("Query", started, found.outcome, retrieval.params)
         response = convert.query_response(retrieval, answer, choice)
-        query_audit.answered("Query", request.question, response)  # E4: query audit
+        query_audit.answered("Query", request.question, response)
         return response
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
@@ -114,7 +114,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(retrieval)
         start = convert.stream_start(retrieval, choice)
         end: pb.StreamQueryResponse | None = None
-        try:  # E4: the query audit records a stream cut off after its citations too
+        try:  # a stream cut off after its citations is audited too (finally)
             yield start
             events = (answer_events(found.answer) if found.answer is not None
                       else self.engine.answer_stream(retrieval, choice))
@@ -137,7 +137,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             end = convert.stream_end(retrieval, answer)
             yield end
         finally:
-            query_audit.streamed(request.question, start, end)  # E4: query audit
+            query_audit.streamed(request.question, start, end)
 
     async def Retrieve(self, request: pb.RetrieveRequest,
                        context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:
@@ -152,7 +152,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(found.retrieval)
         self._finished("Retrieve", started, found.outcome, params)
         response = convert.retrieve_response(found.retrieval)
-        query_audit.retrieved(request.question, response)  # E4: query audit
+        query_audit.retrieved(request.question, response)
         return response
 
     async def Embed(self, request: pb.EmbedRequest,
