@@ -56,9 +56,12 @@ export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
 class Chains:
     """Chain ends per partition, reloaded from the audit topic when continuity is lost.
 
-    Continuity: the next event of a partition has the offset after the last one seen.
-    Anything else (start, a rebalance that moved the partition away and back, a replay)
-    reloads every partition's end from the records this worker's key signed.
+    Continuity: the next event of a partition has the offset after the last one seen, and
+    the partition has not been revoked since. Anything else (start, a rebalance, a replay)
+    reloads every partition's end from the records this worker's key signed. A revocation
+    alone must break continuity: a partition that comes back at the very offset this worker
+    last saw may have been audited further meanwhile by a worker that died before
+    committing, and the old end would chain a second batch over the same records.
     """
 
     def __init__(self) -> None:
@@ -83,8 +86,20 @@ class Chains:
         self.just_loaded.discard(partition)
         self.expected[partition] = last_offset + 1
 
+    def forget(self, partitions: set[int]) -> None:
+        """The partitions were revoked: their next event reloads the chain ends."""
+        for partition in partitions:
+            self.expected.pop(partition, None)
+            self.just_loaded.discard(partition)
+
 
 chains = Chains()
+
+
+# mode types a signal handler as taking any positionals; Faust sends these ones.
+@app.on_partitions_revoked.connect  # type: ignore[arg-type]
+async def on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+    chains.forget({tp.partition for tp in revoked if tp.topic == DOCS_NORMALIZED.name})
 
 
 def _decoded(records: list[Any]) -> list[AuditBatch]:

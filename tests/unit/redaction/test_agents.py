@@ -164,3 +164,29 @@ def test_table_writes_borrow_the_current_event_and_give_it_back() -> None:
     with current_event(stream, "batch event"):
         assert stream.current_event == "batch event"
     assert stream.current_event == "next message"
+
+
+def test_a_partition_revoked_and_given_back_at_the_same_offset_reloads_its_chain_end() -> None:
+    """Another worker may have audited the partition further and died before committing:
+    the chain end this worker remembers is stale even though the offsets line up."""
+    elsewhere = sign(build_batch("docs.normalized.v1", 0, (5, 9), [], [], Tip.genesis("ep"),
+                                 "fp", 1.0), SecretStr(DEV_SIGNING_KEY))
+    history: list[AuditBatch] = []
+    reads: list[int] = []
+
+    async def read_back(*_: object) -> list[Record]:
+        reads.append(1)
+        return [Record(encode(b)) for b in history]
+
+    async def go() -> tuple[int, int]:
+        chains = agents.Chains()
+        with patch.object(agents, "read_back", read_back):
+            await chains.tip(0, 0)  # a fresh worker loads once
+            chains.saw(0, 4)
+            assert (await chains.tip(0, 5)).last_offset == -1 and len(reads) == 1  # continuous
+            history.append(elsewhere)  # meanwhile another worker audited 5-9, died uncommitted
+            chains.forget({0})  # the partition went away, then came back at offset 5
+            tip = await chains.tip(0, 5)
+        return len(reads), tip.last_offset
+
+    assert asyncio.run(go()) == (2, 9)  # reloaded: 5-9 are skipped, not audited twice
