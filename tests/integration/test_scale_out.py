@@ -19,9 +19,13 @@ from audit.batches.v1 after every revocation (services/redaction/agents.py Chain
 test found a worker that got a partition back at the very offset it last saw there keeping
 a stale chain end and auditing a dead worker's range again; that is fixed (and unit-tested),
 but one run in two here still showed one document with two leaves after the kill, so a
-second path remains (likely a batch still in flight on a worker whose partition moved, read
-back by the new owner before it landed: fencing it needs the old owner's writes to finish
-before the group rebalances). So the trail is held to at-least-once: every version in a
+second path remains. The likely one: on a revocation Faust waits for the batch in flight
+(stream_wait_empty) before the member rejoins, but the group waits only
+STREAMRAG_KAFKA_REBALANCE_TIMEOUT_S (3 s) for it; a redaction batch on this loaded machine
+can take longer, so the group moves the partition while the old owner still writes, and the
+new owner reads the chain end back before that batch lands. A rebalance timeout above the
+longest batch would fence it, at the cost of slower rebalances on the embedded broker (see
+NOTES on group joins). So the trail is held to at-least-once: every version in a
 signed, anchored batch; a second leaf only for a version the killed workers had been
 handed, with the same offset and hashes.
 """
