@@ -17,13 +17,16 @@ from shared.contract import acls
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose", path=str(Path(sys.executable).parent))
 ADMIN_PASSWORD = "STREAMRAG_KAFKA_ADMIN_PASSWORD"
-# What scripts/compose_env would put in .env: one made-up password per principal, and an
-# audit signing key with its address.
+# What scripts/compose_env would put in .env: one made-up password per principal, the
+# redaction and query-audit signing keys with their addresses, and the principal HMAC key.
 AUDIT_KEY = "0x" + "5" * 64
 PASSWORDS = {ADMIN_PASSWORD: "adminpw", **{acls.password_env(p): f"{p}pw"
                                             for p in acls.principals()}}
+QUERY_KEY = "0x" + "6" * 64
 SECRETS = {**PASSWORDS, "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": AUDIT_KEY,
-           "STREAMRAG_AUDIT_SIGNERS": '["0xa"]'}
+           "STREAMRAG_AUDIT_SIGNERS": '["0xa"]',
+           "STREAMRAG_INFERENCE_AUDIT_SIGNING_KEY": QUERY_KEY,
+           "STREAMRAG_AUDIT_QUERY_SIGNERS": '["0xb"]', "STREAMRAG_AUDIT_PRINCIPAL_KEY": "7" * 64}
 
 
 def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

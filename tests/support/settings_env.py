@@ -11,8 +11,10 @@ from unittest import mock
 
 from pydantic_settings import BaseSettings
 
+from services.inference.audit.settings import QueryAuditSettings
 from shared.cli.settings import MeshSettings
 from shared.contract.audit_signing import AuditSignerSettings
+from shared.contract.query_audit import AuditPrincipalSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
 from shared.settings import (
@@ -30,7 +32,8 @@ S = TypeVar("S", bound=BaseSettings)
 def settings_classes() -> list[type[BaseSettings]]:
     classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, PartitionSettings,
                                          LedgerSettings, MeshSettings, AuditSignerSettings,
-                                         AuditRetentionSettings, TracingSettings]
+                                         AuditRetentionSettings, TracingSettings,
+                                         AuditPrincipalSettings, QueryAuditSettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)
