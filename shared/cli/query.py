@@ -40,20 +40,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the response as JSON (one line per message with --stream)")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
+    p.add_argument("--token", default=None,
+                   help="bearer token to authenticate with (a JWT or the service account's "
+                        "token; default: STREAMRAG_MESH_INFERENCE_TOKEN, else none)")
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     request = pb.QueryRequest(question=args.question, top_k=args.top_k, since=args.since,
                               until=args.until, domain=args.domain, source=args.source,
                               answer_mode=args.mode, max_new_tokens=args.max_new_tokens)
-    target = args.target or MeshSettings().inference_target
+    mesh = MeshSettings()
+    target = args.target or mesh.inference_target
+    metadata = bearer(args.token, mesh)
     with grpc.insecure_channel(target) as channel:
         stub = pb_grpc.InferenceStub(channel)
         try:
             if args.stream:
-                _stream(stub.StreamQuery(request, timeout=args.timeout), args.json, out)
+                _stream(stub.StreamQuery(request, timeout=args.timeout, metadata=metadata),
+                        args.json, out)
             else:
-                _print_response(stub.Query(request, timeout=args.timeout), args.json, out)
+                _print_response(stub.Query(request, timeout=args.timeout, metadata=metadata),
+                                args.json, out)
         except grpc.RpcError as exc:
             if args.stream:
                 print(file=out)  # end a half-printed answer before the error
@@ -61,6 +68,13 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             caller = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
             return 2 if exc.code() in caller else 1
     return 0
+
+
+def bearer(token: str | None, mesh: MeshSettings) -> tuple[tuple[str, str], ...]:
+    """The call's authorization metadata: --token, else the setting, else none."""
+    if token is None and mesh.inference_token is not None:
+        token = mesh.inference_token.get_secret_value()
+    return (("authorization", f"Bearer {token}"),) if token else ()
 
 
 def _print_response(response: pb.QueryResponse, as_json: bool, out: TextIO) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -31,6 +31,9 @@ class MeshSettings(BaseSettings):
     processes: bool = False
     # The inference gRPC address the CLI's query commands and readiness check use.
     inference_target: str = "127.0.0.1:50051"
+    # The bearer token `streamrag query` sends (a user's JWT or the service account's token)
+    # where the API has auth configured; unset: none is sent.
+    inference_token: SecretStr | None = None
     # How long `streamrag up` waits for every service to be ready before giving up.
     ready_timeout_s: float = Field(default=300.0, gt=0)
     # How long a stopping process is given before it is killed.
