@@ -23,7 +23,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from scripts.benchlib.procs import cpu_s
 from scripts.benchlib.shard_client import Asker
-from services.redaction.reader import read_topic
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.contract.records import Document, SearchReply
@@ -37,6 +36,7 @@ from shared.contract.topics import (
 )
 from shared.encoder.model import MODEL_ID
 from shared.kafka.admin import ensure_topics
+from shared.kafka.reader import read_topic
 from shared.settings import KafkaSettings
 
 HEAVY = ("redaction", "embedding", "retrieval")

@@ -31,7 +31,6 @@ from web3 import Web3
 
 from services.ledger.deployment import artifact
 from services.ledger.query_verify import verify_queries
-from services.ledger.topic_reader import read_topic
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
 from shared.contract.query_audit import (
@@ -46,6 +45,7 @@ from shared.contract.query_audit import (
 from shared.contract.records import Anchor, QueryAudit
 from shared.contract.topics import AUDIT_QUERIES, LEDGER_ANCHORS
 from shared.errors import InvalidInput
+from shared.kafka.reader import read_topic
 from shared.settings import KafkaSettings, LedgerSettings
 
 OnChain = tuple[str, str, int, str]  # root, prev_root (bare hex), leaf count, signer

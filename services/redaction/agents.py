@@ -31,7 +31,6 @@ from services.redaction.app import (
 )
 from services.redaction.audit import Tip, build_batch, leaf_for, tips_from
 from services.redaction.pii_counts import pii_counts
-from services.redaction.reader import read_back
 from services.redaction.redactor import Redactor
 from shared.batching import partition_batches
 from shared.contract.audit_signing import sign
@@ -40,6 +39,7 @@ from shared.contract.dlq import send_dead_letter
 from shared.contract.records import AuditBatch, Document, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InvalidInput
+from shared.kafka.reader import read_back
 from shared.tracing import spans
 from shared.worker import metrics
 from shared.worker.boundary import Boundary, export_counts

@@ -23,13 +23,13 @@ from web3 import Web3
 
 from services.redaction.audit import canonical, document_sha256, prove
 from services.redaction.onchain import contracts_to_read, read_anchors, recorded_contract
-from services.redaction.reader import read_topic
 from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
 from shared.contract.records import Anchor, AuditBatch, Record, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 from shared.errors import InvalidInput
+from shared.kafka.reader import read_topic
 from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings
 
 # The one view of services/ledger's AuditAnchor the auditor needs (a unit test keeps it

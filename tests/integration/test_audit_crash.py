@@ -29,7 +29,6 @@ from pydantic import SecretStr
 
 from services.redaction.audit import GENESIS_ROOT
 from services.redaction.auditor import chain_reader, load, proof_document
-from services.redaction.reader import read_back, read_topic
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.contract.audit_signing import check, sign
@@ -47,6 +46,7 @@ from shared.contract.topics import (
     TopicSpec,
 )
 from shared.kafka.admin import ensure_topics
+from shared.kafka.reader import read_back, read_topic
 from shared.settings import KafkaSettings, LedgerSettings
 from shared.worker.boundary import COUNTS_FILE
 from tests.support.anvil import Anvil, needs_anvil, running_anvil

@@ -1,7 +1,7 @@
 """Read a topic with a plain consumer (no group, nothing committed): all of it, or its tail.
 
-Used by the auditor (everything), and by the redaction agent to rebuild its chain ends
-from the newest of its own audit records.
+Used by the auditors (document and query proofs: everything), and by the redaction agent
+to rebuild its chain ends from the newest of its own audit records.
 """
 
 from __future__ import annotations
