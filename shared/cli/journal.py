@@ -44,11 +44,10 @@ from typing import IO, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.structs import OffsetAndMetadata
 
 from shared.contract.topics import all_topic_specs
 from shared.kafka import patches
-from shared.kafka.admin import ensure_topics
+from shared.kafka.admin import commit_offsets, ensure_topics
 from shared.settings import KafkaSettings
 
 log = logging.getLogger("streamrag.journal")
@@ -333,8 +332,8 @@ async def restore(kafka: KafkaSettings, journal: Journal) -> Restored:
     await _check(kafka, journal, [tp for tp, n in ends.items() if n])
     groups = journal.groups()
     for group, rows in groups.items():
-        await _commit(kafka, group, {TopicPartition(t, p): min(o, ends.get(TopicPartition(t, p), 0))
-                                     for t, p, o in rows})
+        await commit_offsets(kafka, group, {
+            TopicPartition(t, p): min(o, ends.get(TopicPartition(t, p), 0)) for t, p, o in rows})
     return Restored(records, parts, len(groups))
 
 
@@ -388,17 +387,6 @@ async def _check(kafka: KafkaSettings, journal: Journal, tps: list[TopicPartitio
                    f"record {where} ({len(got[tp])} read back, {len(want[tp])} journaled); "
                    "was the broker empty?")
             raise RuntimeError(msg)
-
-
-async def _commit(kafka: KafkaSettings, group: str, offsets: dict[TopicPartition, int]) -> None:
-    committer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                                 enable_auto_commit=False, **kafka.client_options())
-    await committer.start()
-    try:
-        committer.assign(list(offsets))
-        await committer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
-    finally:
-        await committer.stop()
 
 
 def main() -> None:

@@ -37,7 +37,6 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 from aiokafka.errors import IncompatibleBrokerVersion, TopicAlreadyExistsError
-from aiokafka.structs import OffsetAndMetadata
 
 from shared.cli import admin as create
 from shared.cli.journal import Frame, Journal, read_frames
@@ -45,6 +44,7 @@ from shared.cli.settings import MeshSettings
 from shared.contract.topics import all_topic_specs
 from shared.errors import InvalidInput
 from shared.kafka import grow
+from shared.kafka.admin import commit_offsets
 from shared.kafka.changelog_tail import true_ends
 from shared.settings import KafkaSettings
 
@@ -228,17 +228,6 @@ async def _committed(kafka: KafkaSettings, group: str, tps: list[TopicPartition]
         await reader.stop()
 
 
-async def _commit(kafka: KafkaSettings, group: str, offsets: dict[TopicPartition, int]) -> None:
-    committer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                                 enable_auto_commit=False, **kafka.client_options())
-    await committer.start()
-    try:
-        committer.assign(list(offsets))
-        await committer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
-    finally:
-        await committer.stop()
-
-
 async def group_states(kafka: KafkaSettings, counts: dict[str, int], *, lag: bool,
                        probe: bool = True,
                        ) -> tuple[list[grow.GroupState], dict[str, dict[TopicPartition, int]]]:
@@ -336,7 +325,7 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, run_dir:
         if step.grows or unfinished:
             await _grow_topic(kafka, step, state, say)
     for group, saved in state.offsets().items():
-        await _commit(kafka, group, saved)
+        await commit_offsets(kafka, group, saved)
     say(f"offsets of {len(state.offsets())} group(s) committed as they were")
     for topic, rule in grow.REHOMED.items():
         await _rehome(kafka, topic, target, rule, say)
@@ -564,5 +553,5 @@ async def _skip_rehome(kafka: KafkaSettings, state: State, target: int, say: Say
         ends = await _ends(kafka, tps)
         for group, saved in state.offsets().items():
             if any(tp.topic == topic for tp in saved):
-                await _commit(kafka, group, ends)
+                await commit_offsets(kafka, group, ends)
                 say(f"group {group}: committed past the re-home writes on {topic}")

@@ -15,9 +15,11 @@ import asyncio
 import logging
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from aiokafka.structs import OffsetAndMetadata
 
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import (
@@ -175,3 +177,17 @@ async def ensure_topics(
         return created
     finally:
         await admin.close()
+
+
+async def commit_offsets(kafka: KafkaSettings, group: str,
+                         offsets: dict[TopicPartition, int]) -> None:
+    """Commit `offsets` for `group` from outside it (no member joins): the journal's replay
+    and the partition growth put a group back where it was."""
+    committer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
+                                 enable_auto_commit=False, **kafka.client_options())
+    await committer.start()
+    try:
+        committer.assign(list(offsets))
+        await committer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
+    finally:
+        await committer.stop()
