@@ -87,11 +87,19 @@ def anvil(tmp_path: Path) -> Iterator[Anvil]:
 # scripts/test runs the integration tests as two pytest processes side by side, split by the
 # session mesh a test needs, so that each mesh starts once: "mesh" takes every test on the
 # multi-process session mesh (and each_mode's processes half), "rest" the one-process mesh's
-# and every test that starts meshes of its own. Unset: every test, as a plain pytest run.
+# and every test that starts meshes of its own (a module that starts its own may name its
+# group with @pytest.mark.suite_group, to even the two out). Unset: every test, as a plain
+# pytest run.
 GROUPS = ("mesh", "rest")
 
 
 def test_group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("suite_group")
+    if marker is not None:
+        if marker.args[0] not in GROUPS:  # else the test would run in no group at all
+            raise pytest.UsageError(f"{item.nodeid}: suite_group{marker.args} is not one of "
+                                    f"{', '.join(GROUPS)}")
+        return str(marker.args[0])
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "each_mode" in callspec.params:
         return "mesh" if callspec.params["each_mode"] == "processes" else "rest"

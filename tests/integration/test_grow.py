@@ -42,7 +42,9 @@ from shared.settings import KafkaSettings
 from tests.support.mesh import MESH_ENV, chunks_of, read_topic, uid
 from tests.support.polling import eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+# Its own broker and mesh: it runs beside the session mesh's tests, the shorter group.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
+              pytest.mark.suite_group("mesh")]
 ROOT = Path(__file__).resolve().parents[2]
 OLD, NEW = 4, 6
 CHANGELOG = "streamrag-ingest-doc_versions-changelog"
