@@ -87,10 +87,13 @@ class Chains:
         self.expected[partition] = last_offset + 1
 
     def forget(self, partitions: set[int]) -> None:
-        """The partitions were revoked: their next event reloads the chain ends."""
+        """The partitions were revoked: their next event reloads the chain ends. So does
+        the next event of any partition: a reload is fresh only until the group moves
+        partitions, and one this worker loaded but never owned may be handed to it now
+        with a chain another worker has since extended."""
         for partition in partitions:
             self.expected.pop(partition, None)
-            self.just_loaded.discard(partition)
+        self.just_loaded.clear()
 
 
 chains = Chains()

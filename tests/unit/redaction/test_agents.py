@@ -190,3 +190,27 @@ def test_a_partition_revoked_and_given_back_at_the_same_offset_reloads_its_chain
         return len(reads), tip.last_offset
 
     assert asyncio.run(go()) == (2, 9)  # reloaded: 5-9 are skipped, not audited twice
+
+
+def test_a_partition_loaded_but_never_owned_reloads_when_a_rebalance_hands_it_over() -> None:
+    """A reload marks every partition fresh; a partition this worker never processed kept
+    that mark through rebalances, and was taken over later with an end long since stale."""
+    history: list[AuditBatch] = []
+    reads: list[int] = []
+
+    async def read_back(*_: object) -> list[Record]:
+        reads.append(1)
+        return [Record(encode(b)) for b in history]
+
+    async def go() -> int:
+        chains = agents.Chains()
+        with patch.object(agents, "read_back", read_back):
+            await chains.tip(1, 0)  # start: every partition's end loaded (all genesis)
+            chains.saw(1, 3)  # this worker owns partition 1 only
+            history.append(sign(build_batch("docs.normalized.v1", 0, (0, 8), [], [],
+                                            Tip.genesis("ep"), "fp", 1.0),
+                                SecretStr(DEV_SIGNING_KEY)))  # another worker, partition 0
+            chains.forget({1})  # a rebalance: partition 1 revoked, partition 0 handed over
+            return (await chains.tip(0, 9)).last_offset
+
+    assert asyncio.run(go()) == 8 and len(reads) == 2
