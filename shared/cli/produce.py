@@ -23,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", help="files or folders (txt, md, json, jsonl), or -")
     p.add_argument("--source", default="cli", help="source name for txt/md files")
     p.add_argument("--domain", default=None, help="domain for txt/md files")
+    p.add_argument("--acl", default=None, metavar="LABELS",
+                   help="who may read txt/md files: comma-separated access labels (groups, "
+                        "user:<subject>, public); default: ingest's STREAMRAG_INGEST_DEFAULT_ACL")
     p.add_argument("--header", action="append", default=[], metavar="K=V",
                    help="record header, e.g. streamrag-source=tickets for mapped API JSON")
 
@@ -39,6 +42,8 @@ def records(path: Path | None, args: argparse.Namespace) -> Iterator[tuple[bytes
                "source": args.source}
         if args.domain:
             doc["domain"] = args.domain
+        if args.acl is not None:
+            doc["acl"] = args.acl  # ingest checks the labels (bad ones: dead letter bad_acl)
         yield str(path).encode(), json.dumps(doc).encode()
     elif path.suffix == ".jsonl":
         for line in path.read_bytes().splitlines():
