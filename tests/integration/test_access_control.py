@@ -16,17 +16,22 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
 from shared.cli.mesh import Endpoints, free_port
 from shared.cli.procs import Child, service_argv, spawn, stop
+from shared.contract.codec import decode
+from shared.contract.query_audit import AuditPrincipalSettings, principal_hash
+from shared.contract.records import QueryAudit
+from shared.contract.topics import AUDIT_QUERIES
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.grpc_worker import wait_serving
 from tests.support.grpcurl import grpcurl_binary
-from tests.support.mesh import GUARD_ENV, produce, uid
+from tests.support.mesh import GUARD_ENV, produce, read_topic, streamrag_audit, uid
 from tests.support.polling import eventually
 from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
 
@@ -165,3 +170,37 @@ def test_grpcurl_is_refused_without_a_token_and_served_with_one(grpcurl: Path,
     assert served.returncode == 0, served.stderr
     docs = {c["doc_id"] for c in json.loads(served.stdout)["chunks"]}
     assert docs == {worker.ids["hr"], worker.ids["pub"]}
+
+
+def test_a_users_answer_is_audited_under_its_hashed_subject_and_proven(
+        mesh: Endpoints, worker: Worker) -> None:
+    """Who was shown what, for a real principal: the call's audit names the subject only as
+    its HMAC, records the caller's grants and what it was shown (its readable documents
+    only), and `streamrag audit prove --query` proves it on chain."""
+    subject = uid("auditee")
+    with grpc.insecure_channel(worker.target) as channel:
+        answer = pb_grpc.InferenceStub(channel).Query(
+            pb.QueryRequest(question=QUESTION, source=worker.source, top_k=5,
+                            answer_mode="extractive"),
+            metadata=bearer(hs256(subject, ["hr"])), timeout=TIMEOUT_S)
+    hashed = principal_hash(subject, AuditPrincipalSettings().principal_key)
+
+    def audited() -> list[QueryAudit] | None:
+        found = [decode(QueryAudit, r.value) for r in read_topic(mesh, AUDIT_QUERIES.name)
+                 if subject.encode() in r.value or hashed.encode() in r.value]
+        return found or None
+    [audit] = eventually(audited, "the user's query audit", 60)
+    assert subject not in audit.model_dump_json()  # the subject only as its HMAC
+    assert (audit.principal, audit.principal_kind, audit.method) == (hashed, "user", "Query")
+    assert set(audit.scope.split(",")) == {"hr", "public", f"user:{hashed}"}
+    assert list(audit.shown) == [c.chunk_id for c in answer.citations]
+    assert list(audit.docs) == [f"{c.doc_id}@v{c.version}" for c in answer.citations]
+    assert {c.doc_id for c in answer.citations} <= {worker.ids["hr"], worker.ids["pub"]}
+    assert worker.ids["hr"] in {c.doc_id for c in answer.citations}
+    assert list(audit.cited) == list(answer.cited_chunk_ids) and audit.cited
+
+    def proven() -> Any:
+        code, proof = streamrag_audit(mesh, "prove", "--query", audit.query_id)
+        return proof if code == 0 else None
+    proof = eventually(proven, "the user's audit anchored and proven", 90)
+    assert all(proof["checks"].values()) and proof["record"]["principal"] == hashed
