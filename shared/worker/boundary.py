@@ -156,6 +156,11 @@ class Boundary:
         the stream processor (`skip_exhausted`) calls this instead of the agent."""
         error = poison.journal.entries.get(key, {}).get("error", poison.HANG)
         msg = event.message
+        if poison.journal.already_dead_lettered(key):
+            log.warning("%s: %s/%s@%s is on the dead-letter topic already (the worker stopped "
+                        "before committing past it): skipped", self.stage, msg.topic,
+                        msg.partition, msg.offset)
+            return
         log.error("%s: %s/%s@%s was in hand at %d deaths of the worker running (%s): "
                   "dead-lettering it unhandled", self.stage, msg.topic, msg.partition,
                   msg.offset, poison.MAX_FAILURES, error)
@@ -163,7 +168,7 @@ class Boundary:
         metrics.received(self.stage, msg.topic)
         await self._dead_letter(InvalidInput(
             poison.REPEATED_FAILURE, detail=f"{self.stage}: {error}"), event)
-        poison.journal.forget_key(key)
+        poison.journal.dead_lettered(key)
 
     async def _gave_up(self, exc: Exception, event: Any) -> bool:
         """Dead-letter the record if this is its MAX_FAILURES-th same fatal failure."""
@@ -178,7 +183,7 @@ class Boundary:
                   msg.topic, msg.partition, msg.offset, type(exc).__name__, count)
         await self._dead_letter(InvalidInput(
             poison.REPEATED_FAILURE, detail=f"{self.stage}: {type(exc).__name__}"), event)
-        poison.journal.forget(self.stage, msg)
+        poison.journal.dead_lettered(poison.record_key(self.stage, msg))
         return True
 
     async def _dead_letter(self, exc: InvalidInput, event: Any) -> None:

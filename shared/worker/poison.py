@@ -23,6 +23,11 @@ idle) starts its count again, and so does handling it to the end. It cannot be
 dead-lettered when it is reached again (handling it would hang or kill once more), so it
 is marked `skip` and shared.worker.heartbeat's stream processor dead-letters it before any agent
 sees it.
+
+A dead-lettered record keeps its `skip` mark for DEAD_LETTERED_KEEP_S: the worker may stop
+before it commits past the record (the next record hangs at once), and the replay must skip
+it again (it is on the dead-letter topic already), not hang or fail MAX_FAILURES more times.
+The mark then goes, so an offset reused by a re-created topic is never skipped for long.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,7 @@ REPEATED_FAILURE = "repeated_failure"
 HANG = "Hang"  # the worker's event loop stopped turning while the record was in hand
 PROCESS_DIED = "ProcessDied"  # the process ended unannounced (kill -9, OOM) with it in hand
 DEATHS = frozenset({HANG, PROCESS_DIED})
+DEAD_LETTERED_KEEP_S = 600.0  # many commit intervals: past it, the offset is committed
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -87,6 +94,7 @@ class FailureJournal:
             return
         if isinstance(loaded, dict):
             self.entries.update({k: v for k, v in loaded.items() if isinstance(v, dict)})
+        self._prune()
         self._index_skips()
 
     def failed(self, stage: str, message: Any, exc: BaseException) -> int:
@@ -114,10 +122,14 @@ class FailureJournal:
         ProcessDied count goes (fatal errors keep theirs, counted by `failed`).
         """
         for key in [k for k, v in self.entries.items()
-                    if v.get("error") in DEATHS and k not in in_hand]:
+                    if v.get("error") in DEATHS and k not in in_hand
+                    and "dead_lettered_at" not in v]:
             del self.entries[key]
+        self._prune()
         exhausted = []
         for key, error in in_hand.items():
+            if self.already_dead_lettered(key):
+                continue  # skipped on sight, never in hand; kept as it is
             if self.exhausted(self._count(key, error)):
                 self.entries[key]["skip"] = True
                 exhausted.append(key)
@@ -139,6 +151,26 @@ class FailureJournal:
 
     def exhausted(self, count: int) -> bool:
         return count >= self.max_failures
+
+    def dead_lettered(self, key: str, now: float | None = None) -> None:
+        """The record is on the dead-letter topic: skip it on sight for DEAD_LETTERED_KEEP_S
+        (a replay before the worker commits past it), without a second letter."""
+        entry = self.entries.pop(key, None) or {}
+        self.entries[key] = {"error": entry.get("error", HANG), "count": entry.get("count", 0),
+                             "skip": True,
+                             "dead_lettered_at": time.time() if now is None else now}
+        self._prune(now)
+        self._index_skips()
+        self._save()
+
+    def already_dead_lettered(self, key: str) -> bool:
+        return "dead_lettered_at" in self.entries.get(key, {})
+
+    def _prune(self, now: float | None = None) -> None:
+        cutoff = (time.time() if now is None else now) - DEAD_LETTERED_KEEP_S
+        for key in [k for k, v in self.entries.items()
+                    if float(v.get("dead_lettered_at", cutoff + 1)) < cutoff]:
+            del self.entries[key]
 
     def forget(self, stage: str, message: Any) -> None:
         """The record is dealt with (dead-lettered): its entry goes."""

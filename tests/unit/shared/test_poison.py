@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -55,7 +56,33 @@ def test_the_third_same_failure_across_restarts_is_dead_lettered(
     [letter] = letters(dlq)
     assert (letter["stage"], letter["reason"], letter["detail"], letter["offset"]) == (
         "chunking", "repeated_failure", "chunking: OSError", 7)
-    assert json.loads(path.read_text()) == {}  # dealt with: nothing left to count
+    # Dealt with: nothing left to count, only a mark to skip a replay of it for a while
+    # (the worker may stop before it commits past the record).
+    [entry] = json.loads(path.read_text()).values()
+    assert entry["skip"] is True and entry["dead_lettered_at"] > 0
+    assert poison.journal.skipped("t.v1", 1, 7) == "chunking|t.v1|1|7"
+
+
+def test_a_dead_lettered_record_replayed_is_skipped_without_a_second_letter_for_a_while(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker stopped before committing past it: the replay must neither fail it three
+    more times nor dead-letter it twice; after DEAD_LETTERED_KEEP_S the mark goes."""
+    path, dlq = tmp_path / poison.FAILURES_FILE, SimpleNamespace(send=AsyncMock())
+    for _ in range(poison.MAX_FAILURES):
+        exits = restart(path, monkeypatch)
+        with contextlib.suppress(OSError):  # the first two stop the worker
+            attempt(Boundary("chunking", dlq, on_fatal=exits.append), OSError(36, "too long"))
+    assert dlq.send.await_count == 1
+    restart(path, monkeypatch)  # it died before the commit: the record replays
+    key = poison.journal.skipped("t.v1", 1, 7)
+    assert key == "chunking|t.v1|1|7"
+    asyncio.run(Boundary("chunking", dlq).give_up(key, event()))
+    assert dlq.send.await_count == 1  # skipped, not dead-lettered again
+    later = poison.FailureJournal()
+    later.entries = dict(poison.journal.entries)
+    later._prune(now=poison.journal.entries[key]["dead_lettered_at"]
+                 + poison.DEAD_LETTERED_KEEP_S + 1)
+    assert later.entries == {}
 
 
 def test_a_different_error_or_another_record_starts_the_count_again(
