@@ -10,10 +10,11 @@ each worker's partitions from its own log (the embedded broker's DescribeGroups 
 assignments empty), and the shards asked the way inference scatters.
 
 Delivery is at-least-once: a worker killed between producing and committing leaves its
-uncommitted records to the partition's next owner, which does them again. So each document
-version appears on docs.redacted.v1 and chunks.embedded.v1 at least once; extra copies may
-only be of documents the killed workers had been handed (the wave's first half, produced
-before the kills) and must say the same thing. The audit trail holds exactly one leaf per
+uncommitted records to the partition's next owner, which does them again, and so can a
+survivor whose batch outlasts the rebalance the kill sets off (seen on a loaded machine:
+documents produced after the kill embedded twice). So each document version appears on
+docs.redacted.v1 and chunks.embedded.v1 at least once; extra copies are few and must say
+the same thing. The audit trail holds exactly one leaf per
 version all the same: redaction skips input offsets an audit record already covers, reading
 its chain ends back from audit.batches.v1 after every rebalance (services/redaction/agents.py
 Chains). This test found two ways a worker kept a stale chain end and audited a dead
@@ -63,7 +64,6 @@ class Run:
     def __init__(self, mesh: ScaleMesh) -> None:
         self.mesh = mesh
         self.produced: list[str] = []
-        self.before_kill: set[str] = set()  # handed out before the kills: may be redone
         self.killed: dict[str, int] = {}  # stage -> exit code
         self.steps: list[dict[str, int]] = []  # live workers per stage, checked balanced
 
@@ -123,7 +123,6 @@ def run(tmp_path_factory: pytest.TempPathFactory, anvil: Anvil) -> Iterator[Run]
             mesh.add(stage, 2)
         out.settle()  # 4 each
         first = out.send("four", WAVE)
-        out.before_kill = set(first)
         # Kill once each stage has produced something of this wave (it is consuming).
         for stage, seen in (("redaction", out.redacted), ("embedding", out.embedded),
                             ("retrieval", out.searchable)):
@@ -158,15 +157,14 @@ def copies(records: list[Any]) -> dict[tuple[str, int], list[Any]]:
     return out
 
 
-def test_every_version_redacted_and_embedded_duplicates_only_from_the_kill(run: Run) -> None:
+def test_every_version_redacted_and_embedded_duplicates_identical(run: Run) -> None:
     for spec in (DOCS_REDACTED, CHUNKS_EMBEDDED):
         found = copies(run.mesh.read(spec))
         assert set(found) == {(d, 1) for d in run.produced}, spec.name
         extra = {key: got for key, got in found.items() if len(got) > 1}
-        # Redone only what the killed workers had been handed, at most twice per stage up
-        # the line (redaction's redo doubles what embedding is given).
-        assert {doc for doc, _ in extra} <= run.before_kill, (spec.name, sorted(extra))
-        assert all(len(got) <= 4 for got in extra.values()), spec.name
+        # Redone at most twice per stage up the line (redaction's redo doubles what embedding
+        # is given), never a version that was not produced.
+        assert all(len(got) <= 4 for got in extra.values()), (spec.name, sorted(extra))
         for got in extra.values():
             assert len({p for p, _ in got}) == 1  # keyed by doc id: one partition
             first = got[0][1]
