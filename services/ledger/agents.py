@@ -21,7 +21,7 @@ from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import LedgerError, LedgerUnavailable
 from services.ledger.reconcile import Checkpoint, recent, reconcile
-from shared.contract.audit_signing import AuditSignerSettings, check
+from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode, encode
 from shared.contract.records import Anchor, AuditBatch
 from shared.errors import InvalidInput
@@ -106,14 +106,7 @@ async def announce(receipt: AnchorReceipt, batch_closed_at: float) -> Anchor:
 def authentic(batch: AuditBatch) -> AuditBatch:
     """The batch, if a known signer signed it; else InvalidInput(bad_signature or
     unknown_signer): anyone who can write to the topic could have produced it."""
-    why = check(batch, KNOWN_SIGNERS)
-    if why == "unknown_signer":
-        raise InvalidInput("unknown_signer", "signer", batch.signer)
-    if why is not None:
-        raise InvalidInput("bad_signature", "signature",
-                           "no signature" if why == "unsigned" else
-                           f"does not recover to {batch.signer or '(no signer)'}")
-    return batch
+    return require_signed(batch, KNOWN_SIGNERS)
 
 
 def _bare(root: str) -> str:

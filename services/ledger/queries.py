@@ -28,7 +28,7 @@ from services.ledger.agents import anchor_root, announce, boundary
 from services.ledger.app import anchored, app, queries_topic, settings
 from services.ledger.errors import AnchorConflict
 from shared.batching.partitions import current_event, partition_batches
-from shared.contract.audit_signing import AuditSignerSettings, check
+from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode
 from shared.contract.query_audit import (
     GENESIS_ROOT,
@@ -39,7 +39,6 @@ from shared.contract.query_audit import (
     tip_from,
 )
 from shared.contract.records import QueryAudit
-from shared.errors import InvalidInput
 
 log = logging.getLogger(__name__)
 KNOWN_QUERY_SIGNERS = AuditSignerSettings().known_query()
@@ -68,15 +67,7 @@ chains = Chains()
 
 def authentic_query(value: bytes) -> QueryAudit:
     """The audit, if a known query signer signed it; else InvalidInput (dead-lettered)."""
-    audit = decode(QueryAudit, value)
-    why = check(audit, KNOWN_QUERY_SIGNERS)
-    if why == "unknown_signer":
-        raise InvalidInput("unknown_signer", "signer", audit.signer)
-    if why is not None:
-        raise InvalidInput("bad_signature", "signature",
-                           "no signature" if why == "unsigned" else
-                           f"does not recover to {audit.signer or '(no signer)'}")
-    return audit
+    return require_signed(decode(QueryAudit, value), KNOWN_QUERY_SIGNERS)
 
 
 async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> list[str]:

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contract.records import AuditBatch, QueryAudit
+from shared.errors import InvalidInput
 
 # What is signed: redaction's batch records and inference's query audits (both carry
 # `signer` and `signature`, and are signed the same way).
@@ -99,3 +100,16 @@ def check(batch: AuditBatch | QueryAudit, known: frozenset[str]) -> str | None:
     if who.lower() not in known:
         return "unknown_signer"
     return None
+
+
+def require_signed(record: Signed, known: frozenset[str]) -> Signed:
+    """The record, if a known signer signed it; else InvalidInput(unknown_signer or
+    bad_signature), since anyone who can write to its topic could have produced it."""
+    why = check(record, known)
+    if why == "unknown_signer":
+        raise InvalidInput("unknown_signer", "signer", record.signer)
+    if why is not None:
+        raise InvalidInput("bad_signature", "signature",
+                           "no signature" if why == "unsigned" else
+                           f"does not recover to {record.signer or '(no signer)'}")
+    return record
