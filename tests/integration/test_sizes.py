@@ -76,8 +76,11 @@ def test_documents_at_the_limits_are_searchable_or_dead_lettered(small_mesh: End
     ])
     eventually(lambda: retrieved(mesh, "quartz gyroscope drift", after), "the document after")
 
-    chunk_sets = [json.loads(r.value) for r in read_topic(mesh, "chunks.v1")
-                  if r.key == prose.encode()]
+    # The documents sit on partitions of their own (keyed by id), so the one after may be
+    # searchable before the prose document is chunked: wait for it, never assume an order.
+    chunk_sets = eventually(lambda: [json.loads(r.value) for r in read_topic(mesh, "chunks.v1")
+                                     if r.key == prose.encode()],
+                            "the prose document's chunk set")
     assert len(chunk_sets) == 1 and len(chunk_sets[0]["chunks"]) > 10
     found = eventually(lambda: retrieved(mesh, "vasopressin infusion renal clearance", prose),
                        "the prose document at the input limit")
