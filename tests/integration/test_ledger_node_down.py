@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -195,13 +196,21 @@ def test_worker_reanchors_what_the_restarted_node_lost(anvil: Anvil, tmp_path: P
                 root, BATCHES[i - 1][1] if i else "00" * 32, 1)
         # A re-anchor is announced again; the last announcement of each batch is its tx on
         # chain, and exactly the lost batches were announced twice.
-        records: dict[str, list[Anchor]] = {}
-        for record in announced(kafka.bootstrap):
-            records.setdefault(record.batch_id, []).append(record)
         on_chain = {bytes(e["args"]["batch_id"]): e["transactionHash"].to_0x_hex()
                     for e in contract.events.Anchored.get_logs(from_block=0)}
-        assert {b: rs[-1].tx_hash for b, rs in records.items()} == \
-            {b: on_chain[batch_key(b)] for b, _ in BATCHES}
+
+        def announced_as_on_chain() -> Any:
+            records: dict[str, list[Anchor]] = {}
+            for record in announced(kafka.bootstrap):
+                records.setdefault(record.batch_id, []).append(record)
+            last = {b: rs[-1].tx_hash for b, rs in records.items()}
+            return records if last == {b: on_chain[batch_key(b)] for b, _ in BATCHES} else None
+
+        # The worker announces a batch after its tx is mined: the chain holding every anchor
+        # says nothing of the last announcements, which may still be on their way.
+        records = eventually(announced_as_on_chain,
+                             "the last announcement of each batch to name its tx on chain",
+                             180, 0.1)
         assert {b for b, rs in records.items() if len(rs) == 2} == lost_ids
         assert all(len(rs) <= 2 for rs in records.values())
     finally:

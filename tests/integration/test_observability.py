@@ -181,7 +181,10 @@ def test_a_documents_trace_holds_every_stage_and_the_query(
         stages = {s.attributes.get("streamrag.stage") for s in got}
         shards = {s.name for s in got if s.name.startswith("search shard")}
         served = [s for s in got if s.name == "/streamrag.v1.Inference/Query"]
-        done = (set(PIPELINE) | {"retrieval.search"}) <= stages and served and \
+        # The parents asserted below too: each process exports on its own timer, so a
+        # child's span (retrieval's, the ledger's) may arrive before its parent's.
+        parents = {"embedding emit", "redaction batch"} <= {s.name for s in got}
+        done = (set(PIPELINE) | {"retrieval.search"}) <= stages and served and parents and \
             len(shards) == SEARCH_REQUESTS.partitions
         return got if done else None
 

@@ -150,10 +150,17 @@ def flowed(mesh: RunningMesh) -> dict[str, Any]:
         covered = {leaf["doc_id"] for b in mine.values() for leaf in b["leaves"]}
         return mine if covered >= ids and set(mine) <= done else {}
     batches = eventually(anchored, "the planted documents' audit batches to be anchored")
-    answers = [query(mesh, q, top_k=20, domain=d) for q, d in (
-        ("who called about the refund and what card was declined", "privacy"),
-        ("customer callback number and data center power", "support"),
-        ("contact phone and email of the engineer", "database"))]
+
+    def answered() -> list[Any] | None:
+        answers = [query(mesh, q, top_k=20, domain=d) for q, d in (
+            ("who called about the refund and what card was declined", "privacy"),
+            ("customer callback number and data center power", "support"),
+            ("contact phone and email of the engineer", "database"))]
+        cited = {c.doc_id for a in answers for c in a.citations}
+        return answers if cited & ids else None
+    # Embedded (on chunks.embedded.v1) is not yet indexed: retrieval reads that topic after,
+    # and the audit trail anchored says nothing of it either.
+    answers = eventually(answered, "a planted document to be answered")
     return {"ids": ids, "batches": batches, "answers": answers, "tag": tag}
 
 
