@@ -63,6 +63,7 @@ from services.embedding.settings import EmbeddingSettings
 from services.embedding.vectors import embed_sets
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
+from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, Shard
 from shared.cli.mesh import isolated
 from shared.contract.records import Document
@@ -93,7 +94,7 @@ def in_process_floor(docs: int) -> tuple[list[float], list[float]]:
         ingest.append((time.perf_counter() - t0) * 1000)
     for i in range(docs):
         t0 = time.perf_counter()
-        shard.search(enc.encode([f"why did checkout {i} fail"])[0], 5, Filters())
+        shard.search(enc.encode([f"why did checkout {i} fail"])[0], 5, Filters(access=EVERYTHING))
         query.append((time.perf_counter() - t0) * 1000)
     return ingest, query
 

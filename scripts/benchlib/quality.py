@@ -72,6 +72,7 @@ from services.embedding.vectors import embed_sets
 from services.inference.search.fusion import Fusion
 from services.inference.search.gather import ShardAnswer, merge_hits
 from services.inference.settings import InferenceSettings
+from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, Shard
 from services.retrieval.lexical import terms
 from services.retrieval.settings import RetrievalSettings
@@ -265,7 +266,7 @@ def pipeline_search(shards: Sequence[Shard], c: Collection, qvecs: np.ndarray,
     for (q, text), vec, enc_ms in zip(c.queries.items(), qvecs, encode_ms, strict=True):
         t0 = time.perf_counter()
         ask = text if fusion is not None else ""
-        answers = [ShardAnswer(p, tuple(s.search(vec, chunk_k, Filters(), ask)))
+        answers = [ShardAnswer(p, tuple(s.search(vec, chunk_k, Filters(access=EVERYTHING), ask)))
                    for p, s in enumerate(shards)]
         hits = merge_hits(answers, chunk_k, fusion)
         run[q] = documents_by_best_chunk((h.doc_id, h.score) for h in hits)

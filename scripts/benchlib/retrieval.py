@@ -36,7 +36,7 @@ import numpy as np
 from scripts.benchlib.paths import RESULTS
 from scripts.benchlib.stats import pct
 from services.retrieval import snapshot
-from services.retrieval.columns import Filters
+from services.retrieval.columns import EVERYTHING, Filters
 from services.retrieval.index import Shard
 from services.retrieval.ivf import build_ivf
 from services.retrieval.vectors import IndexConfig, VectorIndex
@@ -132,9 +132,9 @@ def bench_size(n: int, nq: int, cfg: IndexConfig, rows: list[dict]) -> None:
     meta_mb = sum(a.nbytes for a in (exact.columns.event_time, exact.columns.domain,
                                      exact.columns.source, exact.columns.live)) / n * 1e6 / 2**20
     print(f"[{n:,}] IVF nlist={nlist} built in {build_ivf_s:.1f}s; searching ...", flush=True)
-    nofilter = Filters()
-    selective = Filters(domain="dom3", since=NOW - 2 * DAY)  # ~2%
-    rare = Filters(domain="dom3", source="tickets", since=NOW - 2 * DAY)  # ~0.2%
+    nofilter = Filters(access=EVERYTHING)
+    selective = Filters(access=EVERYTHING, domain="dom3", since=NOW - 2 * DAY)  # ~2%
+    rare = Filters(access=EVERYTHING, domain="dom3", source="tickets", since=NOW - 2 * DAY)  # ~0.2%
     cases: list[tuple[str, Filters]] = [("no filter", nofilter), ("filter ~2%", selective),
                                         ("filter ~0.2%", rare)]
     for label, f in cases:
@@ -233,8 +233,8 @@ def bench_recovery(n: int, cfg: IndexConfig) -> dict:
         load_s = time.perf_counter() - t0
     assert loaded is not None and len(loaded) == n and loaded.offset == len(records) - 1
     q = mixture(1, seed=5, centres=max(16, n // 100))[0]
-    assert [h.chunk_id for h in loaded.search(q, K, Filters())] == \
-        [h.chunk_id for h in shard.search(q, K, Filters())]
+    assert [h.chunk_id for h in loaded.search(q, K, Filters(access=EVERYTHING))] == \
+        [h.chunk_id for h in shard.search(q, K, Filters(access=EVERYTHING))]
     return {"chunks": n, "replay_from_scratch_s": replay_s, "snapshot_save_s": save_s,
             "snapshot_load_s": load_s, "snapshot_mib": size / 2**20,
             "ivf_after_replay": shard.vectors.is_ivf}
@@ -380,7 +380,7 @@ def bench_labels(n: int, nq: int, groups: int, per_caller: int, cfg: IndexConfig
                                                   "exact_below": exact_below})
         lat, results = [], []
         for i, q in enumerate(queries):
-            f = Filters() if access is None else Filters(access=access[i])
+            f = Filters(access=EVERYTHING) if access is None else Filters(access=access[i])
             t0 = time.perf_counter()
             results.append(ids_of(shard, q, f, "selector"))
             lat.append((time.perf_counter() - t0) * 1000)

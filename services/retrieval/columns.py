@@ -8,7 +8,7 @@ a caller in 5 groups ORs 7 bitmaps of 12.5 KB (its groups, PUBLIC, its user labe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,10 +24,10 @@ class Filters:
     until: float | None = None
     domain: str | None = None
     source: str | None = None
-    # Who asks. The default reads everything so in-process callers (benchmarks) keep working;
-    # a search request never uses it: search.py builds the access from the request, whose own
-    # default is public-only.
-    access: Access = EVERYTHING
+    # Who asks, always said: no default, so a caller that forgets to pass it cannot read
+    # everything by accident (search.py builds it from the request, whose own default is
+    # public-only; benchmarks and tests that mean all access say EVERYTHING).
+    access: Access = field(kw_only=True)
 
     def admits(self, hit: SearchHit) -> bool:
         return ((self.since is None or hit.event_time >= self.since)
@@ -38,7 +38,8 @@ class Filters:
 
     @property
     def empty(self) -> bool:
-        return self == Filters()
+        """No narrowing at all: every chunk passes, so the search needs no mask."""
+        return self == Filters(access=EVERYTHING)
 
 
 class Columns:

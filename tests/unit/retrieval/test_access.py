@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.retrieval import snapshot
-from services.retrieval.columns import Filters
+from services.retrieval.columns import EVERYTHING, Filters
 from services.retrieval.index import IndexConfig, Shard
 from services.retrieval.lexical import LexicalIndex
 from services.retrieval.search import answer
@@ -165,6 +165,16 @@ def test_a_new_version_with_other_labels_replaces_them_and_a_delete_clears_them(
     assert shard.columns.labels == {} and shard.search(unit(1), 5, Filters(access=g2)) == []
 
 
+def test_filters_name_their_caller_or_fail() -> None:
+    """No default caller: code that forgets to pass one gets a TypeError, not all access."""
+    with pytest.raises(TypeError, match="access"):
+        Filters()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="access"):
+        Filters(domain="hr")  # type: ignore[call-arg]
+    assert Filters(access=EVERYTHING).empty
+    assert not Filters(access=Access.of(None, [PUBLIC])).empty
+
+
 def test_unknown_groups_admit_nothing_and_unlabelled_documents_only_all_access() -> None:
     shard = Shard("m", DIM)
     shard.apply(chunk_set("open", 1, [1], acl=(PUBLIC,)))
@@ -227,4 +237,4 @@ def test_a_snapshot_from_before_labels_restores_deny_by_default(tmp_path: Path) 
     loaded = snapshot.load(path, "m", DIM, IndexConfig())
     assert loaded is not None and len(loaded) == 1
     assert loaded.search(unit(1), 5, Filters(access=Access.of("ann", ["g1"]))) == []
-    assert [h.doc_id for h in loaded.search(unit(1), 5, Filters())] == ["old"]
+    assert [h.doc_id for h in loaded.search(unit(1), 5, Filters(access=EVERYTHING))] == ["old"]

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, IndexConfig, Shard
 from shared.contract.codec import decode, encode
 from shared.contract.records import QueryHits, SearchReply, encode_vector
@@ -18,7 +19,7 @@ def test_update_replaces_every_old_chunk() -> None:
     shard = Shard("m", DIM)
     shard.apply(chunk_set("a", 1, [1, 2, 3]))
     shard.apply(chunk_set("a", 2, [4]))
-    hits = shard.search(unit(1), 10, Filters())
+    hits = shard.search(unit(1), 10, Filters(access=EVERYTHING))
     assert [h.chunk_id for h in hits] == ["a#v2#0"] and len(shard) == 1
 
 
@@ -26,9 +27,9 @@ def test_delete_removes_and_stale_versions_are_ignored() -> None:
     shard = Shard("m", DIM)
     shard.apply(chunk_set("a", 2, [1]))
     assert shard.apply(chunk_set("a", 1, [9])) is False
-    assert [h.version for h in shard.search(unit(1), 5, Filters())] == [2]
+    assert [h.version for h in shard.search(unit(1), 5, Filters(access=EVERYTHING))] == [2]
     shard.apply(chunk_set("a", 3, [], op="delete"))
-    assert shard.search(unit(1), 5, Filters()) == [] and len(shard) == 0
+    assert shard.search(unit(1), 5, Filters(access=EVERYTHING)) == [] and len(shard) == 0
 
 
 def test_freed_slots_are_reused_so_ids_stay_dense() -> None:
@@ -36,7 +37,7 @@ def test_freed_slots_are_reused_so_ids_stay_dense() -> None:
     for v in range(1, 20):
         shard.apply(chunk_set("a", v, [v, v + 100, v + 200]))
     assert shard.columns.size == 3 and len(shard.vectors) == 3
-    assert {h.chunk_id for h in shard.search(unit(0), 5, Filters())} == {
+    assert {h.chunk_id for h in shard.search(unit(0), 5, Filters(access=EVERYTHING))} == {
         "a#v19#0", "a#v19#1", "a#v19#2"}
 
 
@@ -44,7 +45,7 @@ def test_scores_are_inner_products_in_descending_order() -> None:
     shard = Shard("m", DIM)
     shard.apply(chunk_set("a", 1, [1, 2, 3, 4]))
     q = unit(3)
-    hits = shard.search(q, 4, Filters())
+    hits = shard.search(q, 4, Filters(access=EVERYTHING))
     assert hits[0].chunk_id == "a#v1#2" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     expected = sorted((float(unit(s) @ q) for s in [1, 2, 3, 4]), reverse=True)
     assert [h.score for h in hits] == pytest.approx(expected, abs=1e-5)
@@ -74,7 +75,7 @@ def test_selective_filter_still_returns_top_k_on_a_coarse_ivf() -> None:
     settle(shard)
     assert shard.vectors.is_ivf and shard.vectors.index.nlist > 4
     q = unit(7)
-    hits = shard.search(q, 5, Filters(domain="rare"))
+    hits = shard.search(q, 5, Filters(access=EVERYTHING, domain="rare"))
     expected = sorted((float(unit(n) @ q) for n in range(0, 300, 50)), reverse=True)[:5]
     assert [h.score for h in hits] == pytest.approx(expected, abs=1e-5)
     assert {h.domain for h in hits} == {"rare"}
@@ -107,7 +108,7 @@ def test_filtered_search_matches_brute_force(kind, strategy, spec, since, until,
         vectors = {c: v for c, v in vectors.items() if not c.startswith(f"doc{n}#")}
     settle(shard)
     assert shard.vectors.is_ivf == (kind == "ivf")
-    f = Filters(since=since, until=until, domain=domain, source=source)
+    f = Filters(access=EVERYTHING, since=since, until=until, domain=domain, source=source)
     q = unit(qseed + 100_000)
     admitted = {cid: float(v @ q) for cid, (v, t, dom, src) in vectors.items()
                 if (since is None or t >= since) and (until is None or t <= until)
@@ -124,7 +125,7 @@ def test_a_hit_that_cannot_travel_in_a_reply_is_left_out_not_the_whole_reply() -
     shard.apply(chunk_set("nan-time", 1, [2], event_time=float("nan")))
     bad = chunk_set("bad-text", 1, [3])
     shard.apply(bad.model_copy(update={"title": "t\ud800"}))
-    hits = shard.search(unit(1), 10, Filters())
+    hits = shard.search(unit(1), 10, Filters(access=EVERYTHING))
     assert [h.doc_id for h in hits] == ["fine"] and shard.dropped == 2
     reply = SearchReply(request_id="r", partition=0,
                         results=(QueryHits(query_id="q", hits=tuple(hits)),))

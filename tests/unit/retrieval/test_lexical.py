@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from services.retrieval import snapshot
+from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, IndexConfig, Shard
 from services.retrieval.lexical import LexicalIndex, terms
 from shared.contract.records import EmbeddedChunk, EmbeddedChunkSet, encode_vector
@@ -72,18 +73,19 @@ def hybrid_shard(config: IndexConfig) -> Shard:
 def test_a_hybrid_search_adds_the_bm25_top_k_with_both_scores(config: IndexConfig) -> None:
     shard = hybrid_shard(config)
     q = unit(5)
-    dense = shard.search(q, 3, Filters())
+    dense = shard.search(q, 3, Filters(access=EVERYTHING))
     assert "needle" not in [h.doc_id for h in dense] and all(h.lexical == 0 for h in dense)
-    hybrid = {h.doc_id: h for h in shard.search(q, 3, Filters(), "zeppelin")}
+    hybrid = {h.doc_id: h for h in shard.search(q, 3, Filters(access=EVERYTHING), "zeppelin")}
     assert set(hybrid) == {h.doc_id for h in dense} | {"needle"}
     assert hybrid["needle"].lexical > 0
     assert hybrid["needle"].score == pytest.approx(float(unit(999) @ q), abs=1e-5)
-    assert "needle" not in {h.doc_id for h in shard.search(q, 3, Filters(domain="odd"),
-                                                              "zeppelin")}
+    odd = Filters(access=EVERYTHING, domain="odd")
+    assert "needle" not in {h.doc_id for h in shard.search(q, 3, odd, "zeppelin")}
     shard.apply(doc("needle", "", 0, version=2, op="delete"))
-    assert "needle" not in {h.doc_id for h in shard.search(q, 3, Filters(), "zeppelin")}
+    everything = Filters(access=EVERYTHING)
+    assert "needle" not in {h.doc_id for h in shard.search(q, 3, everything, "zeppelin")}
     # The title is indexed too.
-    assert "d7" in {h.doc_id for h in shard.search(unit(1), 1, Filters(), "d7 notes")}
+    assert "d7" in {h.doc_id for h in shard.search(unit(1), 1, everything, "d7 notes")}
 
 
 def test_a_loaded_snapshot_rebuilds_the_lexical_index(tmp_path: Path) -> None:
@@ -95,9 +97,9 @@ def test_a_loaded_snapshot_rebuilds_the_lexical_index(tmp_path: Path) -> None:
     assert loaded is not None and loaded.lexical is not None
     for text in ("zeppelin", "routine entry 12", "certificate"):
         got = [(h.chunk_id, round(h.score, 5), round(h.lexical, 5))
-               for h in loaded.search(unit(2), 5, Filters(), text)]
+               for h in loaded.search(unit(2), 5, Filters(access=EVERYTHING), text)]
         assert got == [(h.chunk_id, round(h.score, 5), round(h.lexical, 5))
-                       for h in shard.search(unit(2), 5, Filters(), text)]
+                       for h in shard.search(unit(2), 5, Filters(access=EVERYTHING), text)]
     assert len(loaded.lexical) == len(shard.lexical or ())
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.retrieval import models
+from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters
 from services.retrieval.search import answer
 from services.retrieval.settings import RetrievalSettings
@@ -69,8 +70,8 @@ def test_records_of_two_models_go_to_their_own_indexes(tmp_path: Path) -> None:
     assert a is not None and b is not None
     assert (a.dim, b.dim) == (DIM, NEW_DIM)
     assert sorted(a.doc_version) == ["d1", "d2"] and sorted(b.doc_version) == ["d1"]
-    assert {h.doc_id for h in a.search(unit(1), 10, Filters())} == {"d1", "d2"}
-    assert [h.doc_id for h in b.search(unit(1, NEW_DIM), 10, Filters())] == ["d1"]
+    assert {h.doc_id for h in a.search(unit(1), 10, Filters(access=EVERYTHING))} == {"d1", "d2"}
+    assert [h.doc_id for h in b.search(unit(1, NEW_DIM), 10, Filters(access=EVERYTHING))] == ["d1"]
     # The new model started on every owned partition, seeing it from where it stood.
     assert shards.get(NEW, 1) is not None and len(shards.get(NEW, 1)) == 0  # type: ignore[arg-type]
     assert {m for m, _ in shards.dirty} == {OLD, NEW}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.retrieval import models, snapshot
+from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, IndexConfig, Shard
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
@@ -31,7 +32,8 @@ def filled(config: IndexConfig) -> Shard:
 def answers(shard: Shard) -> list[list[tuple[str, float]]]:
     out = []
     for q in range(5):
-        for f in (Filters(), Filters(domain="even", since=10), Filters(until=5)):
+        for f in (Filters(access=EVERYTHING), Filters(access=EVERYTHING, domain="even", since=10),
+                  Filters(access=EVERYTHING, until=5)):
             out.append([(h.chunk_id, round(h.score, 5)) for h in shard.search(unit(q + 77), 7, f)])
     return out
 
@@ -49,8 +51,9 @@ def test_loaded_snapshot_answers_like_the_original(tmp_path: Path, config: Index
     # It keeps taking updates: the doc version table and slot bookkeeping came back too.
     assert loaded.apply(chunk_set("d0", 1, [9])) is False
     loaded.apply(chunk_set("d0", 3, [4242]))
-    assert [h.chunk_id for h in loaded.search(unit(4242), 1, Filters())] == ["d0#v3#0"]
-    assert not [h for h in loaded.search(unit(0), 200, Filters()) if h.doc_id == "d3"]
+    everything = Filters(access=EVERYTHING)
+    assert [h.chunk_id for h in loaded.search(unit(4242), 1, everything)] == ["d0#v3#0"]
+    assert not [h for h in loaded.search(unit(0), 200, everything) if h.doc_id == "d3"]
 
 
 def test_no_snapshot_or_another_model_loads_nothing(tmp_path: Path) -> None:

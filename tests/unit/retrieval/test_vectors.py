@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.retrieval import vectors as vectors_module
-from services.retrieval.columns import Columns, Filters
+from services.retrieval.columns import EVERYTHING, Columns, Filters
 from services.retrieval.ivf import build_ivf, gpu_count
 from services.retrieval.vectors import IndexConfig, VectorIndex
 from shared.contract.records import SearchHit
@@ -82,7 +82,8 @@ def test_vectorised_mask_equals_the_python_scan() -> None:
                            source=str(rng.choice(["x", "y"]))))
     for slot in rng.choice(3000, 500, replace=False):
         cols.remove(int(slot))
-    for f in (Filters(since=100, until=500), Filters(domain="b", source="y"),
-              Filters(domain="missing"), Filters(until=10, source="x"), Filters()):
+    for narrowing in ({"since": 100, "until": 500}, {"domain": "b", "source": "y"},
+                      {"domain": "missing"}, {"until": 10, "source": "x"}, {}):
+        f = Filters(access=EVERYTHING, **narrowing)
         assert (cols.mask(f) == cols.scan_mask(f)).all()
-    assert len(cols) == 2500 and cols.mask(Filters()).sum() == 2500
+    assert len(cols) == 2500 and cols.mask(Filters(access=EVERYTHING)).sum() == 2500
