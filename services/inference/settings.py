@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from services.inference.answer.generative import weights
@@ -28,9 +29,12 @@ class Probe(BaseModel):
 class InferenceSettings(ServiceSettings, EncoderSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True)
 
-    # The address the gRPC server listens on: localhost by default; set auth_token (and
-    # TLS) before listening more widely.
+    # The address the gRPC server listens on: localhost by default. Any other address needs
+    # auth_token or a JWT key (and TLS), or open_network_ok.
     grpc_host: str = "127.0.0.1"
+    # Serve with no token and no JWT key on an address other than loopback (every caller who
+    # can reach it reads every document): refused unless this says it is meant.
+    open_network_ok: bool = False
     # The gRPC server's port.
     grpc_port: int = Field(default=50051, ge=0, le=65535)
     # TLS certificate chain (PEM); TLS when both it and tls_key are set, plaintext otherwise.
@@ -232,6 +236,22 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             raise ValueError("the next model id is the current one: nothing to switch to")
         return self
 
+    @field_validator("jwt_secret", "jwt_public_key", "jwt_jwks", "jwt_audience", "jwt_issuer",
+                     mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # docker-compose passes an optional variable left out of .env as "": no JWT key.
+        return None if value == "" else value
+
+    @field_validator("auth_token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty token would be a token anyone bears, or read as "none" an open server:
+        # refuse it and let the operator say which they mean.
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("empty: unset STREAMRAG_INFERENCE_AUTH_TOKEN to run without one")
+        return value
+
     def jwt_configured(self) -> bool:
         return (self.jwt_secret is not None or self.jwt_public_key is not None
                 or self.jwt_jwks is not None)
@@ -250,6 +270,16 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             except InvalidInput as exc:
                 msg = f"STREAMRAG_INFERENCE_SERVICE_ACCOUNT_GROUPS: {exc.detail}"
                 raise ValueError(msg) from exc
+        return self
+
+    @model_validator(mode="after")
+    def _not_open_to_a_network(self) -> InferenceSettings:
+        if (self.auth_token is None and not self.jwt_configured()
+                and not self.open_network_ok and not _loopback(self.grpc_host)):
+            raise ValueError(
+                f"STREAMRAG_INFERENCE_GRPC_HOST={self.grpc_host} with no AUTH_TOKEN and no JWT "
+                "key would serve every document to anyone who can reach it: set one, or "
+                "STREAMRAG_INFERENCE_OPEN_NETWORK_OK=true if that is meant")
         return self
 
     @model_validator(mode="after")
@@ -277,3 +307,13 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
         if self.reranker_path is not None:
             check_model_dir(self.reranker_path)
         return self
+
+
+def _loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (localhost, 127.0.0.0/8, ::1)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost, or a wildcard: assume it is reachable

@@ -191,6 +191,30 @@ def test_audit_records_are_signed_with_a_key_of_the_operator_not_the_dev_key() -
     assert holders == {"redaction"}  # the key stays with redaction
 
 
+def test_the_query_api_is_never_open_and_listens_on_the_hosts_loopback_only() -> None:
+    from services.inference.api.auth import TokenVerifier
+    from services.inference.settings import InferenceSettings
+
+    def inference(env: dict[str, str]) -> dict[str, Any]:
+        services = json.loads(compose("config", "--format", "json", env=env).stdout)["services"]
+        return services["inference"]  # type: ignore[no-any-return]
+
+    served = inference(SECRETS)
+    settings = read_under(InferenceSettings, served["environment"])
+    assert settings.auth_token is not None
+    assert settings.auth_token.get_secret_value() == SECRETS["STREAMRAG_INFERENCE_AUTH_TOKEN"]
+    assert not settings.jwt_configured() and not TokenVerifier(settings).open
+    assert [(p["host_ip"], p["published"]) for p in served["ports"]] == [("127.0.0.1", "50051")]
+    # Users' tokens when .env names a secret and an audience.
+    jwt = {"STREAMRAG_INFERENCE_JWT_SECRET": "j" * 32, "STREAMRAG_INFERENCE_JWT_AUDIENCE": "rag"}
+    users = read_under(InferenceSettings, inference({**SECRETS, **jwt})["environment"])
+    assert users.jwt_configured() and users.jwt_audience == "rag"
+    # Without the token compose refuses to start rather than serve everything to anyone.
+    missing = compose("config", "--format", "json", env={
+        k: v for k, v in SECRETS.items() if k != "STREAMRAG_INFERENCE_AUTH_TOKEN"})
+    assert "STREAMRAG_INFERENCE_AUTH_TOKEN" in missing.stderr
+
+
 # Replicated Kafka (docker-compose.kraft.yml): three KRaft brokers, every topic created with
 # replication 3 and min.insync.replicas 2.
 

@@ -55,8 +55,6 @@ STREAM_STAGES = ("ingest", "redaction", "chunking", "embedding")
 K8S_ONLY = {
     # The default, one pass per usable core, would count the node's cores, not the request.
     "embedding": {"STREAMRAG_EMBEDDING_ENCODER_WORKERS"},
-    # Optional (absent from the Secret: no token), as the API is on the pod network.
-    "inference": {"STREAMRAG_INFERENCE_AUTH_TOKEN"},
 }
 # compose's one-shot jobs, as Kubernetes Jobs (deploy/kubernetes/jobs).
 JOBS = ("topics", "kafka-acls")
@@ -195,7 +193,10 @@ def env_problems(docs: list[Doc], compose_services: dict[str, Any]) -> list[str]
         if name != "kafka-acls":  # the script's variables, not a settings class's
             problems += [f"{name}: nothing reads {k}" for k in sorted(declared - known)]
         # The same names and values as compose (secrets as made-up values for both).
-        wanted = compose_services[name].get("environment", {})
+        # compose's optional variables left out of .env resolve to "", which the settings
+        # read as unset: the same as an optional Secret or ConfigMap key that is absent.
+        wanted = {k: v for k, v in compose_services[name].get("environment", {}).items()
+                  if v != "" or k in env}
         extra = K8S_ONLY.get(name, set())
         theirs = {k: v for k, v in env.items() if k not in extra}
         for key in sorted(set(wanted) | set(theirs)):
@@ -231,7 +232,9 @@ def test_the_extra_variables_are_real_settings_and_say_what_they_promise() -> No
     cpu = container(workload(docs, "embedding"))["resources"]["requests"]["cpu"]
     assert embedding.encoder_workers == int(cpu) == 2  # a pass per core requested
     assert embedding.max_batch_tokens == 2 * embedding.forward_tokens  # a pass each
-    assert read_under(InferenceSettings, env_of(docs, "inference")).auth_token is None
+    token = read_under(InferenceSettings, env_of(docs, "inference")).auth_token
+    assert token is not None  # never open, as in compose
+    assert token.get_secret_value() == SECRETS["STREAMRAG_INFERENCE_AUTH_TOKEN"]
     for name in SERVICES:  # each service would accept what it is given
         assert read_under(KafkaSettings, env_of(docs, name)).sasl_username == name
 

@@ -224,3 +224,24 @@ def test_garbage_is_always_unauthenticated_never_an_exception(header: str) -> No
         return
     # Only the service token itself gets in (a random draw cannot forge a signature).
     assert header == "Bearer s3rvice-token" and who.kind == SERVICE
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "inference.internal"])
+def test_an_open_server_on_a_network_address_is_refused_unless_meant(host: str) -> None:
+    with pytest.raises(ValueError, match="OPEN_NETWORK_OK"):
+        InferenceSettings(grpc_host=host)
+    for guarded in ({"auth_token": "s3rvice-token"}, {"open_network_ok": True},
+                    {"jwt_secret": "k" * 32, "jwt_audience": "rag"}):
+        assert InferenceSettings(grpc_host=host, **guarded).grpc_host == host  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.9.9.9", "localhost", "::1", "[::1]"])
+def test_an_open_server_on_loopback_needs_nothing(host: str) -> None:
+    assert TokenVerifier(InferenceSettings(grpc_host=host)).open
+
+
+def test_an_empty_service_token_is_refused_and_empty_jwt_variables_are_unset() -> None:
+    with pytest.raises(ValueError, match="AUTH_TOKEN"):
+        InferenceSettings(auth_token=" ")
+    settings = InferenceSettings(jwt_secret="", jwt_audience="", jwt_issuer="")
+    assert not settings.jwt_configured() and TokenVerifier(settings).open
