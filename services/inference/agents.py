@@ -55,7 +55,7 @@ from services.inference.app import (
     stats_minute,
     stats_topic,
 )
-from services.inference.audit import agents as _audit  # noqa: F401 - E4: query-audit timer
+from services.inference.audit import agents as _audit  # E4: audit timer, flush on stop
 from services.inference.guard.runner import GuardRunner
 from services.inference.guard.samples import GuardSample, table_keys
 from services.inference.runtime import InferenceRuntime
@@ -222,7 +222,8 @@ class Runtime(InferenceRuntime):
         super().__init__(settings, kafka, feedback_sink=publish_feedback,
                          feedback_view=WindowedFeedback(),
                          latency_sink=latency_buffer.record, latency_view=latency_stats,
-                         stats_view=stream_stats, follow_config=True, **kwargs)
+                         stats_view=stream_stats, follow_config=True,
+                         after_serving=_audit.flush_on_stop, **kwargs)
         # Every stage's counters (default registry) on inference's port too: in one-process
         # mode that one port shows them all.
         self.metrics.registry.register(metrics.Default())

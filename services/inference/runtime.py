@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
@@ -114,9 +114,13 @@ class InferenceRuntime(mode.Service):
                  latency_view: LatencyView | None = None,
                  stats_view: StatsView | None = None,
                  follow_config: bool = False,
+                 after_serving: Callable[[], Awaitable[Any]] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
+        # Run once the server has answered its last call on stop, while the producer is
+        # still up: the query audits of the calls the grace period finished (audit/agents.py).
+        self._after_serving = after_serving
         self.metrics = InferenceMetrics()
         self.search: ManagedSearch = search or SearchClient(
             kafka, max_batch=settings.search_max_batch, local=settings.local_search,
@@ -217,5 +221,10 @@ class InferenceRuntime(mode.Service):
         await self.health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(self.settings.grace_s)
+        if self._after_serving is not None:
+            try:
+                await self._after_serving()
+            except Exception:  # stopping anyway: say what may be lost, then go on
+                log.exception("the last answered calls' query audits were not all sent")
         await self.engine.stop()
         await self.search.stop()

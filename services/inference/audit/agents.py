@@ -3,8 +3,10 @@
 Imported by services/inference/agents.py so the timer runs in the inference worker (and in
 one-process mode). Signing runs in a thread: it is the costly part (about 0.3-0.6 ms each).
 A send the broker refuses stops nothing and loses nothing: the record stays unacknowledged
-in the producer, which retries it; a worker killed before the send loses the audits of
-the last flush interval (at most audit_flush_s of answered calls).
+in the producer, which retries it. A worker stopped gracefully sends the audits of the calls
+its grace period finished, and waits for the broker to take them (`flush_on_stop`, run by
+the runtime after the gRPC server's last answer); one killed (-9) loses the audits of the
+last flush interval (at most audit_flush_s of answered calls).
 """
 
 from __future__ import annotations
@@ -26,11 +28,26 @@ def signed(audits: list[QueryAudit]) -> list[QueryAudit]:
     return [sign(a, key) for a in audits]
 
 
-@app.timer(recorder.settings.audit_flush_s)
-async def send_query_audits() -> None:
+async def send_recorded() -> int:
+    """Sign and hand to the producer every audit recorded so far; how many."""
     audits = recorder.drain()
     if not audits:
-        return
+        return 0
     for audit in await asyncio.to_thread(signed, audits):
         await audit_queries_topic.send(key=audit.query_id.encode(), value=encode(audit))
-    log.debug("sent %d query audits", len(audits))
+    return len(audits)
+
+
+@app.timer(recorder.settings.audit_flush_s)
+async def send_query_audits() -> None:
+    if sent := await send_recorded():
+        log.debug("sent %d query audits", sent)
+
+
+async def flush_on_stop() -> None:
+    """The last calls' audits, sent and acknowledged: the server has stopped answering, so
+    nothing is recorded after this, and the timer may not tick again before the producer
+    stops."""
+    sent = await send_recorded()
+    await app.producer.flush()
+    log.info("query audits flushed on stop (%d sent now)", sent)
