@@ -65,6 +65,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Chunk ids served per caller scope remembered for feedback, so a restricted caller
     # clicks only chunks it was shown (docs/design/access-control.md).
     feedback_served_capacity: int = Field(default=100_000, ge=1)
+    # The HMAC key of feedback receipts (Citation.feedback_receipt), the same on every
+    # instance so a click may reach any replica; unset: a key drawn at start, good on this
+    # instance only.
+    feedback_key: SecretStr | None = None
     # Port of Prometheus /metrics; 0 disables it (the default, so parallel meshes never collide).
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # Hits returned when a request does not say how many.
@@ -242,6 +246,13 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     def _empty_is_unset(cls, value: object) -> object:
         # docker-compose passes an optional variable left out of .env as "": no JWT key.
         return None if value == "" else value
+
+    @field_validator("feedback_key")
+    @classmethod
+    def _a_long_feedback_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("at least 32 characters (receipts are as strong as the key)")
+        return value
 
     @field_validator("auth_token")
     @classmethod

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 from types import TracebackType
 
@@ -33,7 +34,7 @@ from services.inference.engine import QueryEngine, Retrieval
 from services.inference.errors import NoShardsError, NotFoundError, PermissionDeniedError
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
-from services.inference.search.served import ServedChunks
+from services.inference.search.served import Receipts, ServedChunks
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import StatsView, check_filter
@@ -75,6 +76,10 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self.cache = cache or CachedQueries(engine, no_generation, enabled=False)
         # Chunks shown to restricted callers: what their feedback may name (search/served.py).
         self.served = ServedChunks(engine.settings.feedback_served_capacity)
+        # The same proof carried by the caller, checked on any instance sharing the key.
+        key = engine.settings.feedback_key
+        self.receipts = Receipts(key.get_secret_value().encode() if key is not None
+                                 else secrets.token_bytes(32))
 
     async def Query(self, request: pb.QueryRequest,
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
@@ -94,6 +99,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(retrieval)
         self._finished("Query", started, found.outcome, retrieval.params)
         response = convert.query_response(retrieval, answer, choice)
+        self._receipts(retrieval, response.citations)
         query_audit.answered("Query", request.question, response)
         return response
 
@@ -113,6 +119,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         # Citations first: the reader sees the sources early.
         self._shown(retrieval)
         start = convert.stream_start(retrieval, choice)
+        self._receipts(retrieval, start.start.citations)
         end: pb.StreamQueryResponse | None = None
         try:  # a stream cut off after its citations is audited too (finally)
             yield start
@@ -152,6 +159,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         self._shown(found.retrieval)
         self._finished("Retrieve", started, found.outcome, params)
         response = convert.retrieve_response(found.retrieval)
+        self._receipts(found.retrieval, response.chunks)
         query_audit.retrieved(request.question, response)
         return response
 
@@ -169,7 +177,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         async with self._guard(context, 0):
             chunk_id, kind = check_feedback(request.chunk_id,
                                             FEEDBACK_KINDS.get(request.kind, ""))
-            self._check_shown(chunk_id)
+            self._check_shown(chunk_id, request.receipt)
             if self.feedback_sink is None:
                 raise InfrastructureError("feedback is not enabled on this instance")
             variant = _reported_variant(request.variant)
@@ -210,11 +218,23 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         if not access.all_access:
             self.served.record(scope_of(access), (h.chunk_id for h in retrieval.result.hits))
 
-    def _check_shown(self, chunk_id: str) -> None:
-        """A restricted caller's feedback names a chunk it was shown, else NOT_FOUND: the
-        same answer for a chunk that does not exist and one it may not read."""
+    def _receipts(self, retrieval: Retrieval, citations: Iterable[pb.Citation]) -> None:
+        """Each citation's feedback receipt, for the scope the call was served."""
+        scope = scope_of(retrieval.params.access)
+        for c in citations:
+            c.feedback_receipt = self.receipts.issue(scope, c.chunk_id)
+
+    def _check_shown(self, chunk_id: str, receipt: str) -> None:
+        """A restricted caller's feedback names a chunk it was shown (its receipt says so,
+        or this instance remembers), else NOT_FOUND: the same answer for a chunk that does
+        not exist, one it may not read, and a receipt forged, expired or of another caller."""
         access = principal.current().access
-        if not access.all_access and not self.served.shown(scope_of(access), chunk_id):
+        if access.all_access:
+            return
+        scope = scope_of(access)
+        if receipt and self.receipts.valid(scope, chunk_id, receipt):
+            return
+        if not self.served.shown(scope, chunk_id):
             raise NotFoundError("unknown_chunk", "chunk_id",
                                 "no chunk by that id was recently shown to this caller")
 

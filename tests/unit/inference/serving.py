@@ -81,3 +81,16 @@ async def until_status(channel: Any, status: int, timeout_s: float = 5.0) -> Non
 
 def stub(channel: Any) -> pb_grpc.InferenceStub:
     return pb_grpc.InferenceStub(channel)
+
+
+def without_receipts(citations: Any) -> list[pb.Citation]:
+    """Citations with their feedback receipts cleared, after checking each has one: two
+    calls' receipts differ once the clock passes a second (the expiry is in each)."""
+    out = []
+    for c in citations:
+        assert c.feedback_receipt.startswith("v1.")
+        copy = pb.Citation()
+        copy.CopyFrom(c)
+        copy.ClearField("feedback_receipt")
+        out.append(copy)
+    return out

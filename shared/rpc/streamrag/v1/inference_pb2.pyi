@@ -56,7 +56,7 @@ class QueryRequest(_message.Message):
     def __init__(self, question: _Optional[str] = ..., top_k: _Optional[int] = ..., since: _Optional[str] = ..., until: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., deadline_ms: _Optional[int] = ..., answer_mode: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class Citation(_message.Message):
-    __slots__ = ("chunk_id", "doc_id", "version", "score", "event_time", "event_time_iso", "text", "title", "domain", "source", "rerank_score")
+    __slots__ = ("chunk_id", "doc_id", "version", "score", "event_time", "event_time_iso", "text", "title", "domain", "source", "rerank_score", "feedback_receipt")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,7 @@ class Citation(_message.Message):
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_RECEIPT_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     doc_id: str
     version: int
@@ -79,7 +80,8 @@ class Citation(_message.Message):
     domain: str
     source: str
     rerank_score: float
-    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., version: _Optional[int] = ..., score: _Optional[float] = ..., event_time: _Optional[float] = ..., event_time_iso: _Optional[str] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., rerank_score: _Optional[float] = ...) -> None: ...
+    feedback_receipt: str
+    def __init__(self, chunk_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., version: _Optional[int] = ..., score: _Optional[float] = ..., event_time: _Optional[float] = ..., event_time_iso: _Optional[str] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., domain: _Optional[str] = ..., source: _Optional[str] = ..., rerank_score: _Optional[float] = ..., feedback_receipt: _Optional[str] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("embed_ms", "retrieval_ms", "answer_ms", "total_ms", "rerank_ms")
@@ -351,18 +353,20 @@ class EmbedResponse(_message.Message):
     def __init__(self, model_id: _Optional[str] = ..., dim: _Optional[int] = ..., vectors: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ...) -> None: ...
 
 class FeedbackRequest(_message.Message):
-    __slots__ = ("chunk_id", "kind", "question", "config_version", "variant")
+    __slots__ = ("chunk_id", "kind", "question", "config_version", "variant", "receipt")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     CONFIG_VERSION_FIELD_NUMBER: _ClassVar[int]
     VARIANT_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     kind: FeedbackKind
     question: str
     config_version: int
     variant: str
-    def __init__(self, chunk_id: _Optional[str] = ..., kind: _Optional[_Union[FeedbackKind, str]] = ..., question: _Optional[str] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
+    receipt: str
+    def __init__(self, chunk_id: _Optional[str] = ..., kind: _Optional[_Union[FeedbackKind, str]] = ..., question: _Optional[str] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ..., receipt: _Optional[str] = ...) -> None: ...
 
 class FeedbackResponse(_message.Message):
     __slots__ = ("accepted",)

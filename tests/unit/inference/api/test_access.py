@@ -138,3 +138,49 @@ def test_feedback_names_only_chunks_the_caller_was_shown() -> None:
     assert {(e.code(), reason_of(e), e.details()) for e in errors} == {
         (grpc.StatusCode.NOT_FOUND, "unknown_chunk", "no such chunk_id (unknown_chunk): "
          "no chunk by that id was recently shown to this caller")}  # all three alike
+
+
+def test_a_receipt_carries_feedback_to_another_replica_for_its_caller_only() -> None:
+    """Two instances sharing the feedback key: a chunk shown by one is clicked on the
+    other with its receipt; without it, with another caller's, or forged: NOT_FOUND."""
+    sent: list[str] = []
+
+    async def sink(chunk_id: str, kind: str, variant: str, config_version: int) -> None:
+        sent.append(chunk_id)
+
+    async def go() -> tuple[list[Any], list[grpc.aio.AioRpcError]]:
+        settings = InferenceSettings(grpc_port=0, grace_s=0, feedback_key="f" * 32, **AUTH)
+        a, b = (InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(CHUNKS),
+                                 encoder_factory=WordEncoder, feedback_sink=sink)
+                for _ in range(2))
+        await a.start()
+        await b.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{a.port}") as to_a, \
+                    grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as to_b:
+                await until_status(to_a, SERVING)
+                await until_status(to_b, SERVING)
+                ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
+                answer = await stub(to_a).Query(pb.QueryRequest(question="disk", top_k=1),
+                                                metadata=ann)
+                [cited] = answer.citations
+                shown = await stub(to_a).Retrieve(pb.RetrieveRequest(question="disk", top_k=1),
+                                                  metadata=ann)
+
+                def click(receipt: str, who: Any) -> Any:
+                    return stub(to_b).Feedback(pb.FeedbackRequest(
+                        chunk_id=cited.chunk_id, kind=pb.FEEDBACK_KIND_CLICK,
+                        receipt=receipt), metadata=who)
+                accepted = [await click(cited.feedback_receipt, ann),
+                            await click(shown.chunks[0].feedback_receipt, ann)]
+                refusals = [await refused(click("", ann)),  # b never showed it
+                            await refused(click(cited.feedback_receipt, bob)),
+                            await refused(click("v1.99999999999.AAAA", ann))]
+                return accepted, refusals
+        finally:
+            await a.stop()
+            await b.stop()
+    accepted, refusals = asyncio.run(go())
+    assert all(r.accepted for r in accepted) and sent == ["c-disk", "c-disk"]
+    assert {(e.code(), reason_of(e)) for e in refusals} == {
+        (grpc.StatusCode.NOT_FOUND, "unknown_chunk")}
