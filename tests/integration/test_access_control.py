@@ -37,6 +37,7 @@ from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 SERVICE_TOKEN = "access-control-service-token"
+FEEDBACK_KEY = "access-control-feedback-receipt-key-0123456789"
 QUESTION = "what did the quarterly ledger reconciliation find"
 TEXTS = {
     "pay": "The quarterly ledger reconciliation for the payments team found a duplicate "
@@ -73,21 +74,26 @@ def _document(doc_id: str, name: str, source: str, acl: list[str]) -> bytes:
                        "title": "Quarterly reconciliation", "acl": acl}).encode()
 
 
+def _worker_env(mesh: Endpoints, work: Path, port: int) -> dict[str, str]:
+    return {**GUARD_ENV,  # like the mesh's own inference, should the guard move here
+            "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
+            "STREAMRAG_INFERENCE_GRPC_PORT": str(port),
+            "STREAMRAG_DATA_DIR": str(work / "data"),
+            "STREAMRAG_INFERENCE_GENERATOR_BUNDLED": "false",
+            "STREAMRAG_INFERENCE_DEVICE": "cpu",
+            "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5",
+            "STREAMRAG_INFERENCE_AUTH_TOKEN": SERVICE_TOKEN,
+            "STREAMRAG_INFERENCE_JWT_SECRET": SECRET,
+            "STREAMRAG_INFERENCE_JWT_AUDIENCE": AUDIENCE,
+            "STREAMRAG_INFERENCE_FEEDBACK_KEY": FEEDBACK_KEY}
+
+
 @pytest.fixture(scope="module")
 def worker(mesh: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     work = tmp_path_factory.mktemp("access-control")
     port = free_port()
-    env = {**GUARD_ENV,  # like the mesh's own inference, should the guard move here
-           "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
-           "STREAMRAG_INFERENCE_GRPC_PORT": str(port),
-           "STREAMRAG_DATA_DIR": str(work / "data"),
-           "STREAMRAG_INFERENCE_GENERATOR_BUNDLED": "false",
-           "STREAMRAG_INFERENCE_DEVICE": "cpu",
-           "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5",
-           "STREAMRAG_INFERENCE_AUTH_TOKEN": SERVICE_TOKEN,
-           "STREAMRAG_INFERENCE_JWT_SECRET": SECRET,
-           "STREAMRAG_INFERENCE_JWT_AUDIENCE": AUDIENCE}
-    child = spawn("inference-jwt", service_argv("inference"), work / "run", env)
+    child = spawn("inference-jwt", service_argv("inference"), work / "run",
+                  _worker_env(mesh, work, port))
     target = f"127.0.0.1:{port}"
     try:
         source = uid("acl-src")
@@ -204,3 +210,46 @@ def test_a_users_answer_is_audited_under_its_hashed_subject_and_proven(
         return proof if code == 0 else None
     proof = eventually(proven, "the user's audit anchored and proven", 90)
     assert all(proof["checks"].values()) and proof["record"]["principal"] == hashed
+
+
+def test_a_click_reaches_another_replica_with_its_receipt_and_only_for_its_caller(
+        mesh: Endpoints, worker: Worker, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Two inference replicas sharing the feedback key, as compose and Kubernetes run them:
+    a chunk shown to bob by one is clicked on the other with its citation's receipt and
+    lands on feedback.v1; without the receipt, or with it under ann's token, NOT_FOUND."""
+    work = tmp_path_factory.mktemp("access-control-replica")
+    port = free_port()
+    replica = spawn("inference-jwt-replica", service_argv("inference"), work / "run",
+                    _worker_env(mesh, work, port))
+    try:
+        target = f"127.0.0.1:{port}"
+        wait_serving(target, replica, 180)
+        ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
+        with grpc.insecure_channel(worker.target) as channel:
+            answer = pb_grpc.InferenceStub(channel).Query(
+                pb.QueryRequest(question=QUESTION, source=worker.source, top_k=5,
+                                answer_mode="extractive"),
+                metadata=bob, timeout=TIMEOUT_S)
+        [hr] = [c for c in answer.citations if c.doc_id == worker.ids["hr"]]
+        with grpc.insecure_channel(target) as channel:
+            api = pb_grpc.InferenceStub(channel)
+
+            def click(receipt: str, who: Any) -> Any:
+                return api.Feedback(pb.FeedbackRequest(
+                    chunk_id=hr.chunk_id, kind=pb.FEEDBACK_KIND_SKIP, receipt=receipt),
+                    metadata=who, timeout=TIMEOUT_S)
+            refusals = []
+            for receipt, who in [("", bob), (hr.feedback_receipt, ann)]:
+                with pytest.raises(grpc.RpcError) as err:
+                    click(receipt, who)
+                refusals.append((err.value.code(),
+                                 dict(err.value.trailing_metadata() or ()).get("streamrag-reason")))
+            assert click(hr.feedback_receipt, bob).accepted
+    finally:
+        stop([replica], 15)
+    assert refusals == [(grpc.StatusCode.NOT_FOUND, "unknown_chunk")] * 2
+    skips = eventually(lambda: [r for r in read_topic(mesh, "feedback.v1")
+                                if r.key == hr.chunk_id.encode()
+                                and json.loads(r.value)["kind"] == "skip"],
+                       "the replica's skip on feedback.v1", 60)
+    assert len(skips) == 1
