@@ -32,9 +32,13 @@ CHUNKS = {
 
 @asynccontextmanager
 async def serving(search: FakeSearch, factory: Callable[[], TextEncoder] = WordEncoder,
-                  wait: bool = True, **kw: Any) -> AsyncIterator[tuple[InferenceRuntime, Any]]:
+                  wait: bool = True, runtime_kw: dict[str, Any] | None = None,
+                  **kw: Any) -> AsyncIterator[tuple[InferenceRuntime, Any]]:
+    """A started runtime over `search` and a channel to it; `kw` are InferenceSettings,
+    `runtime_kw` the runtime's own arguments (feedback_sink, ...)."""
     settings = InferenceSettings(grpc_port=0, grace_s=0.2, **kw)
-    runtime = InferenceRuntime(settings, KafkaSettings(), search=search, encoder_factory=factory)
+    runtime = InferenceRuntime(settings, KafkaSettings(), search=search, encoder_factory=factory,
+                               **(runtime_kw or {}))
     await runtime.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:

@@ -10,14 +10,11 @@ from typing import Any
 import grpc
 import pytest
 
-from services.inference.runtime import InferenceRuntime
-from services.inference.settings import InferenceSettings
 from shared.contract.access import Access
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from shared.settings import KafkaSettings
 from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
-from tests.unit.inference.fakes import FakeSearch, WordEncoder
-from tests.unit.inference.serving import CHUNKS, SERVING, health, serving, stub, until_status
+from tests.unit.inference.fakes import FakeSearch
+from tests.unit.inference.serving import CHUNKS, SERVING, health, serving, stub
 
 AUTH: dict[str, Any] = {"jwt_secret": SECRET, "jwt_audience": AUDIENCE, "auth_token": "s3rvice"}
 SERVICE = (("authorization", "Bearer s3rvice"),)
@@ -109,30 +106,23 @@ def test_feedback_names_only_chunks_the_caller_was_shown() -> None:
         sent.append((chunk_id, kind))
 
     async def go() -> list[grpc.aio.AioRpcError]:
-        settings = InferenceSettings(grpc_port=0, grace_s=0, **AUTH)
-        runtime = InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(CHUNKS),
-                                   encoder_factory=WordEncoder, feedback_sink=sink)
-        await runtime.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
-                await until_status(channel, SERVING)
-                api = stub(channel)
-                ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
+        async with serving(FakeSearch(CHUNKS), runtime_kw={"feedback_sink": sink},
+                           **AUTH) as (_, channel):
+            api = stub(channel)
+            ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
 
-                def click(chunk: str, who: Any) -> Any:
-                    return api.Feedback(pb.FeedbackRequest(
-                        chunk_id=chunk, kind=pb.FEEDBACK_KIND_CLICK), metadata=who)
-                errors = [await refused(click("c-disk", ann)),  # exists, not shown yet
-                          await refused(click("no-such-chunk", ann))]  # does not exist
-                shown = await api.Retrieve(pb.RetrieveRequest(question="disk", top_k=1),
-                                           metadata=ann)
-                assert [c.chunk_id for c in shown.chunks] == ["c-disk"]
-                assert (await click("c-disk", ann)).accepted
-                errors.append(await refused(click("c-disk", bob)))  # shown to ann, not bob
-                assert (await click("c-lunch", SERVICE)).accepted  # all access: any chunk
-                return errors
-        finally:
-            await runtime.stop()
+            def click(chunk: str, who: Any) -> Any:
+                return api.Feedback(pb.FeedbackRequest(
+                    chunk_id=chunk, kind=pb.FEEDBACK_KIND_CLICK), metadata=who)
+            errors = [await refused(click("c-disk", ann)),  # exists, not shown yet
+                      await refused(click("no-such-chunk", ann))]  # does not exist
+            shown = await api.Retrieve(pb.RetrieveRequest(question="disk", top_k=1),
+                                       metadata=ann)
+            assert [c.chunk_id for c in shown.chunks] == ["c-disk"]
+            assert (await click("c-disk", ann)).accepted
+            errors.append(await refused(click("c-disk", bob)))  # shown to ann, not bob
+            assert (await click("c-lunch", SERVICE)).accepted  # all access: any chunk
+            return errors
     errors = asyncio.run(go())
     assert sent == [("c-disk", "click"), ("c-lunch", "click")]
     assert {(e.code(), reason_of(e), e.details()) for e in errors} == {
@@ -148,38 +138,29 @@ def test_a_receipt_carries_feedback_to_another_replica_for_its_caller_only() -> 
     async def sink(chunk_id: str, kind: str, variant: str, config_version: int) -> None:
         sent.append(chunk_id)
 
-    async def go() -> tuple[list[Any], list[grpc.aio.AioRpcError]]:
-        settings = InferenceSettings(grpc_port=0, grace_s=0, feedback_key="f" * 32, **AUTH)
-        a, b = (InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(CHUNKS),
-                                 encoder_factory=WordEncoder, feedback_sink=sink)
-                for _ in range(2))
-        await a.start()
-        await b.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{a.port}") as to_a, \
-                    grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as to_b:
-                await until_status(to_a, SERVING)
-                await until_status(to_b, SERVING)
-                ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
-                answer = await stub(to_a).Query(pb.QueryRequest(question="disk", top_k=1),
-                                                metadata=ann)
-                [cited] = answer.citations
-                shown = await stub(to_a).Retrieve(pb.RetrieveRequest(question="disk", top_k=1),
-                                                  metadata=ann)
+    def replica() -> Any:
+        return serving(FakeSearch(CHUNKS), runtime_kw={"feedback_sink": sink},
+                       feedback_key="f" * 32, **AUTH)
 
-                def click(receipt: str, who: Any) -> Any:
-                    return stub(to_b).Feedback(pb.FeedbackRequest(
-                        chunk_id=cited.chunk_id, kind=pb.FEEDBACK_KIND_CLICK,
-                        receipt=receipt), metadata=who)
-                accepted = [await click(cited.feedback_receipt, ann),
-                            await click(shown.chunks[0].feedback_receipt, ann)]
-                refusals = [await refused(click("", ann)),  # b never showed it
-                            await refused(click(cited.feedback_receipt, bob)),
-                            await refused(click("v1.99999999999.AAAA", ann))]
-                return accepted, refusals
-        finally:
-            await a.stop()
-            await b.stop()
+    async def go() -> tuple[list[Any], list[grpc.aio.AioRpcError]]:
+        async with replica() as (_, to_a), replica() as (_, to_b):
+            ann, bob = bearer(hs256("ann", ["payments"])), bearer(hs256("bob", ["hr"]))
+            answer = await stub(to_a).Query(pb.QueryRequest(question="disk", top_k=1),
+                                            metadata=ann)
+            [cited] = answer.citations
+            shown = await stub(to_a).Retrieve(pb.RetrieveRequest(question="disk", top_k=1),
+                                              metadata=ann)
+
+            def click(receipt: str, who: Any) -> Any:
+                return stub(to_b).Feedback(pb.FeedbackRequest(
+                    chunk_id=cited.chunk_id, kind=pb.FEEDBACK_KIND_CLICK,
+                    receipt=receipt), metadata=who)
+            accepted = [await click(cited.feedback_receipt, ann),
+                        await click(shown.chunks[0].feedback_receipt, ann)]
+            refusals = [await refused(click("", ann)),  # b never showed it
+                        await refused(click(cited.feedback_receipt, bob)),
+                        await refused(click("v1.99999999999.AAAA", ann))]
+            return accepted, refusals
     accepted, refusals = asyncio.run(go())
     assert all(r.accepted for r in accepted) and sent == ["c-disk", "c-disk"]
     assert {(e.code(), reason_of(e)) for e in refusals} == {

@@ -64,24 +64,17 @@ def test_feedback_reaches_the_sink_and_bad_kinds_are_refused() -> None:
         tagged.append((variant, config_version))
 
     async def go() -> grpc.aio.AioRpcError:
-        settings = InferenceSettings(grpc_port=0, grace_s=0)
-        runtime = InferenceRuntime(settings, KafkaSettings(), search=FakeSearch(CHUNKS),
-                                   encoder_factory=WordEncoder, feedback_sink=sink)
-        await runtime.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
-                await until_status(channel, SERVING)
-                ok = await stub(channel).Feedback(pb.FeedbackRequest(
-                    chunk_id="c-fix", kind=pb.FEEDBACK_KIND_CLICK, variant="canary",
-                    config_version=3))
-                assert ok.accepted
-                await stub(channel).Feedback(pb.FeedbackRequest(
-                    chunk_id="c-lunch", kind=pb.FEEDBACK_KIND_SKIP))
-                with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await stub(channel).Feedback(pb.FeedbackRequest(chunk_id="c-fix"))
-                return err.value
-        finally:
-            await runtime.stop()
+        async with serving(FakeSearch(CHUNKS), runtime_kw={"feedback_sink": sink}) as (
+                _, channel):
+            ok = await stub(channel).Feedback(pb.FeedbackRequest(
+                chunk_id="c-fix", kind=pb.FEEDBACK_KIND_CLICK, variant="canary",
+                config_version=3))
+            assert ok.accepted
+            await stub(channel).Feedback(pb.FeedbackRequest(
+                chunk_id="c-lunch", kind=pb.FEEDBACK_KIND_SKIP))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub(channel).Feedback(pb.FeedbackRequest(chunk_id="c-fix"))
+            return err.value
     err = asyncio.run(go())
     assert sent == [("c-fix", "click"), ("c-lunch", "skip")]
     assert tagged == [("canary", 3), ("", 0)]  # the variant reported, else none
