@@ -109,7 +109,7 @@ class VectorIndex:
         q = np.ascontiguousarray(query, dtype="float32").reshape(1, -1)
         nprobe = self.config.nprobe
         if mask is None:
-            return _run(index, q, min(k, index.ntotal), None, nprobe)
+            return _at_least(index, q, min(k, index.ntotal), None, nprobe)
         admitted = int(mask.sum())
         want = min(k, admitted)
         if want == 0:
@@ -130,11 +130,7 @@ class VectorIndex:
                 return found
         bitmap = np.packbits(mask, bitorder="little")
         selector = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))
-        found = _run(index, q, want, selector, nprobe)
-        if len(found) < want and isinstance(index, faiss.IndexIVF):
-            # Too few admitted vectors in the probed lists: scan every list (exact).
-            found = _run(index, q, want, selector, index.nlist)
-        return found
+        return _at_least(index, q, want, selector, nprobe)
 
     def _overfetch(self, index: faiss.Index, q: np.ndarray, mask: np.ndarray, want: int,
                    share: float, nprobe: int) -> list[tuple[float, int]]:
@@ -147,6 +143,17 @@ class VectorIndex:
             if len(found) >= want or fetch >= index.ntotal:
                 return found
             fetch *= 4
+
+
+def _at_least(index: faiss.Index, q: np.ndarray, want: int,
+              selector: faiss.IDSelector | None, nprobe: int) -> list[tuple[float, int]]:
+    """`want` results: the probed lists first; when they hold fewer than `want` (admitted)
+    vectors, every list (exact). Unfiltered too: a coarse or unbalanced IVF's probed lists
+    can hold fewer than k vectors while the shard holds k."""
+    found = _run(index, q, want, selector, nprobe)
+    if len(found) < want and isinstance(index, faiss.IndexIVF):
+        found = _run(index, q, want, selector, index.nlist)
+    return found
 
 
 def _run(index: faiss.Index, q: np.ndarray, k: int, selector: faiss.IDSelector | None,

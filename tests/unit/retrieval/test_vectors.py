@@ -87,3 +87,22 @@ def test_vectorised_mask_equals_the_python_scan() -> None:
         f = Filters(access=EVERYTHING, **narrowing)
         assert (cols.mask(f) == cols.scan_mask(f)).all()
     assert len(cols) == 2500 and cols.mask(Filters(access=EVERYTHING)).sum() == 2500
+
+
+def test_an_unfiltered_search_on_a_coarse_ivf_still_returns_k() -> None:
+    """nprobe 1 over clusters of a few vectors each: the probed list can hold fewer than k,
+    and the search widens to every list, as a filtered one does (hypothesis found this in
+    tests/unit/retrieval/test_access.py: 1 hit of 2 for an all-access caller)."""
+    x = clustered(200, seed=3)
+    ids = np.arange(200)
+    coarse = VectorIndex(16, IndexConfig(nprobe=1), build_ivf(16, x, ids, IndexConfig()))
+    exact = VectorIndex(16, IndexConfig(ivf_threshold=10**9))
+    exact.add(ids, x)
+    assert coarse.is_ivf
+    for q in range(0, 200, 7):
+        for k in (1, 10, 50, 200):
+            found = coarse.search(x[q], k, None)
+            assert len(found) == k
+            assert found[0][1] == q  # its own vector first
+            if k == 200:  # every vector: the same set as the exact index
+                assert {i for _, i in found} == {i for _, i in exact.search(x[q], k, None)}
