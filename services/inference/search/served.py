@@ -66,7 +66,9 @@ class Receipts:
 
     def valid(self, scope: str, chunk_id: str, receipt: str) -> bool:
         parts = receipt.split(".")
-        if len(parts) != 3 or parts[0] != self.PREFIX or not parts[1].isdigit():
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+        if (len(parts) != 3 or parts[0] != self.PREFIX or not parts[1].isascii()
+                or not parts[1].isdigit() or len(parts[1]) > 12):
             return False
         expiry = int(parts[1])
         if expiry < self.clock() or expiry > self.clock() + self.ttl_s + 60:

@@ -62,10 +62,17 @@ def test_a_receipt_names_neither_caller_nor_chunk() -> None:
     assert "ann" not in r and "payments" not in r and "doc-7" not in r
 
 
-@given(st.text(max_size=80))
+@given(st.text(max_size=80) | st.builds("v1.{}.{}".format, st.text(max_size=20),
+                                        st.text(max_size=50)))
 def test_no_string_but_an_issued_receipt_is_valid(forged: str) -> None:
     receipts = Receipts(KEY, clock=lambda: 0.0)
-    assert not receipts.valid("payments", "c1", forged)
+    assert not receipts.valid("payments", "c1", forged)  # refused, never raised
+
+
+def test_an_expiry_of_other_digits_is_refused_not_raised() -> None:
+    receipts = Receipts(KEY, clock=lambda: 0.0)
+    for expiry in ("\u00b2", "\u0663", "9" * 40, "-1", " 1", ""):
+        assert not receipts.valid("payments", "c1", f"v1.{expiry}.AAAA")
 
 
 @given(st.integers(0, 2), st.integers(0, 42), st.characters(codec="ascii"))
