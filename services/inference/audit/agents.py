@@ -28,14 +28,18 @@ def signed(audits: list[QueryAudit]) -> list[QueryAudit]:
     return [sign(a, key) for a in audits]
 
 
+_sending = asyncio.Lock()  # one batch at a time: the stop's flush waits for the timer's
+
+
 async def send_recorded() -> int:
     """Sign and hand to the producer every audit recorded so far; how many."""
-    audits = recorder.drain()
-    if not audits:
-        return 0
-    for audit in await asyncio.to_thread(signed, audits):
-        await audit_queries_topic.send(key=audit.query_id.encode(), value=encode(audit))
-    return len(audits)
+    async with _sending:
+        audits = recorder.drain()
+        if not audits:
+            return 0
+        for audit in await asyncio.to_thread(signed, audits):
+            await audit_queries_topic.send(key=audit.query_id.encode(), value=encode(audit))
+        return len(audits)
 
 
 @app.timer(recorder.settings.audit_flush_s)
