@@ -108,8 +108,16 @@ def test_restarts_keep_every_document_and_every_proof(tmp_path: Path) -> None:
         eventually(lambda: searchable_once(mesh, first + second),
                    "every document after kill -9 of every process", 300)
         eventually(lambda: proven(mesh, first[0]), "the proof after kill -9", 120)
-        eventually(lambda: (r := streamrag_audit(mesh, "verify"))[0] == 0 and r[1]["ok"] or None,
-                   "`audit verify` to pass after the restarts", 120)
+        reports: list[Any] = []  # the last one says why, should it never pass
+
+        def verified() -> bool:
+            reports[:] = [streamrag_audit(mesh, "verify")]
+            code, report = reports[0]
+            return code == 0 and report["ok"]
+        try:
+            eventually(verified, "`audit verify` to pass after the restarts", 120)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
         log = (run_dir / "logs" / "broker.log").read_text(errors="replace")
         assert "killed by SIGKILL; restarting" in log
         copy = tmp_path / "backup"
