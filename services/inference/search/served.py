@@ -73,7 +73,8 @@ class Receipts:
         expiry = int(parts[1])
         if expiry < self.clock() or expiry > self.clock() + self.ttl_s + 60:
             return False  # expired, or from a clock (or a forger) too far ahead
-        return hmac.compare_digest(parts[2], self._mac(scope, chunk_id, expiry))
+        # As bytes: compare_digest refuses a str with non-ASCII characters (a TypeError).
+        return hmac.compare_digest(parts[2].encode(), self._mac(scope, chunk_id, expiry).encode())
 
     def _mac(self, scope: str, chunk_id: str, expiry: int) -> str:
         message = b"\0".join([b"streamrag feedback receipt v1", scope.encode(),
