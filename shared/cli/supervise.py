@@ -122,20 +122,29 @@ class Supervisor:
 
     def start(self) -> None:
         """Supervise in a daemon thread until stop()."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
-        self._thread.start()
+        with self._lock:
+            self._stop.clear()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="supervisor",
+                                                daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        # The thread never ends before the process: a child it restarted dies with the
+        # thread that spawned it (PR_SET_PDEATHSIG, shared/cli/procs.py), and must outlive
+        # stop() until the mesh stops it in order.
+        while True:
+            time.sleep(self.interval_s)
+            if self._stop.is_set():
+                continue
             try:
                 self.poll()
             except Exception:  # the supervisor itself must outlive any one bad poll
                 log.exception("supervisor poll failed; trying again")
 
     def stop(self) -> None:
-        """Stop restarting (before the mesh's processes are stopped on purpose)."""
+        """Stop restarting (before the mesh's processes are stopped on purpose); returns
+        once no restart is under way."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        with self._lock:  # a poll in progress holds it
+            pass

@@ -15,6 +15,7 @@ import pytest
 
 from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
+from shared.cli.settings import MeshSettings
 from tests.support.anvil import Anvil, running_anvil
 from tests.support.mesh import GUARD_ENV, MESH_ENV
 
@@ -24,9 +25,10 @@ os.environ.setdefault("STREAMRAG_INFERENCE_GENERATOR_BUNDLED", "false")
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real embedded Kafka-protocol broker (tansu) on a free port."""
+    """The embedded Apache Kafka (one KRaft node) on free ports."""
     port = free_port()
-    child = spawn_broker("127.0.0.1", port, tmp_path_factory.mktemp("broker"))
+    settings = MeshSettings(kafka_libs=ROOT / ".tools/kafka/libs")
+    child = spawn_broker("127.0.0.1", port, tmp_path_factory.mktemp("broker"), settings)
     try:
         yield f"127.0.0.1:{port}"
     finally:

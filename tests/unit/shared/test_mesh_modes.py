@@ -66,16 +66,6 @@ def test_up_flag() -> None:
 
 
 @pytest.mark.parametrize("processes", [False, True])
-def test_every_process_shares_one_activity_file_under_the_run_dir(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, processes: bool) -> None:
-    """The idle fetch wait's shared signal (shared/kafka/fetch_wait.py): one file per mesh."""
-    files = {s.env["STREAMRAG_KAFKA_ACTIVITY_FILE"]
-             for s in started(monkeypatch, tmp_path, processes)}
-    assert files == {str((tmp_path / "activity").resolve())}
-    assert all(s.env["STREAMRAG_X"] == "1" for s in started(monkeypatch, tmp_path, processes))
-
-
-@pytest.mark.parametrize("processes", [False, True])
 def test_every_process_keeps_its_state_under_the_run_dir(monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path, processes: bool) -> None:
     got = started(monkeypatch, tmp_path, processes)
