@@ -30,23 +30,11 @@ class KafkaSettings(BaseSettings):
 
     # The broker's host:port list, comma-separated.
     bootstrap: str = "127.0.0.1:19092"
-    # How long a caught-up pipeline consumer waits for the next record per fetch. The
-    # embedded broker does not answer a waiting fetch early (real Kafka does); pipeline hops
-    # can afford 50 ms, since freshness is judged in seconds, and fewer idle polls leave the
-    # CPU to the work.
-    fetch_max_wait_ms: int = Field(default=50, ge=1, le=60_000)
-    # The same wait on the interactive query path (retrieval's consumer, inference's reply
-    # reader), kept short because a person waits on it.
-    query_fetch_max_wait_ms: int = Field(default=10, ge=1, le=60_000)
-    # The fetch wait of every consumer once nothing was fetched or produced for idle_after_s
-    # (shared/kafka/fetch_wait.py; 0: never). An idle mesh then costs a fraction of a core,
-    # for a slower first document after a quiet spell (docs/benchmarks.md, "Idle fetch wait").
-    idle_fetch_max_wait_ms: int = Field(default=500, ge=0, le=60_000)
-    # Seconds without traffic before consumers switch to idle_fetch_max_wait_ms.
-    idle_after_s: float = Field(default=5.0, gt=0)
-    # A file the processes of one machine touch to share "traffic seen" (set by `streamrag up`
-    # for each process it starts); unset: each process judges idleness alone.
-    activity_file: Path | None = None
+    # How long the mesh's own plain consumers (inference's reply and config readers,
+    # retrieval's position reader) let the broker hold a fetch that has nothing to return.
+    # Kafka answers a waiting fetch as soon as a record arrives, so this is no latency: a
+    # long wait only makes an idle consumer cheap. (Faust's consumers wait 1.5 s, its own.)
+    query_fetch_max_wait_ms: int = Field(default=500, ge=1, le=60_000)
     # Start even though faust-streaming or aiokafka is not the exact release the fixes in
     # shared/kafka/ were written against (shared/kafka/patches.py VERSIONS): only for a
     # release someone has re-verified them on.
@@ -63,10 +51,9 @@ class KafkaSettings(BaseSettings):
     # acknowledged once this many replicas hold it, and refused (NotEnoughReplicas) while
     # fewer are in sync. At most the replication factor; 1 on the embedded broker.
     min_insync_replicas: int = Field(default=1, ge=1)
-    # Idempotent producers (each record written once per partition even when a send is
-    # retried). Apache Kafka supports them; the embedded broker (tansu) refuses
-    # InitProducerId, so the default is off: turn it on against a real Kafka cluster.
-    producer_idempotence: bool = False
+    # Idempotent producers: each record is written once per partition even when a send is
+    # retried after a lost answer (a broker failover, a timeout).
+    producer_idempotence: bool = True
     # How long producers hold a record to batch it with the next (0: send at once, for latency).
     producer_linger_ms: int = Field(default=0, ge=0)
     # The largest record any producer of the mesh sends and any consumer fetches
@@ -114,8 +101,8 @@ class KafkaSettings(BaseSettings):
 
     def producer_options(self) -> dict[str, Any]:
         """Keyword arguments of every plain aiokafka producer of the mesh: a record counts as
-        sent once every in-sync replica holds it (acks=all), idempotent where the broker
-        supports it (producer_idempotence)."""
+        sent once every in-sync replica holds it (acks=all), idempotent unless
+        producer_idempotence is off."""
         return {"acks": "all", "enable_idempotence": self.producer_idempotence}
 
     @property

@@ -17,8 +17,7 @@ from shared.settings import KafkaSettings
 
 settings = OneboxSettings()
 kafka = KafkaSettings()
-app = make_one_app(ONEBOX_APP, kafka, settings.data_dir,
-                   fetch_wait_ms=settings.fetch_max_wait_ms or kafka.query_fetch_max_wait_ms)
+app = make_one_app(ONEBOX_APP, kafka, settings.data_dir)
 
 for name in settings.services:
     importlib.import_module(f"services.{name}.agents")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import field_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.contract.topics import SERVICES
@@ -12,10 +12,6 @@ from shared.settings import ServiceSettings
 class OneboxSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_ONEBOX_", frozen=True)
 
-    # The fetch wait of the worker's one consumer (unset: STREAMRAG_KAFKA_QUERY_FETCH_MAX_WAIT_MS):
-    # it also carries retrieval's search requests, so it waits the query path's time. The
-    # idle fetch wait is every process's: STREAMRAG_KAFKA_IDLE_FETCH_MAX_WAIT_MS.
-    fetch_max_wait_ms: int | None = Field(default=None, ge=1, le=60_000)
     # Which services this worker hosts (JSON list); a bench may run one of them on its own.
     services: tuple[str, ...] = tuple(SERVICES)
 

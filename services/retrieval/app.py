@@ -2,8 +2,7 @@
 
 No table: each shard's state lives in its snapshot plus chunks.embedded.v1 itself (compacted,
 keyed by document), replayed from the snapshot's offset. A changelog table would duplicate
-every chunk set, and the embedded broker's wrong end offsets can cut a changelog's recovery
-short; replaying the topic from a known offset has no such gap.
+every chunk set.
 """
 
 from services.retrieval.settings import RetrievalSettings
@@ -21,9 +20,7 @@ from shared.settings import KafkaSettings
 
 settings = RetrievalSettings()
 kafka = KafkaSettings()
-# Search requests arrive on this app's consumer: it waits the short, query-path time.
-app = make_app(RETRIEVAL_APP, kafka, settings.data_dir,
-               fetch_wait_ms=kafka.query_fetch_max_wait_ms)
+app = make_app(RETRIEVAL_APP, kafka, settings.data_dir)
 
 # Never committed: a shard's position is its snapshot's offset, and a committed offset
 # would only give Faust a place to seek the consumer to instead (services/retrieval/positions.py).

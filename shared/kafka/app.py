@@ -22,17 +22,14 @@ from shared.worker.boundary import exit_now
 _one_app: faust.App | None = None  # set in one-process mode: every service registers here
 
 
-def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
-             fetch_wait_ms: int | None = None, **overrides: Any) -> faust.App:
-    """The service's app; its consumer waits `fetch_wait_ms` (default: the pipeline's).
-
-    In one-process mode, the one app (whose fetch wait and group were set when it was made).
-    """
+def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path,
+             **overrides: Any) -> faust.App:
+    """The service's app; in one-process mode, the one app (whose group was set when it
+    was made)."""
     if _one_app is not None:
         return _one_app
     # Every fix of Faust's and aiokafka's private methods, after checking their versions.
-    patches.install(kafka, fetch_wait_ms=fetch_wait_ms or kafka.fetch_max_wait_ms,
-                    on_refused=exit_now)
+    patches.install(kafka, on_refused=exit_now)
     # Spans of this process's stages, if STREAMRAG_TRACING_EXPORTER says where to send them.
     spans.setup(app_id)
     # Created by shared.worker.runner when the worker starts: importing a service touches no disk.
@@ -92,13 +89,11 @@ class ContractTable(faust.Table):
         return str(super()._changelog_topic_name())
 
 
-def make_one_app(app_id: str, kafka: KafkaSettings, data_dir: Path, *,
-                 fetch_wait_ms: int) -> faust.App:
+def make_one_app(app_id: str, kafka: KafkaSettings, data_dir: Path) -> faust.App:
     """The single app of one-process mode; every later `make_app` returns it."""
     global _one_app
     if _one_app is None:
-        _one_app = make_app(app_id, kafka, data_dir, fetch_wait_ms=fetch_wait_ms,
-                            Table=ContractTable)
+        _one_app = make_app(app_id, kafka, data_dir, Table=ContractTable)
     return _one_app
 
 

@@ -305,7 +305,7 @@ def test_the_single_broker_keeps_one_replica() -> None:
     assert list(brokers(services)) == ["kafka"]
     job = kafka_settings(services["topics"]["environment"])
     assert (job.replication_factor, job.min_insync_replicas) == (1, 1)
-    assert job.producer_options()["enable_idempotence"] is False  # the setting's default
+    assert job.producer_options()["enable_idempotence"] is True  # the setting's default
 
 
 def test_every_process_and_the_topics_job_read_one_partition_layout() -> None:

@@ -35,7 +35,7 @@ def test_every_prefix_and_a_known_setting_are_listed() -> None:
                    "TRACING_"):
         assert page.count(f"## `STREAMRAG_{prefix}*`") == 1, prefix  # one section per prefix
     assert "LEDGERSVC" not in page.replace("`STREAMRAG_LEDGERSVC_*`, now", "")
-    assert "| `STREAMRAG_KAFKA_FETCH_MAX_WAIT_MS` | `int` | `50` |" in page
+    assert "| `STREAMRAG_KAFKA_QUERY_FETCH_MAX_WAIT_MS` | `int` | `500` |" in page
 
 
 def test_the_process_wide_settings_are_listed_once_under_their_own_names() -> None:

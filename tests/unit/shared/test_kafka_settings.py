@@ -93,10 +93,10 @@ def test_min_insync_above_the_replication_factor_fails_naming_both_variables() -
 
 def test_plain_producers_wait_for_every_insync_replica_idempotent_only_by_setting(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # The embedded broker refuses InitProducerId, so idempotence is off unless asked for.
-    assert KafkaSettings().producer_options() == {"acks": "all", "enable_idempotence": False}
-    monkeypatch.setenv("STREAMRAG_KAFKA_PRODUCER_IDEMPOTENCE", "true")
+    # Kafka gives every producer an id: idempotence is on unless turned off.
     assert KafkaSettings().producer_options() == {"acks": "all", "enable_idempotence": True}
+    monkeypatch.setenv("STREAMRAG_KAFKA_PRODUCER_IDEMPOTENCE", "false")
+    assert KafkaSettings().producer_options() == {"acks": "all", "enable_idempotence": False}
 
 
 @pytest.mark.parametrize("idempotence", [True, False])
