@@ -5,18 +5,16 @@ shared/kafka/grow.py).
 
 The steps, each safe to run again after a crash (progress is kept in `--state-dir`):
 1. refuse unless no worker of this machine's mesh runs (RUN_DIR/pids), every consumer group
-   is empty (DescribeGroups; on the embedded broker, which keeps stopped members listed, a
-   probe join first makes the coordinator drop them) and every group has committed every
-   record of the grown topics (committed offset = the log's true end);
-2. save every group's committed offsets on the grown topics (once);
-3. grow each topic: CreatePartitions where the broker has it; on a broker without it (the
-   embedded Tansu) the topic is copied to a spool, deleted, created with N partitions and
-   refilled partition by partition, which gives every record its old offset back;
-4. commit the saved offsets again (a re-created topic lost them);
-5. re-home each key's newest record: ingest's doc_versions changelog is re-created holding
-   each key's newest record once, on its new partition; chunks.v1 and chunks.embedded.v1
-   get a copy on the new partition and a retirement on the old one, and the groups that
-   consume chunks.v1 are moved past those writes.
+   is empty (DescribeGroups) and every group has consumed every record of the grown topics
+   it reads (committed offset = the log's end);
+2. grow each topic with Kafka's CreatePartitions: every record keeps its partition and
+   offset, every group its committed offsets; except ingest's doc_versions changelog, which
+   is rewritten: each key's newest record is saved to the state directory, the topic is
+   deleted, created with N partitions and filled with those records, each once, on its new
+   partition;
+3. re-home each key's newest record of chunks.v1 and chunks.embedded.v1: a copy on the new
+   partition, then a retirement on the old one; the groups that consume chunks.v1 are moved
+   past those writes.
 """
 
 from __future__ import annotations
@@ -24,32 +22,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
-from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.protocol import (
-    ConsumerProtocolMemberAssignment,
-    ConsumerProtocolMemberMetadata,
-)
-from aiokafka.errors import IncompatibleBrokerVersion, TopicAlreadyExistsError
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from shared.cli import admin as create
-from shared.cli.journal import Frame, Journal, read_frames
 from shared.cli.settings import MeshSettings
 from shared.contract.topics import all_topic_specs
 from shared.errors import InvalidInput
 from shared.kafka import grow
-from shared.kafka.admin import commit_offsets
-from shared.kafka.changelog_tail import true_ends
+from shared.kafka.admin import commit_offsets, new_topic
 from shared.settings import KafkaSettings
 
 STATE_FILE = "grow.json"
 Say = Callable[[str], None]
+Offsets = dict[TopicPartition, int]
+WAIT_S = 30.0  # for the broker's metadata to show a topic grown, deleted or created
 
 
 def extend_parser(p: argparse.ArgumentParser) -> None:
@@ -75,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     except InvalidInput as exc:
         print(f"refused: {exc.reason}: {exc.detail or ''}".rstrip(": "))
         return 2
+    except KafkaConnectionError:
+        print(f"refused: no_broker: no Kafka broker answers at STREAMRAG_KAFKA_BOOTSTRAP="
+              f"{kafka.bootstrap}: --grow needs the broker running and the workers stopped")
+        return 2
 
 
 def show(counts: dict[str, int]) -> str:
@@ -97,26 +94,38 @@ async def _admin(kafka: KafkaSettings) -> AIOKafkaAdminClient:
 async def topic_counts(kafka: KafkaSettings) -> dict[str, int]:
     admin = await _admin(kafka)
     try:
-        names = [t for t in await admin.list_topics() if not t.startswith("__")]
-        meta = await admin.describe_topics(names) if names else []
-        return {m["topic"]: len(m["partitions"]) for m in meta if not m["error_code"]}
+        return await _counts(admin)
     finally:
         await admin.close()
 
 
-async def _ends(kafka: KafkaSettings, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-    """True end offsets (the embedded broker reports short ones after batched produces)."""
+async def _counts(admin: AIOKafkaAdminClient, names: list[str] | None = None, *,
+                  led: bool = False) -> dict[str, int]:
+    """Partitions per topic (of `names`, default all but Kafka's internal ones); with `led`,
+    only of the topics whose every partition has a leader."""
+    if names is None:
+        names = [t for t in await admin.list_topics() if not t.startswith("__")]
+    meta = await admin.describe_topics(names) if names else []
+    return {m["topic"]: len(m["partitions"]) for m in meta if not m["error_code"]
+            and (not led or all(p["leader"] >= 0 for p in m["partitions"]))}
+
+
+async def _offsets(kafka: KafkaSettings, tps: list[TopicPartition],
+                   ) -> tuple[Offsets, Offsets]:
+    """Each partition's log start and end."""
     if not tps:
-        return {}
+        return {}, {}
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False,
                               **kafka.client_options())
     await reader.start()
     try:
-        reported = await reader.end_offsets(tps)
+        return await reader.beginning_offsets(tps), await reader.end_offsets(tps)
     finally:
         await reader.stop()
-    ends = await true_ends(kafka, reported)
-    return {TopicPartition(tp.topic, tp.partition): n for tp, n in ends.items()}
+
+
+async def _ends(kafka: KafkaSettings, tps: list[TopicPartition]) -> Offsets:
+    return (await _offsets(kafka, tps))[1]
 
 
 async def _members(admin: AIOKafkaAdminClient, group: str) -> int | None:
@@ -124,7 +133,7 @@ async def _members(admin: AIOKafkaAdminClient, group: str) -> int | None:
         desc = (await admin.describe_consumer_groups([group]))[0]
         groups = getattr(desc, "groups", None) or []
         return len(groups[0][5]) if groups else 0
-    except Exception:  # noqa: BLE001 - a broker without DescribeGroups: unknown, refused
+    except Exception:  # noqa: BLE001 - a broker that cannot say: unknown, refused
         return None
 
 
@@ -144,119 +153,31 @@ def running_workers(run_dir: Path) -> list[str]:
     return out
 
 
-class _Probe(AbstractPartitionAssignor):
-    """A member that takes nothing: it joins a group only to make the coordinator check who
-    is still there."""
-
-    name = "streamrag-grow-probe"
-
-    @classmethod
-    def assign(cls, cluster: Any, members: dict[str, Any]) -> dict[str, Any]:
-        return {m: ConsumerProtocolMemberAssignment(0, [], b"") for m in members}
-
-    @classmethod
-    def metadata(cls, topics: Any) -> Any:
-        return ConsumerProtocolMemberMetadata(0, sorted(topics), b"")
-
-    @classmethod
-    def on_assignment(cls, assignment: Any) -> None:
-        pass
-
-
-# The probe speaks the protocols the mesh's consumers do (Faust's, aiokafka's defaults), so
-# the coordinator can pick one all members share.
-PROBES = tuple(type(f"Probe_{n}", (_Probe,), {"name": n}) for n in ("faust", "roundrobin", "range"))
-
-
-async def keeps_stopped_members(kafka: KafkaSettings) -> bool:
-    """Whether the broker is the embedded one, which lists a stopped Faust worker as a member
-    until the next rebalance (Apache Kafka expires it after its session timeout, so there a
-    listed member is a live one). Told by the API it lacks: CreatePartitions."""
-    admin = await _admin(kafka)
-    try:
-        await admin.create_partitions({grow.GROWN[0]: NewPartitions(1)}, validate_only=True)
-    except IncompatibleBrokerVersion:
-        return True
-    except Exception:  # noqa: BLE001 - any answer (a shrink is refused): the API is there
-        return False
-    finally:
-        await admin.close()
-    return False
-
-
-async def live_members(kafka: KafkaSettings, group: str, topic: str) -> int | None:
-    """Members of `group` that are alive, found by joining it: the coordinator then waits for
-    every member to rejoin and drops those that do not. (The embedded broker keeps a stopped
-    Faust worker listed as a Stable member until the next rebalance; Apache Kafka expires it
-    by itself.) A live worker may be dropped too if it rejoins late (Faust's rebalance
-    timeout is short), but it joins again at its next heartbeat: so after the probe leaves,
-    the group must still be empty a session timeout later. A live mesh rebalances for it."""
-    probe = AIOKafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
-                             enable_auto_commit=False, partition_assignment_strategy=PROBES,
-                             session_timeout_ms=int(kafka.session_timeout_s * 1000),
-                             heartbeat_interval_ms=int(kafka.heartbeat_interval_s * 1000),
-                             **kafka.client_options())
-    await probe.start()
-    try:
-        await probe.getmany(timeout_ms=100)  # returns once the join is complete
-        with_probe = await _described_members(kafka, group)
-    finally:
-        await probe.stop()  # leaves the group
-    if with_probe is None or with_probe > 1:
-        return None if with_probe is None else with_probe - 1
-    await asyncio.sleep(kafka.session_timeout_s + kafka.rebalance_timeout_s)
-    return await _described_members(kafka, group)
-
-
-async def _described_members(kafka: KafkaSettings, group: str) -> int | None:
-    admin = await _admin(kafka)
-    try:
-        return await _members(admin, group)
-    finally:
-        await admin.close()
-
-
-async def _committed(kafka: KafkaSettings, group: str, tps: list[TopicPartition],
-                     ) -> dict[TopicPartition, int]:
-    reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                              enable_auto_commit=False, **kafka.client_options())
-    await reader.start()
-    try:
-        got = await reader._coordinator.fetch_committed_offsets(set(tps))
-        return {tp: meta.offset for tp, meta in got.items() if meta.offset >= 0}
-    finally:
-        await reader.stop()
-
-
 async def group_states(kafka: KafkaSettings, counts: dict[str, int], *, lag: bool,
-                       probe: bool = True,
-                       ) -> tuple[list[grow.GroupState], dict[str, dict[TopicPartition, int]]]:
-    """Every consumer group's members (with `probe`, those listed checked by a join) and
-    (with `lag`) its lag on the grown topics, and its committed offsets there."""
+                       ) -> tuple[list[grow.GroupState], dict[str, Offsets]]:
+    """Every consumer group's live members and (with `lag`) its unconsumed records on the
+    grown topics (grow.group_lag), and its committed offsets there."""
     tps = [TopicPartition(t, p) for t in grow.GROWN if t in counts for p in range(counts[t])]
     admin = await _admin(kafka)
     try:
         names = sorted(g[0] for g in await admin.list_consumer_groups())
         members = {g: await _members(admin, g) for g in names}
+        offsets = {}
+        for g in names:
+            got = await admin.list_consumer_group_offsets(g, partitions=tps) if tps else {}
+            offsets[g] = {TopicPartition(tp.topic, tp.partition): meta.offset
+                          for tp, meta in got.items() if meta.offset >= 0}
     finally:
         await admin.close()
-    probe = probe and await keeps_stopped_members(kafka)
-    listed = [g for g, n in members.items() if n and probe]
-    checked = await asyncio.gather(*(live_members(kafka, g, grow.GROWN[0]) for g in listed))
-    members.update(zip(listed, checked, strict=True))
-    ends = await _ends(kafka, tps) if lag else {}
-    states, offsets = [], {}
-    for g in names:
-        offsets[g] = await _committed(kafka, g, tps)
-        behind: dict[str, int] = {}
-        for tp, o in offsets[g].items():
-            behind[tp.topic] = behind.get(tp.topic, 0) + max(0, ends.get(tp, o) - o)
-        states.append(grow.GroupState(g, members[g], behind))
+    starts, ends = await _offsets(kafka, tps) if lag else ({}, {})
+    states = [grow.GroupState(g, members[g], grow.group_lag(offsets[g], starts, ends))
+              for g in names]
     return states, offsets
 
 
 class State:
-    """The progress file: the target, the groups' saved offsets, the topics spooled/rebuilt."""
+    """The progress file: the target, and the rewritten topics' progress (the count each
+    had when its records were saved, and those re-created and filled)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -273,36 +194,39 @@ class State:
         tmp.write_text(json.dumps(self.data, sort_keys=True))
         tmp.replace(self.path)
 
-    def offsets(self) -> dict[str, dict[TopicPartition, int]]:
-        return {g: {TopicPartition(t, p): o for t, p, o in rows}
-                for g, rows in self.data.get("offsets", {}).items()}
-
     def mark(self, what: str, topic: str, value: Any = True) -> None:
         self.data.setdefault(what, {})[topic] = value
         self.save()
 
+    def has(self, what: str, topic: str) -> bool:
+        return topic in self.data.get(what, {})
+
+    def saved_records(self, topic: str) -> Path:
+        """Where a rewritten topic's records wait while it is deleted and re-created."""
+        return self.root / f"{topic}.records.jsonl"
+
     def done(self) -> None:
         self.path.unlink(missing_ok=True)
-        shutil.rmtree(self.root / "spool", ignore_errors=True)
+        for topic in grow.REWRITTEN:
+            self.saved_records(topic).unlink(missing_ok=True)
 
 
 async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, run_dir: Path, *,
                     dry_run: bool = False, say: Say = print) -> int:
     """The whole procedure; 0 when done (or, dry, when it would run), 1 when refused."""
     state = State(state_dir)
-    if state.started and state.data["target"] != target:
-        msg = (f"a growth to {state.data['target']} is under way ({state.path}): run it "
-               f"again with --grow {state.data['target']} to finish it")
+    if state.started and state.data.get("target") != target:
+        msg = (f"a growth to {state.data.get('target')} is under way ({state.path}): run "
+               f"it again with --grow {state.data.get('target')} to finish it")
         raise InvalidInput("growth_under_way", "grow", msg)
     counts = await topic_counts(kafka)
-    for topic, n in state.data.get("spooled", {}).items():
+    for topic, n in state.data.get("saved", {}).items():
         counts.setdefault(topic, n)  # deleted, not yet re-created: its old count
     steps = grow.plan(counts, target)
     workers = running_workers(run_dir)
-    # Resuming: the lag was checked before the first change; only liveness is checked now.
-    # With a worker of this machine running, the probe join (a rebalance) is spared it.
-    groups, offsets = await group_states(kafka, counts, lag=not state.started,
-                                         probe=not workers)
+    # Resuming: the lag was checked before the first change; only liveness is checked now
+    # (the re-home writes themselves are lag of the groups that consume chunks.v1).
+    groups, offsets = await group_states(kafka, counts, lag=not state.started)
     problems = grow.quiet_problems(groups, workers)
     for step in steps:
         how = "stays" if not step.grows else f"{step.partitions} -> {step.target}"
@@ -315,92 +239,113 @@ async def grow_mesh(kafka: KafkaSettings, target: int, state_dir: Path, run_dir:
     if dry_run:
         return 0
     if not state.started:
-        state.data = {"target": target, "offsets": {
-            g: sorted([tp.topic, tp.partition, o] for tp, o in got.items())
-            for g, got in offsets.items() if got}}
+        state.data = {"target": target}
         state.save()
     for step in steps:
-        unfinished = step.topic in state.data.get("spooled", {}) and \
-            step.topic not in state.data.get("rebuilt", {})
-        if step.grows or unfinished:
-            await _grow_topic(kafka, step, state, say)
-    for group, saved in state.offsets().items():
-        await commit_offsets(kafka, group, saved)
-    say(f"offsets of {len(state.offsets())} group(s) committed as they were")
+        if step.topic in grow.REWRITTEN:
+            if step.grows or (state.has("saved", step.topic)
+                              and not state.has("rewritten", step.topic)):
+                await _rewrite(kafka, step, state, say)
+        elif step.grows:
+            await _add_partitions(kafka, step, say)
     for topic, rule in grow.REHOMED.items():
         await _rehome(kafka, topic, target, rule, say)
-    await _skip_rehome(kafka, state, target, say)
+    await _skip_rehome(kafka, offsets, target, say)
     state.done()
     say(f"grown to {target} partitions; start the mesh with "
         f"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS={target}")
     return 0
 
 
-async def _grow_topic(kafka: KafkaSettings, step: grow.TopicStep, state: State, say: Say) -> None:
+async def _add_partitions(kafka: KafkaSettings, step: grow.TopicStep, say: Say) -> None:
+    """CreatePartitions: the new partitions are empty, the old ones keep every record at
+    its offset, so every group's committed offsets stay valid."""
     admin = await _admin(kafka)
     try:
-        if step.topic not in state.data.get("spooled", {}) and step.topic not in grow.REWRITTEN:
-            try:
-                await admin.create_partitions({step.topic: NewPartitions(step.target)})
-                say(f"{step.topic}: {step.partitions} -> {step.target} partitions")
-                return
-            except IncompatibleBrokerVersion:
-                pass  # the embedded broker: no CreatePartitions
+        await admin.create_partitions({step.topic: NewPartitions(step.target)})
+        await _wait_count(admin, step.topic, step.target)
     finally:
         await admin.close()
-    await _rebuild(kafka, step, state, say)
+    say(f"{step.topic}: {step.partitions} -> {step.target} partitions")
 
 
-async def _rebuild(kafka: KafkaSettings, step: grow.TopicStep, state: State, say: Say) -> None:
-    """Copy out, delete, create with the new count, copy back at the same offsets."""
-    spool = Journal(state.root / "spool")
-    old = state.data.get("spooled", {}).get(step.topic)
-    if old is None:
-        old = step.partitions
-        n = await _spool(kafka, step.topic, old, spool)
-        state.mark("spooled", step.topic, old)
-        say(f"{step.topic}: {n} record(s) copied to {spool.root}")
+async def _wait_count(admin: AIOKafkaAdminClient, topic: str, want: int | None) -> None:
+    """Until the broker's metadata shows `topic` with `want` partitions, each with a leader
+    (None: until it is gone); it lags the controller by a moment."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while True:
+        listed = topic in await admin.list_topics()
+        have = (await _counts(admin, [topic], led=True)).get(topic) if listed else None
+        if have == want:
+            return
+        if loop.time() > deadline:
+            now = "gone" if not listed else f"{have} partitions (or leaders missing)"
+            msg = f"{topic}: the broker still shows it {now} after {WAIT_S:.0f}s"
+            raise InvalidInput("topic_not_ready", "topics", msg)
+        await asyncio.sleep(0.2)
+
+
+async def _rewrite(kafka: KafkaSettings, step: grow.TopicStep, state: State, say: Say) -> None:
+    """Save each key's newest record, delete the topic, create it with the new count, write
+    those records, each once on its new partition. A crash at any point is finished by a
+    re-run: the saved records are the whole content until the topic is filled again."""
+    routing = grow.REWRITTEN[step.topic]
+    saved = state.saved_records(step.topic)
+    if not state.has("saved", step.topic):
+        records = _recs(await _read_all(kafka, step.topic, step.partitions))
+        writes = grow.rewrite_writes(records, step.target, routing)
+        tmp = saved.with_suffix(".tmp")
+        state.root.mkdir(parents=True, exist_ok=True)
+        tmp.write_text("".join(grow.write_line(w) + "\n" for w in writes))
+        tmp.replace(saved)
+        state.mark("saved", step.topic, step.partitions)
+        say(f"{step.topic}: each key's newest record saved to {saved}: {len(writes)} key(s)")
+    old = int(state.data["saved"][step.topic])
+    if not saved.exists():
+        msg = (f"{saved} is gone, and with it {step.topic}'s records while the topic is "
+               f"re-created ({state.path} says they were saved)")
+        raise InvalidInput("saved_records_missing", "grow", msg)
+    writes = [grow.read_line(line) for line in saved.read_text().splitlines() if line]
     spec = next(s for s in grow.grown_specs() if s.name == step.topic)
     admin = await _admin(kafka)
     try:
-        counts = {m["topic"]: len(m["partitions"])
-                  for m in await admin.describe_topics([step.topic]) if not m["error_code"]}
-        if counts.get(step.topic, step.target) < step.target:
+        if step.topic in await admin.list_topics():  # the old one, or a cut-short re-creation
             await admin.delete_topics([step.topic])
-            await _wait_gone(admin, step.topic)
-        if step.topic not in counts or counts[step.topic] < step.target:
-            await _create(admin, NewTopic(step.topic, step.target, kafka.replication_factor,
-                                          topic_configs=spec.broker_config()))
+            await _wait_count(admin, step.topic, None)
+        await _create(admin, new_topic(replace(spec, partitions=step.target), kafka))
+        await _wait_count(admin, step.topic, step.target)
     finally:
         await admin.close()
-    routing = grow.REWRITTEN.get(step.topic)
-    if routing is None:
-        refilled = await _refill(kafka, step.topic, old, spool)
-        done = f"{refilled} record(s) back at their offsets"
-    else:
-        writes = grow.rewrite_writes(_spooled(spool, step.topic, old), step.target, routing)
-        await _produce(kafka, step.topic, writes)
-        moved = sum(w.partition != grow.partition_of(routing(w.key), old) for w in writes)
-        done = f"each key's newest record once on its partition: {len(writes)} key(s), " \
-               f"{moved} moved"
-    spool.close()
-    state.mark("rebuilt", step.topic)
-    shutil.rmtree(spool.root / "topics" / step.topic, ignore_errors=True)
-    say(f"{step.topic}: re-created with {step.target} partitions, {done}")
+    await _produce(kafka, step.topic, writes)
+    state.mark("rewritten", step.topic)
+    moved = sum(w.partition != grow.partition_of(routing(w.key), old) for w in writes)
+    say(f"{step.topic}: re-created with {step.target} partitions, each key's newest record "
+        f"once on its partition: {len(writes)} key(s), {moved} moved")
 
 
-def _spooled(spool: Journal, topic: str, partitions: int) -> list[grow.Rec]:
-    out = []
-    for p in range(partitions):
-        path = spool.path(TopicPartition(topic, p))
-        if path.exists():
-            out += [grow.Rec(p, f.offset, f.key or b"", f.value, f.timestamp_ms, f.headers)
-                    for f, _ in read_frames(path)]
-    return out
+async def _create(admin: AIOKafkaAdminClient, topic: NewTopic) -> None:
+    """Create a topic just deleted: Kafka removes a deleted topic's logs asynchronously and
+    may answer TopicAlreadyExists for a moment."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while True:
+        try:
+            await admin.create_topics([topic])
+            return
+        except TopicAlreadyExistsError:
+            if loop.time() > deadline:
+                msg = f"{topic.name}: not created {WAIT_S:.0f}s after its delete"
+                raise InvalidInput("topic_not_ready", "topics", msg) from None
+            await asyncio.sleep(0.2)
 
 
 async def _produce(kafka: KafkaSettings, topic: str, writes: list[grow.Write]) -> None:
+    """`writes` in their order, each to its partition; returns once all are acknowledged."""
+    if not writes:
+        return
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5, acks="all",
+                                enable_idempotence=kafka.producer_idempotence,
                                 max_request_size=kafka.max_record_bytes, **kafka.client_options())
     await producer.start()
     try:
@@ -412,32 +357,12 @@ async def _produce(kafka: KafkaSettings, topic: str, writes: list[grow.Write]) -
         await producer.stop()
 
 
-async def _create(admin: AIOKafkaAdminClient, topic: NewTopic) -> None:
-    """Create a topic just deleted: Apache Kafka deletes asynchronously, and answers
-    TopicAlreadyExists until it is gone."""
-    for _ in range(100):
-        try:
-            await admin.create_topics([topic])
-            return
-        except TopicAlreadyExistsError:
-            await asyncio.sleep(0.2)
-    raise InvalidInput("create_failed", "topics", f"{topic.name} not created after its delete")
-
-
-async def _wait_gone(admin: AIOKafkaAdminClient, topic: str) -> None:
-    for _ in range(100):
-        if topic not in await admin.list_topics():
-            return
-        await asyncio.sleep(0.1)
-    raise InvalidInput("delete_failed", "topics", f"{topic} still listed after its delete")
-
-
 async def _read_all(kafka: KafkaSettings, topic: str, partitions: int) -> list[Any]:
-    """Every record of the topic's partitions, up to their true ends."""
+    """Every record of the topic's partitions, up to their ends."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    ends = await _ends(kafka, tps)
+    starts, ends = await _offsets(kafka, tps)
     out: list[Any] = []
-    todo = [tp for tp in tps if ends[tp] > 0]
+    todo = [tp for tp in tps if ends[tp] > starts[tp]]
     if not todo:
         return out  # (a consumer stopped before any assignment raises CancelledError)
     consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False,
@@ -456,51 +381,6 @@ async def _read_all(kafka: KafkaSettings, topic: str, partitions: int) -> list[A
         return out
     finally:
         await consumer.stop()
-
-
-async def _spool(kafka: KafkaSettings, topic: str, partitions: int, spool: Journal) -> int:
-    records = await _read_all(kafka, topic, partitions)
-    for r in records:
-        spool.append(TopicPartition(topic, r.partition), r)
-    for p in range(partitions):
-        spool.next_offset(TopicPartition(topic, p))  # an empty partition gets its file too
-    spool.flush()
-    return len(records)
-
-
-async def _refill(kafka: KafkaSettings, topic: str, partitions: int, spool: Journal) -> int:
-    """Produce each spooled partition's records from where the new partition ends, padding
-    a gap below the old log start with empty records so that every offset comes back."""
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    ends = await _ends(kafka, tps)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5, acks="all",
-                                max_request_size=kafka.max_record_bytes, **kafka.client_options())
-    await producer.start()
-    sent = 0
-    try:
-        for tp in tps:
-            path = spool.path(tp)
-            frames = [f for f, _ in read_frames(path)] if path.exists() else []
-            at, futures = ends[tp], []
-            for frame in frames:
-                if frame.offset < at:
-                    continue
-                while at < frame.offset:  # below the old log start, or a compacted hole
-                    futures.append(await producer.send(topic, None, key=b"",
-                                                       partition=tp.partition))
-                    at += 1
-                futures.append(await _send(producer, tp, frame))
-                at += 1
-            await asyncio.gather(*futures)
-            sent += len(futures)
-    finally:
-        await producer.stop()
-    return sent
-
-
-async def _send(producer: AIOKafkaProducer, tp: TopicPartition, frame: Frame) -> Any:
-    return await producer.send(tp.topic, frame.value, key=frame.key, partition=tp.partition,
-                               timestamp_ms=frame.timestamp_ms, headers=list(frame.headers))
 
 
 def _recs(records: list[Any]) -> list[grow.Rec]:
@@ -528,30 +408,21 @@ async def _rehome(kafka: KafkaSettings, topic: str, target: int, rule: grow.Reho
                   say: Say) -> None:
     records = _recs(await _read_all(kafka, topic, target))
     writes = grow.rehome_writes(records, target, rule.retire, rule.routing_key)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5, acks="all",
-                                max_request_size=kafka.max_record_bytes, **kafka.client_options())
-    await producer.start()
-    try:
-        for kind in ("copy", "retire"):  # every copy on the broker before any retirement
-            futures = [await producer.send(topic, w.value, key=w.key, partition=w.partition,
-                                           timestamp_ms=w.timestamp_ms or None,
-                                           headers=list(w.headers))
-                       for w in writes if w.kind == kind]
-            await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
+    # Every copy on the broker before any retirement.
+    await _produce(kafka, topic, [w for w in writes if w.kind == "copy"])
+    await _produce(kafka, topic, [w for w in writes if w.kind == "retire"])
     copies = sum(w.kind == "copy" for w in writes)
     say(f"{topic}: {copies} key(s) re-homed, {len(writes) - copies} retired "
         f"({rule.retire})")
 
 
-async def _skip_rehome(kafka: KafkaSettings, state: State, target: int, say: Say) -> None:
-    """Groups that consume chunks.v1 start after the re-home writes: they applied every
-    record before the growth, and the moved copies carry nothing new."""
+async def _skip_rehome(kafka: KafkaSettings, offsets: dict[str, Offsets], target: int,
+                       say: Say) -> None:
+    """Groups that consume chunks.v1 (they committed on it) start after the re-home writes:
+    they applied every record before the growth, and the moved copies carry nothing new."""
     for topic in grow.SKIP_REHOME:
-        tps = [TopicPartition(topic, p) for p in range(target)]
-        ends = await _ends(kafka, tps)
-        for group, saved in state.offsets().items():
-            if any(tp.topic == topic for tp in saved):
+        ends = await _ends(kafka, [TopicPartition(topic, p) for p in range(target)])
+        for group, committed in sorted(offsets.items()):
+            if any(tp.topic == topic for tp in committed):
                 await commit_offsets(kafka, group, ends)
                 say(f"group {group}: committed past the re-home writes on {topic}")

@@ -4,17 +4,19 @@ Kafka: shared/cli/topics.py drives the broker (docs/design/growing-partitions.md
 
 Every record that carries a document is keyed by its id and sent by the producer's default
 partitioner, murmur2(key) mod the partition count, so all versions of a document share a
-partition. Adding partitions changes that mapping for most keys: the next version of a
-document would land on another partition than its older versions and its per-document
-state. Old partitions keep their records and offsets; what per-document state later
-readers rebuild from a compacted log (ingest's `doc_versions` changelog, chunks.v1,
-chunks.embedded.v1) is re-homed: each key's newest record is copied to the partition the
-partitioner now picks, then retired where it was (a tombstone, or a contract delete where
-the reader applies deletes and would drop a tombstone as bad input).
+partition. Adding partitions (Kafka's CreatePartitions) changes that mapping for most keys:
+the next version of a document would land on another partition than its older versions and
+its per-document state. Old partitions keep their records and offsets; what per-document
+state later readers rebuild from a compacted log (ingest's `doc_versions` changelog,
+chunks.v1, chunks.embedded.v1) is re-homed: each key's newest record is copied to the
+partition the partitioner now picks, then retired where it was (a tombstone, or a contract
+delete where the reader applies deletes and would drop a tombstone as bad input); the
+changelog is rewritten instead (REWRITTEN).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -79,9 +81,10 @@ REHOMED: dict[str, Rehomed] = {
 # Table changelogs keyed by doc id: rewritten, not moved in place. Faust's memory store keeps
 # one dict for all the partitions a worker holds and recovers them in no set order, so a
 # tombstone on the old partition could delete the moved state, and an old copy left there
-# could overwrite a newer one. Nothing relies on a changelog's offsets (a memory store
-# recovers from the start), so the topic is re-created holding each key's newest record
-# once, on its new partition, and nothing on the old one.
+# could overwrite a newer one: each key must be on one partition only. Kafka refuses
+# DeleteRecords on a compacted topic, and nothing relies on a changelog's offsets (a memory
+# store recovers from the start), so the topic is re-created holding each key's newest
+# record once, on its new partition, and nothing on the old one.
 REWRITTEN: dict[str, Callable[[bytes], bytes]] = {DOC_VERSIONS.changelog: table_key}
 # Groups consuming these topics are committed past the re-home writes: they have applied
 # every record already (lag 0), and would otherwise embed the moved copies again.
@@ -94,7 +97,8 @@ def partition_of(key: bytes, partitions: int) -> int:
 
 
 def grown_specs() -> tuple[TopicSpec, ...]:
-    """The contract's specs of the grown topics (changelogs included), for re-creating one."""
+    """The contract's specs of the grown topics (changelogs included), for re-creating a
+    rewritten one."""
     return tuple(s for s in all_topic_specs() if s.name in GROWN)
 
 
@@ -127,6 +131,23 @@ class GroupState:
     group: str
     members: int | None  # None: the broker cannot say
     lag: Mapping[str, int]  # topic -> records not yet committed
+
+
+def group_lag(committed: Mapping[tuple[str, int], int], starts: Mapping[tuple[str, int], int],
+              ends: Mapping[tuple[str, int], int]) -> dict[str, int]:
+    """A group's records not yet consumed, per topic (the offsets are keyed by (topic,
+    partition)): on every topic the group has committed a partition of (so it consumes that
+    topic), each partition's end minus what it committed there, or minus the log start
+    where it committed nothing (its consumer would start there: Faust's offset reset is
+    `earliest`)."""
+    topics = {t for t, _ in committed}
+    out: dict[str, int] = {}
+    for (topic, p), end in ends.items():
+        if topic in topics:
+            start = starts.get((topic, p), 0)
+            at = max(committed.get((topic, p), start), start)
+            out[topic] = out.get(topic, 0) + max(0, end - at)
+    return out
 
 
 def quiet_problems(groups: Iterable[GroupState], workers: Iterable[str] = ()) -> list[str]:
@@ -162,6 +183,29 @@ class Write:
     timestamp_ms: int
     headers: tuple[tuple[str, bytes], ...]
     kind: Literal["copy", "retire"]
+
+
+def write_line(w: Write) -> str:
+    """`w` as one JSON line (bytes in base64): how a rewrite is kept on disk while its topic
+    is deleted and re-created."""
+    return json.dumps({"p": w.partition, "k": _b64(w.key), "v": _b64(w.value),
+                       "t": w.timestamp_ms, "h": [[n, _b64(v)] for n, v in w.headers],
+                       "kind": w.kind}, sort_keys=True)
+
+
+def read_line(line: str) -> Write:
+    """The Write that write_line wrote."""
+    d = json.loads(line)
+    return Write(int(d["p"]), _unb64(d["k"]) or b"", _unb64(d["v"]), int(d["t"]),
+                 tuple((str(n), _unb64(v) or b"") for n, v in d["h"]), d["kind"])
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text, validate=True)
 
 
 def retired(rec: Rec, how: Retire) -> bool:

@@ -1,17 +1,22 @@
-"""Growing a running mesh from 4 to 6 document partitions on the real embedded broker, as an
+"""Growing a running mesh from 4 to 6 document partitions on the embedded Apache Kafka, as an
 operator does it: `streamrag up` (one process), documents with several versions, a grow
 refused while the mesh runs, the mesh stopped, `streamrag topics --grow 6`, and `streamrag up`
 again with STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6 on the same run directory.
 
-Afterwards: every document answers exactly once at its newest version; the per-document
-state moved with the documents (the changelog and the shard log hold each document's newest
-record on its new partition only, and an old version sent again is refused as stale); a new
-version of a moved document is applied; new documents land on the new partitions and are
-found. The broker is the test's own: the session meshes cannot be stopped.
+Afterwards: the broker describes every grown topic with 6 partitions and the others as they
+were; every old record is at its partition and offset and every group's committed offsets
+are as they were (CreatePartitions moves nothing), but for the groups moved past the
+re-home writes on chunks.v1; every document answers exactly once at its newest version; the
+per-document state moved with the documents (the changelog and the shard log hold each
+document's newest record on its new partition only, and an old version sent again is
+refused as stale); a new version of a moved document lands on its new partition and is
+applied; new documents land on the new partitions and are found. The broker is the test's
+own: the session meshes cannot be stopped.
 
-And a growth that crashes part-way (after spooling a topic, after deleting a changelog it
-had spooled, half-way through re-homing) finishes when run again: old records at their
-offsets, the group's offsets as they were, each key's newest record on its new partition."""
+And a growth that crashes part-way (after growing some topics, after saving the changelog's
+records and deleting it, half-way through re-homing) finishes when run again: old records
+at their offsets, the group's offsets as they were, each key's newest record on its new
+partition."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +42,8 @@ from shared.cli.procs import stop
 from shared.cli.topics import grow_mesh, topic_counts
 from shared.contract.codec import encode
 from shared.contract.records import EmbeddedChunkSet
+from shared.contract.topics import all_topic_specs
+from shared.errors import InvalidInput
 from shared.kafka.admin import ensure_topics
 from shared.kafka.grow import GROWN, Rec, Retire, partition_of, retired, table_key
 from shared.settings import KafkaSettings
@@ -122,6 +130,20 @@ def streamrag_topics(broker: str, run_dir: Path, *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+def until_quiet(broker: str, run_dir: Path, *args: str) -> tuple[int, str]:
+    """`streamrag topics ARGS` again while it is refused only for members still listed, as
+    the operator is told to: a worker that stopped without leaving its group counts until
+    its session times out."""
+    deadline = time.monotonic() + 3 * KafkaSettings().session_timeout_s
+    while True:
+        code, out = streamrag_topics(broker, run_dir, *args)
+        refused = [line for line in out.splitlines() if line.startswith("  ")]
+        if code != 1 or time.monotonic() > deadline or \
+                not all("live member(s)" in line for line in refused):
+            return code, out
+        time.sleep(1)
+
+
 def versions_found(mesh: Endpoints, doc_id: str) -> list[tuple[str, int]]:
     return [(c.chunk_id, c.version) for c in chunks_of(mesh, question(doc_id), doc_id)]
 
@@ -156,6 +178,49 @@ def newest_live(mesh: Endpoints, topic: str, run: str, how: Retire,
     return out
 
 
+def kafka_of(broker: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap=broker)
+
+
+def counts_of(broker: str) -> dict[str, int]:
+    """Partitions per topic, as the broker describes them."""
+    return asyncio.run(topic_counts(kafka_of(broker)))
+
+
+def group_offsets(broker: str) -> dict[str, dict[tuple[str, int], int]]:
+    """Every group's committed offsets on the grown topics."""
+    async def go() -> dict[str, dict[tuple[str, int], int]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+        await admin.start()
+        try:
+            out = {}
+            for group, _ in await admin.list_consumer_groups():
+                got = await admin.list_consumer_group_offsets(group)
+                out[group] = {(tp.topic, tp.partition): meta.offset for tp, meta in got.items()
+                              if tp.topic in GROWN and meta.offset >= 0}
+            return out
+        finally:
+            await admin.close()
+    return asyncio.run(go())
+
+
+def end_offsets(broker: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
+    async def go() -> dict[tuple[str, int], int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None)
+        await consumer.start()
+        try:
+            ends = await consumer.end_offsets([TopicPartition(topic, p)
+                                               for p in range(partitions)])
+        finally:
+            await consumer.stop()
+        return {(tp.topic, tp.partition): o for tp, o in ends.items()}
+    return asyncio.run(go())
+
+
+def placed(records: list[Any]) -> dict[tuple[int, int], tuple[bytes | None, bytes | None]]:
+    return {(r.partition, r.offset): (r.key, r.value) for r in records}
+
+
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[str]:
     port = free_port()
@@ -163,7 +228,7 @@ def own_broker(tmp_path: Path) -> Iterator[str]:
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        stop([child], 10)
+        stop([child], 15)
 
 
 def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str) -> None:
@@ -184,26 +249,55 @@ def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str)
     code, out = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), *state)
     assert code == 1 and re.search(r"worker onebox \(pid \d+, .*\) is running: stop the "
                                    r"mesh", out), out
+    assert re.search(r"group \S+ has \d+ live member\(s\)", out), out
     first.stop()
-    # The embedded broker may still list the stopped worker as a Stable member: the tool's
-    # probe join makes the coordinator drop it, and the group must stay empty after that.
 
-    code, out = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), "--dry-run", *state)
+    code, out = until_quiet(own_broker, run_dir, "--grow", str(NEW), "--dry-run", *state)
     assert code == 0, out
     assert "plan: docs.parsed.v1: 4 -> 6" in out and "plan: audit.batches.v1" not in out, out
     every = len(moved) + len(stayed)
     assert f"plan: {CHANGELOG}: re-created holding {every} key(s), {len(moved)} of them on a " \
         "new partition" in out, out
+    before_counts, before_offsets = counts_of(own_broker), group_offsets(own_broker)
+    assert {t: before_counts[t] for t in GROWN} == dict.fromkeys(GROWN, OLD)
+    readers = {g for g, got in before_offsets.items() if any(t == "chunks.v1" for t, _ in got)}
+    assert readers and any(t == "docs.normalized.v1" for got in before_offsets.values()
+                           for t, _ in got), before_offsets
+    normalized = placed(read_topic(mesh, "docs.normalized.v1"))
+    assert len(normalized) >= 3 * len(moved) + len(stayed)
+
     code, out = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), *state)
     assert code == 0, out
+    for topic in set(GROWN) - {CHANGELOG}:
+        assert f"\n{topic}: 4 -> 6 partitions\n" in f"\n{out}", out  # CreatePartitions
     for topic in ("chunks.embedded.v1", "chunks.v1"):
         assert re.search(rf"^{re.escape(topic)}: {len(moved)} key\(s\) re-homed, "
                          rf"{len(moved)} retired", out, re.M), out
     assert f"{CHANGELOG}: re-created with 6 partitions, each key's newest record once on its " \
         f"partition: {every} key(s), {len(moved)} moved" in out, out
     assert not (tmp_path / "grow" / "grow.json").exists()  # finished: nothing to resume
+    assert list((tmp_path / "grow").iterdir()) == []  # the saved records removed too
+
+    # The broker describes every grown topic with 6 partitions, the others as they were.
+    after_counts = counts_of(own_broker)
+    assert {t: after_counts[t] for t in GROWN} == dict.fromkeys(GROWN, NEW)
+    others = {s.name for s in all_topic_specs()} - set(GROWN)
+    assert {t: after_counts.get(t) for t in others} == {t: before_counts.get(t) for t in others}
+    # Nothing moved: the old records at their offsets (audit chains are named by them), and
+    # every group's offsets as they were; the chunks.v1 readers past the re-home writes.
+    assert placed(read_topic(mesh, "docs.normalized.v1")) == normalized
+    after_offsets = group_offsets(own_broker)
+    chunk_ends = end_offsets(own_broker, "chunks.v1", NEW)
+    for group, got in before_offsets.items():
+        kept = {tp: o for tp, o in got.items() if tp[0] != "chunks.v1"}
+        assert {tp: after_offsets[group].get(tp) for tp in kept} == kept, group
+        if group in readers:
+            assert {tp: o for tp, o in after_offsets[group].items()
+                    if tp[0] == "chunks.v1"} == chunk_ends, group
     code, again = streamrag_topics(own_broker, run_dir, "--grow", str(NEW), *state)
-    assert code == 0 and "key(s) re-homed, 0 retired" in again, again  # idempotent
+    assert code == 0 and "-> 6 partitions" not in again, again  # idempotent
+    for topic in ("chunks.embedded.v1", "chunks.v1"):
+        assert f"{topic}: 0 key(s) re-homed, 0 retired" in again, again
 
     # Each document's newest state and shard record now sit only on its new partition.
     expect = {d: {partition_of(d.encode(), NEW)} for d in moved + stayed}
@@ -211,6 +305,9 @@ def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str)
         newest_live(mesh, CHANGELOG, run + "s", "tombstone", table_key) == expect
     assert newest_live(mesh, "chunks.embedded.v1", run, "delete", lambda k: k) | \
         newest_live(mesh, "chunks.embedded.v1", run + "s", "delete", lambda k: k) == expect
+    changelog = [r for r in read_topic(mesh, CHANGELOG)
+                 if r.key is not None and table_key(r.key).decode() in expect]
+    assert sorted(table_key(r.key).decode() for r in changelog) == sorted(expect)  # once each
 
     second = Up(tmp_path, own_broker, run_dir, {"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS": "6"})
     mesh = second.endpoints
@@ -220,7 +317,8 @@ def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str)
             eventually(lambda d=d: answers_once_at(mesh, d, 3), f"{d} once at 3", 120)
         for d in stayed:
             eventually(lambda d=d: answers_once_at(mesh, d, 1), f"{d} once at 1", 60)
-        # (b) a new version of a moved document applies; old versions are still stale
+        # (b) a new version of a moved document applies on its new partition; old versions
+        # are still stale
         fresh = ids_where(run + "n", 2, lambda k: partition_of(k, NEW) >= OLD)
         produce(mesh, [(moved[0], 4)] + [(d, 1) for d in fresh])
         # Old versions with other content than was applied (a replay of what was applied
@@ -231,6 +329,16 @@ def test_grow_four_to_six_keeps_order_and_index(tmp_path: Path, own_broker: str)
                                                     (moved[1], "stale_version")},
                    "the old versions refused as stale", 60)
         assert answers_once_at(mesh, moved[1], 3)
+        new_records = {k: v for k, v in placed(read_topic(mesh, "docs.normalized.v1")).items()
+                       if k not in normalized}
+        fourth = [p for (p, _), (key, value) in new_records.items()
+                  if key == moved[0].encode() and value and json.loads(value)["version"] == 4]
+        assert fourth == [partition_of(moved[0].encode(), NEW)] != \
+            [partition_of(moved[0].encode(), OLD)]
+        for d in moved + stayed:
+            eventually(lambda d=d: answers_once_at(mesh, d, 4 if d == moved[0] else
+                                                   1 if d in stayed else 3),
+                       f"{d} still found once", 30)
         # (c) new documents land on the new partitions and are found
         for d in fresh:
             eventually(lambda d=d: answers_once_at(mesh, d, 1), f"new {d} found", 120)
@@ -320,45 +428,62 @@ def crash_at(line: str) -> Any:
 
 
 def test_a_crashed_grow_finishes_when_run_again(tmp_path: Path, own_broker: str) -> None:
-    kafka = KafkaSettings(bootstrap=own_broker)
+    kafka = kafka_of(own_broker)
     before = asyncio.run(seed(kafka))
     state, run_dir = tmp_path / "grow", tmp_path / "run"
 
-    def grow_run(say: Any) -> int:
-        return asyncio.run(grow_mesh(kafka, NEW, state, run_dir, say=say))
+    def grow_run(say: Any, target: int = NEW) -> int:
+        return asyncio.run(grow_mesh(kafka, target, state, run_dir, say=say))
 
     asyncio.run(produce_late(kafka))  # not consumed yet: refused, nothing changed
     said: list[str] = []
-    assert asyncio.run(grow_mesh(kafka, NEW, state, run_dir, say=said.append)) == 1
+    assert grow_run(said.append) == 1
     assert "  group grow-test has 1 unconsumed record(s) on docs.parsed.v1: let it drain" in \
         said[-1].splitlines()
     assert not (state / "grow.json").exists()
+    assert {t: n for t, n in counts_of(own_broker).items() if t in GROWN} == \
+        dict.fromkeys(GROWN, OLD)
     before = asyncio.run(consumed(kafka))
-    with pytest.raises(Crash):  # spooled, not yet deleted
-        grow_run(crash_at("docs.parsed.v1: 25 record(s) copied"))
-    with pytest.raises(Crash):  # the changelog spooled ...
-        grow_run(crash_at(f"{CHANGELOG}: 24 record(s) copied"))
-    asyncio.run(delete_topic(kafka, CHANGELOG))  # ... and deleted, not yet re-created
+    with pytest.raises(Crash):  # docs.raw.v1 and docs.parsed.v1 grown, the rest not yet
+        grow_run(crash_at("docs.parsed.v1: 4 -> 6 partitions"))
+    counts = counts_of(own_broker)
+    assert (counts["docs.raw.v1"], counts["docs.parsed.v1"], counts["docs.normalized.v1"],
+            counts[CHANGELOG]) == (NEW, NEW, OLD, OLD)
+    with pytest.raises(InvalidInput) as info:  # another target while this one is under way
+        grow_run(lambda message: None, 8)
+    assert info.value.reason == "growth_under_way"
+    assert "--grow 6" in str(info.value.detail)
+    with pytest.raises(Crash):  # the changelog's records saved ...
+        grow_run(crash_at(f"{CHANGELOG}: each key's newest record saved to"))
+    assert len((state / f"{CHANGELOG}.records.jsonl").read_text().splitlines()) == 12
+    asyncio.run(delete_topic(kafka, CHANGELOG))  # ... and it deleted, not yet re-created
     moving = sum(moves(d.encode()) for d in keyed(12))
     assert 0 < moving < 12
     with pytest.raises(Crash):  # half of the in-place re-homing done
         grow_run(crash_at(f"chunks.embedded.v1: {moving} key(s) re-homed"))
     assert (state / "grow.json").exists()
-    assert grow_run(lambda message: None) == 0
+    said = []
+    assert grow_run(said.append) == 0, said
     assert not (state / "grow.json").exists()
+    assert not [m for m in said if "-> 6 partitions" in m or "re-created" in m], said
+    assert "chunks.embedded.v1: 0 key(s) re-homed, 0 retired (delete)" in said, said
+    assert f"chunks.v1: {moving} key(s) re-homed, {moving} retired (tombstone)" in said, said
 
-    counts = asyncio.run(topic_counts(kafka))
+    counts = counts_of(own_broker)
     assert {t: counts[t] for t in GROWN} == dict.fromkeys(GROWN, NEW)
     # Old records keep their partition and offset; the group's offsets are as they were.
     for topic, old in before.items():
-        now = {(r.partition, r.offset): (r.key, r.value)
-               for r in asyncio.run(read_all(kafka, topic))}
-        assert {(r.partition, r.offset): now.get((r.partition, r.offset)) for r in old} == \
-            {(r.partition, r.offset): (r.key, r.value) for r in old}, topic
-    # Each key's newest record: on its new partition only (the changelog: exactly once).
+        now = placed(asyncio.run(read_all(kafka, topic)))
+        assert {k: now.get(k) for k in placed(old)} == placed(old), topic
     committed = asyncio.run(committed_offsets(kafka, "grow-test", "docs.parsed.v1"))
     assert committed == {p: max(r.offset for r in before["docs.parsed.v1"] if r.partition == p)
                          + 1 for p in {r.partition for r in before["docs.parsed.v1"]}}
+    # The chunks.v1 reader starts after the re-home writes, on all six partitions.
+    chunk_ends = end_offsets(own_broker, "chunks.v1", NEW)
+    assert asyncio.run(committed_offsets(kafka, "grow-test", "chunks.v1")) == \
+        {p: o for (_, p), o in chunk_ends.items()}
+    assert sum(chunk_ends.values()) == len(before["chunks.v1"]) + 2 * moving
+    # Each key's newest record: on its new partition only (the changelog: exactly once).
     hows: tuple[tuple[str, Retire], ...] = (("chunks.embedded.v1", "delete"),
                                             ("chunks.v1", "tombstone"))
     for topic, how in hows:
@@ -376,10 +501,16 @@ def test_a_crashed_grow_finishes_when_run_again(tmp_path: Path, own_broker: str)
 
 
 async def delete_topic(kafka: KafkaSettings, topic: str) -> None:
+    """Delete `topic` and wait until the broker no longer lists it."""
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     await admin.start()
     try:
         await admin.delete_topics([topic])
+        for _ in range(100):
+            if topic not in await admin.list_topics():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{topic} still listed after its delete")
     finally:
         await admin.close()
 

@@ -26,7 +26,8 @@ def test_running_workers_are_the_live_service_processes_of_the_run_dir(tmp_path:
     pids.mkdir()
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                                "services.onebox"])
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "tansu"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                              "kafka.Kafka"])
     gone = subprocess.Popen([sys.executable, "-c", "pass", "services.ingest"])
     gone.wait()
     try:
