@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -107,15 +107,20 @@ def export_once(model_path: Path, target: Path) -> None:
     (in one process, embedding and inference load the encoder side by side at start-up).
     In this process if torch is loaded already, else in a child: importing torch costs a
     worker ~340 MB of resident memory for the rest of its life."""
+    if sys.modules.get("torch") is not None:
+        made_once(target, lambda: export(model_path, target))
+    else:
+        made_once(target, lambda: _export_in_child(model_path, target))
+
+
+def made_once(target: Path, make: Callable[[], None]) -> None:
+    """`make()` unless `target` exists, one maker at a time per file on this machine (a lock
+    file per target: each thread's own open of it, so threads of one process wait too)."""
     lock = Path(tempfile.gettempdir()) / f"streamrag-{target.name}.lock"
     with lock.open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
-        if target.exists():
-            return
-        if sys.modules.get("torch") is not None:
-            export(model_path, target)
-        else:
-            _export_in_child(model_path, target)
+        if not target.exists():
+            make()
 
 
 def _export_in_child(model_path: Path, target: Path) -> None:
@@ -187,7 +192,9 @@ class OnnxEncoder:
             quantized = int8_path(graph)
             if not quantized.exists():
                 log.info("quantizing the encoder to int8 at %s (once per model)", quantized)
-                quantize(graph, quantized)
+                # embedding and inference of one process quantizing side by side wrote a
+                # graph the quantizer then could not read ("no ai.onnx domain")
+                made_once(quantized, lambda: quantize(graph, quantized))
             graph = quantized
         self.session = ort.InferenceSession(str(graph), session_options(threads),
                                             providers=["CPUExecutionProvider"])
