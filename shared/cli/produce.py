@@ -8,11 +8,13 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from tqdm import tqdm
 
 from shared.contract.topics import DOCS_RAW
+from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".log"}
@@ -87,22 +89,33 @@ async def send(kafka: KafkaSettings, items: Iterable[tuple[bytes | None, bytes]]
                                 max_request_size=4 * 1024 * 1024, **kafka.producer_options(),
                                 **kafka.client_options())
     await producer.start()
-    sent = 0
+    pending: list[asyncio.Future[Any]] = []
     try:
         with tqdm(unit="rec", desc="producing", disable=None if progress else True) as bar:
             for key, value in items:
-                await producer.send(DOCS_RAW.name, value, key=key, headers=headers or None)
-                sent += 1
+                pending.append(await producer.send(DOCS_RAW.name, value, key=key,
+                                                   headers=headers or None))
                 bar.update()
             await producer.flush()
+        results = await asyncio.gather(*pending, return_exceptions=True)
     finally:
         await producer.stop()
-    return sent
+    refused = [r for r in results if isinstance(r, BaseException)]
+    if refused:  # counted as sent only once the broker said so
+        acked = len(results) - len(refused)
+        msg = (f"the broker refused {len(refused)} of {len(results)} records "
+               f"({type(refused[0]).__name__}); {acked} were acknowledged")
+        raise InfrastructureError(msg)
+    return len(results)
 
 
 def run(args: argparse.Namespace) -> int:
     headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header)]
     items = (item for path in expand(args.paths) for item in records(path, args))
-    sent = asyncio.run(send(KafkaSettings(), items, headers))
+    try:
+        sent = asyncio.run(send(KafkaSettings(), items, headers))
+    except InfrastructureError as exc:
+        print(f"streamrag produce: {exc}", file=sys.stderr)
+        return 1
     print(f"sent {sent} records to {DOCS_RAW.name}")
     return 0
