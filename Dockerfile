@@ -3,8 +3,8 @@ FROM python:3.11-slim
 
 # cpu (default) or a CUDA wheel index such as https://download.pytorch.org/whl/cu124
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# cpu (faiss-cpu) or gpu (faiss-gpu, CUDA 12). The embedded broker (extra `embedded`) stays
-# out: the image talks to a real Kafka.
+# cpu (faiss-cpu) or gpu (faiss-gpu, CUDA 12). The embedded broker (Apache Kafka's jars, put
+# in .tools/ by scripts/install) stays out: the image talks to a Kafka outside it.
 ARG FAISS=cpu
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 

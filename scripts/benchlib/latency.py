@@ -14,11 +14,11 @@ up`; `processes`: one process per service, as before: the baseline) it starts it
   freshness: one document at a time (a --gap-s pause between them) produced with a plain
              aiokafka producer; gRPC Retrieve (filtered to its source) is polled until it
              returns it. One warm-up document goes first and is not counted (the first
-             through a new mesh pays one-time costs; after the idle window it pays the idle
-             wait, which the quiet-spell run below measures on its own). Where the time
+             through a new mesh pays one-time costs; after the idle window it is the first
+             after a quiet spell, which the run below measures on its own). Where the time
              goes per hop is read from the Kafka timestamps of
              each pipeline topic; the last hop (chunks.embedded.v1 -> queryable) is the rest.
-             Then --idle-docs more after a quiet spell each (the idle fetch wait's price);
+             Then --idle-docs more after a quiet spell each (freshness when idle);
   query:     sequential gRPC Query calls (answer_mode extractive), and retrieval's share;
   burst:     --burst documents produced at once, one source; docs/s from the first send
              until Retrieve returns every one of them (throughput under load);
@@ -121,7 +121,7 @@ async def freshness(bootstrap: str, target: str, docs: int, gap_s: float, warm_u
     The first `warm_up` documents are sent the same way but not counted: the first
     document through a freshly started mesh pays its one-time costs (the audit chain's
     ends read back, the ledger's first anchor, first calls into spaCy and ONNX), and one
-    after the idle window pays the idle fetch wait, which the quiet-spell run measures.
+    after the idle window is the first after a quiet spell, which the quiet-spell run measures.
     """
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
@@ -329,7 +329,7 @@ def main() -> int:
     ap.add_argument("--idle-docs", type=int, default=5,
                     help="documents produced after a quiet spell each (freshness when idle)")
     ap.add_argument("--idle-gap-s", type=float, default=7.0,
-                    help="the quiet spell: longer than STREAMRAG_KAFKA_IDLE_AFTER_S (5)")
+                    help="the quiet spell before each of them (s)")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--settle-s", type=float, default=10.0)
     ap.add_argument("--idle-s", type=float, default=20.0)

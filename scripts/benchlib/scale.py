@@ -1,4 +1,4 @@
-"""Scale-out on the embedded broker: each heavy stage as a group of worker processes.
+"""Scale-out on a broker of its own: each heavy stage as a group of worker processes.
 
 The heavy stages (redaction, embedding, retrieval) run as N separate processes of their
 service, all members of the stage's one consumer group; chunking (and, given a chain,
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import time
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
 from scripts.benchlib.procs import cpu_s
 from scripts.benchlib.shard_client import Asker
@@ -138,33 +138,22 @@ class ScaleMesh:
         asyncio.run(go())
 
     def read(self, spec: TopicSpec) -> list[Any]:
-        """Every record of `spec` (read to its end, not the broker's end offsets)."""
-        return asyncio.run(read_topic(self.kafka, spec, 0.3))
-
-    def members(self, stage: str) -> int | None:
-        """How many members the broker counts in the stage's group; None while it is not
-        Stable (rebalancing)."""
-        return asyncio.run(_members(self.bootstrap, SERVICES[stage]))
+        """Every record of `spec` up to its end."""
+        return asyncio.run(read_topic(self.kafka, spec))
 
     def assignment(self, stage: str) -> list[dict[str, set[int]]]:
-        """What each live worker of `stage` was last assigned, {topic: partitions}, read
-        from its log (the embedded broker's DescribeGroups leaves assignments empty);
-        [] while any of them is between generations (revoked, or not yet joined)."""
-        found = [last_assignment(c.log_path.read_text(errors="replace"))
-                 for c in self.workers[stage]]
-        if any(f is None for f in found) or len({f[0] for f in found if f}) != 1:
-            return []
-        return [f[1] for f in found if f is not None]
+        """What each member of the stage's group is assigned, {topic: partitions}, as the
+        broker describes the group (DescribeGroups); [] while it is not Stable
+        (rebalancing)."""
+        return asyncio.run(_assignments(self.bootstrap, SERVICES[stage]))
 
     def balanced(self, stage: str) -> bool:
-        """The group holds exactly the live workers, all on one generation, and every
+        """The group is Stable (one generation) holding exactly the live workers, and every
         partition of the stage's source topic is owned by exactly one of them (retrieval:
         and each worker's search requests are the partitions of its shards, the
         co-partitioning scatter relies on)."""
-        if self.members(stage) != len(self.workers[stage]):
-            return False
         members = self.assignment(stage)
-        if not members:
+        if len(members) != len(self.workers[stage]):
             return False
         src = SOURCE[stage].name
         owned = [p for m in members for p in m.get(src, set())]
@@ -183,7 +172,7 @@ class ScaleMesh:
         return asyncio.run(go())
 
 
-async def _members(bootstrap: str, group: str) -> int | None:
+async def _assignments(bootstrap: str, group: str) -> list[dict[str, set[int]]]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -191,37 +180,18 @@ async def _members(bootstrap: str, group: str) -> int | None:
     finally:
         await admin.close()
     [found] = desc.groups
-    return len(found[5]) if found[2] == "Stable" else None
+    return members_assigned(found[5]) if found[2] == "Stable" else []
 
 
-JOINED = re.compile(r"Joined group '[^']+' \(generation (\d+)\)")
-ASSIGNED = "Setting newly assigned partitions"
-ROW = re.compile(r"^\|\s*(\S+)\s*\|\s*\{([^}]*)\}\s*\|")
-
-
-def last_assignment(log: str) -> tuple[int, dict[str, set[int]]] | None:
-    """(generation, {topic: partitions}) of the last assignment a worker's log shows (the
-    table aiokafka logs after each join), or None when it has none yet or revoked it."""
-    lines = log.splitlines()
-    at = max((i for i, ln in enumerate(lines) if ASSIGNED in ln), default=None)
-    if at is None or any("Revoking previously assigned" in ln for ln in lines[at:]):
-        return None
-    gens = [int(m.group(1)) for ln in lines[:at] if (m := JOINED.search(ln))]
-    topics: dict[str, set[int]] = {}
-    for ln in lines[at + 1:]:
-        if (row := ROW.match(ln)) and row.group(1) != "topic":
-            topics[row.group(1)] = parse_partitions(row.group(2))
-        if "for group" in ln:
-            break
-    return (gens[-1] if gens else -1), topics
-
-
-def parse_partitions(text: str) -> set[int]:
-    """Faust's compact partition set, such as `0-3`, `1, 3` or `0-1, 3`."""
-    out: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
+def members_assigned(members: Iterable[Any]) -> list[dict[str, set[int]]]:
+    """Each member's assignment, {topic: partitions}, from a DescribeGroups answer's members
+    (member id, client id, host, metadata, assignment: the consumer protocol's bytes, as
+    the group's leader made them)."""
+    out = []
+    for member in members:
+        raw = member[4]
+        topics = ConsumerProtocolMemberAssignment.decode(raw).assignment if raw else []
+        out.append({topic: set(parts) for topic, parts in topics})
     return out
 
 

@@ -199,11 +199,11 @@ def render(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def load(kafka: KafkaSettings, idle_s: float) -> tuple[list[Any], list[Anchor]]:
+def load(kafka: KafkaSettings) -> tuple[list[Any], list[Anchor]]:
     """The records of audit.queries.v1 and the announcements on ledger.anchors.v1."""
     async def go() -> tuple[list[Any], list[Any]]:
-        return (await read_topic(kafka, AUDIT_QUERIES, idle_s),
-                await read_topic(kafka, LEDGER_ANCHORS, idle_s))
+        return (await read_topic(kafka, AUDIT_QUERIES),
+                await read_topic(kafka, LEDGER_ANCHORS))
     records, announced = asyncio.run(go())
     anchors = []
     for r in announced:
@@ -215,7 +215,7 @@ def load(kafka: KafkaSettings, idle_s: float) -> tuple[list[Any], list[Anchor]]:
 
 
 def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    records, anchors = load(kafka, args.idle_s)
+    records, anchors = load(kafka)
     known = (frozenset(s.lower() for s in args.signer) if args.signer
              else AuditSignerSettings().known_query())
     proof = best_proof(args.query_id, decoded(records), anchors, chain_reader(ledger), known)
@@ -253,7 +253,7 @@ def run_queries(args: argparse.Namespace, kafka: KafkaSettings) -> int:
     if principal is None and args.question is None:
         print("name a caller (--subject or --principal) or a --question", file=sys.stderr)
         return 2
-    records = asyncio.run(read_topic(kafka, AUDIT_QUERIES, args.idle_s))
+    records = asyncio.run(read_topic(kafka, AUDIT_QUERIES))
     found = matching(decoded(records), principal, args.question)
     if args.json:
         print(json.dumps([{"query_id": f.audit.query_id, "partition": f.partition,
@@ -265,7 +265,7 @@ def run_queries(args: argparse.Namespace, kafka: KafkaSettings) -> int:
 
 
 def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    records, anchors = load(kafka, args.idle_s)
+    records, anchors = load(kafka)
     known = (frozenset(s.lower() for s in args.signer) if args.signer
              else AuditSignerSettings().known_query())
     report = verify_queries([(a.partition, a.offset, a.audit) for a in decoded(records)],
@@ -291,8 +291,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", help="inclusion proof and anchor of one query audit")
     p.add_argument("--query", dest="query_id", required=True, help="the query id")
-    p.add_argument("--idle-s", type=float, default=1.0,
-                   help="stop reading a topic after this long without new records")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--signer", action="append", default=[],
                    help="an address whose query-audit signatures count (repeatable); "
@@ -301,8 +299,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "the chain")
     v.add_argument("--queries", action="store_true", required=True,
                    help="the query batches (documents: streamrag audit verify)")
-    v.add_argument("--idle-s", type=float, default=1.0,
-                   help="stop reading a topic after this long without new records")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     v.add_argument("--signer", action="append", default=[],
                    help="an address whose query-audit signatures count (repeatable)")
@@ -312,8 +308,6 @@ def build_parser() -> argparse.ArgumentParser:
                      "STREAMRAG_AUDIT_PRINCIPAL_KEY, never sent anywhere)")
     who.add_argument("--principal", help="the recorded hash itself (hmac-sha256:...)")
     q.add_argument("--question", help="the exact question (matched by its sha256)")
-    q.add_argument("--idle-s", type=float, default=1.0,
-                   help="stop reading the topic after this long without new records")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 

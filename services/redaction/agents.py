@@ -74,8 +74,7 @@ class Chains:
             # The newest records suffice: read back until every partition's end is found.
             def enough(records: list[Any]) -> bool:
                 return len(tips_from(_decoded(records), SIGNER)) == DOCS_NORMALIZED.partitions
-            records = await read_back(kafka, AUDIT_BATCHES,
-                                      settings.audit_reload_idle_s, enough)
+            records = await read_back(kafka, AUDIT_BATCHES, enough)
             self.tips = tips_from(_decoded(records), SIGNER)
             self.just_loaded = set(range(DOCS_NORMALIZED.partitions))
             log.info("chain ends reloaded from %s: %s", AUDIT_BATCHES.name,

@@ -1,8 +1,8 @@
 """Audit records for redaction micro-batches: canonical leaves, Merkle root, hash chain.
 
 A batch is named by the input offsets it consumed, in its partition's epoch; the chain's
-end (Tip) is rebuilt from the audit topic itself, so nothing depends on a table that a
-broker with short end offsets may not restore.
+end (Tip) is rebuilt from the audit topic itself, not kept in a table beside it: the
+audit records are the chain's one source.
 """
 
 from __future__ import annotations

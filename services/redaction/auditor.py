@@ -63,9 +63,9 @@ def _decode_all(model: type[T], spec: TopicSpec, records: list[Any],
     return out
 
 
-def load(kafka: KafkaSettings, idle_s: float) -> Loaded:
+def load(kafka: KafkaSettings) -> Loaded:
     async def go() -> tuple[list[Any], ...]:
-        return tuple([await read_topic(kafka, spec, idle_s)
+        return tuple([await read_topic(kafka, spec)
                       for spec in (DOCS_REDACTED, AUDIT_BATCHES, LEDGER_ANCHORS)])
     docs, batches, anchors = asyncio.run(go())
     bad: list[str] = []
@@ -105,7 +105,7 @@ def known_signers(args: argparse.Namespace) -> frozenset[str]:
 
 
 def run_prove(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    data = load(kafka, args.idle_s)
+    data = load(kafka)
     known = known_signers(args)
     mine = [d for d in data.docs
             if d.doc_id == args.doc_id and args.version in (None, d.version)]
@@ -245,7 +245,7 @@ def read_chain(ledger: LedgerSettings, announced: list[Anchor], known: frozenset
 
 
 def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
-    data = load(kafka, args.idle_s)
+    data = load(kafka)
     known = known_signers(args)
     chain = read_chain(ledger, data.anchors, known, args.contract)
     report = verify(data.docs, data.batches, chain_reader(ledger, data.anchors), known,
@@ -298,8 +298,6 @@ def render_verify(report: Report, unreadable: list[str], chain: ChainView) -> st
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--idle-s", type=float, default=1.0,
-                        help="stop reading a topic after this long without new records")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--signer", action="append", default=[],
                         help="an address whose audit signatures count (repeatable); "

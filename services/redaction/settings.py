@@ -81,6 +81,3 @@ class RedactionSettings(ServiceSettings):
     # is a public dev key whose address is the default of STREAMRAG_AUDIT_SIGNERS: fine for
     # the embedded mesh only.
     audit_signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
-    # How long reading audit.batches.v1 back at start (to rebuild the chain ends) waits for
-    # more records before taking the end as reached.
-    audit_reload_idle_s: float = Field(default=0.3, gt=0)

@@ -113,7 +113,7 @@ class Shards:
 
         Shards already held stay as they are; others load their model's snapshot, or start
         empty (resume at 0: a rebuild from the topic). A snapshot whose last record is not on
-        the broker any more (a memory broker restarted, a topic recreated) is ignored: the
+        the broker any more (the broker's log deleted, a topic recreated) is ignored: the
         record at its offset must have the digest it had when it was applied.
         """
         for p in set(self.position) - set(end_offsets):

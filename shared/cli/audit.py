@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "prove --query QUERY_ID [--json] | queries [--subject S | --principal H] "
                        "[--question Q] [--json] | verify [--queries] [--json]")
     p.add_argument("audit_args", nargs=argparse.REMAINDER,
-                   help="prove DOC_ID [--version N] [--json] [--idle-s S] | "
-                   "prove --query QUERY_ID [--json] [--idle-s S] | "
+                   help="prove DOC_ID [--version N] [--json] | "
+                   "prove --query QUERY_ID [--json] | "
                    "queries [--subject S | --principal H] [--question Q] [--json] | "
                    "verify [--queries] [--json]")
 

@@ -87,11 +87,7 @@ UNCOMMITTED = {("retrieval", CHUNKS_EMBEDDED.name)}
 
 
 async def _lag(kafka: KafkaSettings, service: str, group: str) -> dict[str, int]:
-    """End offset minus committed offset, summed over each input topic's partitions.
-
-    The embedded broker's end offsets can run short after batched produces (see NOTES),
-    so there this is a lower bound.
-    """
+    """End offset minus committed offset, summed over each input topic's partitions."""
     tps = [TopicPartition(t.name, p) for t in SERVICE_INPUTS[service]
            if (service, t.name) not in UNCOMMITTED for p in range(t.partitions)]
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,

@@ -53,7 +53,6 @@ from shared.settings import KafkaSettings
 
 KEYED = (DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED)
 SEARCHABLE = "searchable"
-QUIET_S = 1.5  # end offsets lie on the embedded broker: read until nothing came this long
 KIND_HEADER = "streamrag-kind"  # ingest marks a table truncate on docs.parsed.v1 with it
 NOTES = {  # by the topic a hop ends on: the stage that wrote it
     DOCS_NORMALIZED.name: "dedup and versioning (one record at a time): total only",
@@ -370,7 +369,9 @@ def _wanted(r: Any, doc_id: str) -> Seen | None:
 
 async def read(kafka: KafkaSettings, doc_id: str, timeout_s: float) -> tuple[list[Seen], bool]:
     """The document's records: its partition of each keyed topic, every raw partition (the
-    raw key is optional) and the dead letters. True when reading ran into the timeout."""
+    raw key is optional) and the dead letters, up to the end offsets read first (records
+    produced meanwhile are not waited for: a live mesh's topics still have an end). True
+    when reading ran into the timeout."""
     here = partition_of(doc_id)
     tps = [TopicPartition(t.name, here) for t in KEYED]
     tps += [TopicPartition(DOCS_RAW.name, p) for p in range(DOCS_RAW.partitions)]
@@ -384,13 +385,15 @@ async def read(kafka: KafkaSettings, doc_id: str, timeout_s: float) -> tuple[lis
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         deadline = time.monotonic() + timeout_s
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < QUIET_S:
+        ends = await consumer.end_offsets(tps)
+        behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+        while behind:
             if time.monotonic() > deadline:
                 return out, True
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                quiet_since = time.monotonic()
-                out += [s for r in records if (s := _wanted(r, doc_id)) is not None]
+            for tp, records in (await consumer.getmany(*behind, timeout_ms=200)).items():
+                out += [s for r in records
+                        if r.offset < ends[tp] and (s := _wanted(r, doc_id)) is not None]
+            behind = [tp for tp in behind if await consumer.position(tp) < ends[tp]]
     finally:
         await consumer.stop()
     return out, False

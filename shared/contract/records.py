@@ -228,7 +228,7 @@ class AuditBatch(Record):
     prev_root: str
     created_at: float
     # The incarnation of the audit log (new when a partition's chain starts afresh, e.g. on
-    # a fresh embedded broker), so batch ids never repeat across incarnations.
+    # a broker whose log was deleted), so batch ids never repeat across incarnations.
     epoch: str = ""
     # Address of the redaction key and its EIP-191 signature (shared.contract.audit_signing).
     signer: str = ""

@@ -24,7 +24,7 @@ from shared.contract.topics import CONFIG_QUERY
 from shared.errors import InvalidInput
 from shared.settings import KafkaSettings
 
-READ_IDLE_S = 0.5  # stop reading once the end offset is reached and nothing came this long
+READ_POLL_S = 0.5  # the longest one fetch of the log waits
 
 
 class ConfigLog(Protocol):
@@ -152,17 +152,15 @@ class KafkaConfigLog:
             await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
             values: list[bytes | None] = []
-            while True:
-                batch = await consumer.getmany(tp, timeout_ms=int(READ_IDLE_S * 1000))
-                values.extend(m.value for m in batch.get(tp, []))
-                if not batch and await consumer.position(tp) >= end:
-                    return values
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(tp, timeout_ms=int(READ_POLL_S * 1000))
+                values.extend(m.value for m in batch.get(tp, []) if m.offset < end)
+            return values
         finally:
             await consumer.stop()
 
     async def write(self, key: bytes, value: bytes) -> None:
-        # linger 0: one record per batch, so the embedded broker's end offset stays right.
-        producer = AIOKafkaProducer(bootstrap_servers=self.kafka.bootstrap, linger_ms=0,
+        producer = AIOKafkaProducer(bootstrap_servers=self.kafka.bootstrap,
                                     **self.kafka.producer_options(), **self.kafka.client_options())
         await producer.start()
         try:

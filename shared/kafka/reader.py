@@ -6,7 +6,6 @@ to rebuild its chain ends from the newest of its own audit records.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,37 +15,32 @@ from shared.contract.topics import TopicSpec
 from shared.settings import KafkaSettings
 
 
-async def read_topic(kafka: KafkaSettings, spec: TopicSpec, idle_s: float) -> list[Any]:
-    """Every record of `spec`, per partition in offset order."""
-    records, _ = await _read(kafka, spec, idle_s, None)
+async def read_topic(kafka: KafkaSettings, spec: TopicSpec) -> list[Any]:
+    """Every record of `spec` up to its end when asked, per partition in offset order."""
+    records, _ = await _read(kafka, spec, None)
     return records
 
 
-async def read_back(kafka: KafkaSettings, spec: TopicSpec, idle_s: float,
+async def read_back(kafka: KafkaSettings, spec: TopicSpec,
                     enough: Callable[[list[Any]], bool], tail: int = 64) -> list[Any]:
     """The shortest tail of `spec` (the last `tail` records of each partition, growing 8x
     a round) for which `enough(records)` holds, else the whole topic: a restart stays fast
     however long the topic's history is."""
     while True:
-        records, whole = await _read(kafka, spec, idle_s, tail)
+        records, whole = await _read(kafka, spec, tail)
         if whole or enough(records):
             return records
         tail *= 8
 
 
-async def _read(kafka: KafkaSettings, spec: TopicSpec, idle_s: float,
+async def _read(kafka: KafkaSettings, spec: TopicSpec,
                 tail: int | None) -> tuple[list[Any], bool]:
-    """The records from each partition's start (or `tail` before its end), per partition in
-    offset order; and whether that was every partition's start.
-
-    The embedded broker under-reports end offsets after batched produces (it answers the
-    base offset of the last record batch + 1), so reading goes on until the reported end
-    is passed and nothing new arrived for idle_s; a tail may start a little early for the
-    same reason, never late.
-    """
+    """The records from each partition's start (or `tail` before its end) up to the end
+    offsets read first, per partition in offset order; and whether that was every
+    partition's start. Records produced meanwhile are not waited for: a topic written
+    without pause (a live mesh's) still has an end to read to."""
     consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=10,
-                                **kafka.client_options())
+                                enable_auto_commit=False, **kafka.client_options())
     await consumer.start()
     try:
         parts = [TopicPartition(spec.name, p) for p in range(spec.partitions)]
@@ -61,15 +55,12 @@ async def _read(kafka: KafkaSettings, spec: TopicSpec, idle_s: float,
                     consumer.seek(tp, ends[tp] - tail)
                     whole = False
         out: list[Any] = []
-        quiet_since = time.monotonic()
-        while True:
-            got = await consumer.getmany(timeout_ms=100)
-            for records in got.values():
-                out += records
-            if got:
-                quiet_since = time.monotonic()
-            behind = [tp for tp in parts if await consumer.position(tp) < ends[tp]]
-            if not behind and time.monotonic() - quiet_since >= idle_s:
-                return sorted(out, key=lambda r: (r.partition, r.offset)), whole
+        behind = [tp for tp in parts if await consumer.position(tp) < ends[tp]]
+        while behind:
+            got = await consumer.getmany(*behind, timeout_ms=500)
+            for tp, records in got.items():
+                out += [r for r in records if r.offset < ends[tp]]
+            behind = [tp for tp in behind if await consumer.position(tp) < ends[tp]]
+        return sorted(out, key=lambda r: (r.partition, r.offset)), whole
     finally:
         await consumer.stop()

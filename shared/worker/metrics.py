@@ -55,8 +55,7 @@ LATENCY = Histogram("streamrag_stage_latency_seconds",
                     buckets=_LATENCY_S)
 CONSUMER_LAG = Gauge("streamrag_consumer_lag",
                      "Records behind per partition: the end offset the consumer last fetched "
-                     "minus its committed offset (the embedded broker's end offsets can be "
-                     "off by a few records: a trend, not an exact count)",
+                     "minus its committed offset",
                      ["group", "topic", "partition"])
 
 

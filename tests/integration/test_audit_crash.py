@@ -148,8 +148,7 @@ class MiniMesh:
         return asyncio.run(go())
 
     def count(self, spec: TopicSpec) -> int:
-        """How many records `spec` holds (read, not the embedded broker's end offsets,
-        which run short after batched produces)."""
+        """How many records `spec` holds."""
         return len(self.read(spec))
 
     def stop(self) -> None:
@@ -157,7 +156,7 @@ class MiniMesh:
         self.children.clear()
 
     def read(self, spec: Any) -> list[Any]:
-        return asyncio.run(read_topic(self.kafka, spec, 0.3))
+        return asyncio.run(read_topic(self.kafka, spec))
 
     def produce(self, topic: str, pairs: list[tuple[bytes, bytes]], pace_s: float = 0) -> None:
         async def go() -> None:
@@ -332,7 +331,7 @@ def test_chain_ends_are_read_back_from_the_tail_of_the_audit_topic(crashed: Mini
               for p in {r.partition for r in everything}}
 
     def read(enough: Any) -> list[Any]:
-        return asyncio.run(read_back(crashed.kafka, AUDIT_BATCHES, 0.3, enough, tail=2))
+        return asyncio.run(read_back(crashed.kafka, AUDIT_BATCHES, enough, tail=2))
     tail = read(lambda records: True)
     assert 0 < len(tail) < len(everything)
     assert {r.partition: r.offset for r in tail} == newest  # each partition's last record
@@ -371,7 +370,8 @@ def test_forged_records_are_refused_by_the_ledger_and_named_by_verify(
 def test_a_fresh_broker_over_the_same_chain_verifies_and_proves(
         crashed: MiniMesh, tmp_path_factory: pytest.TempPathFactory, anvil: Anvil,
         data_dir: Path) -> None:
-    """Re-running the embedded mesh: the broker starts empty, the chain keeps its anchors.
+    """The embedded mesh again in a new run dir: its broker starts empty (a new log
+    directory), the chain keeps its anchors.
     The same documents land on the same offsets; the epoch keeps their batch ids new. The
     new batches verify and prove; every batch of the first run is on chain with its
     evidence gone, so verify names each one unprovable (by its key) and fails."""

@@ -100,7 +100,7 @@ def test_a_third_party_checks_the_proof_without_the_project(
 
 def test_tampering_with_real_records_is_caught(mesh: RunningMesh,
                                                anchored_docs: list[str]) -> None:
-    data = load(KafkaSettings(bootstrap=mesh.bootstrap), idle_s=1.0)
+    data = load(KafkaSettings(bootstrap=mesh.bootstrap))
     docs = data.docs
     on_chain = chain_reader(LedgerSettings(rpc_url=mesh.rpc_url), data.anchors)
     target = next(d for d in docs if d.doc_id == anchored_docs[0])

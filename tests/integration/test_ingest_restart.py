@@ -3,9 +3,8 @@ old changes replayed afterwards are all refused (stale_version) and none is appl
 
 The second kill is the hard case: once the burst is applied and committed, the newest
 entries of the position table live only in the last (multi-record) batches of its
-changelog, past the short end offset the embedded broker reports (see NOTES). Ingest must
-recover them (shared/kafka/changelog_tail.py), or the replayed first versions of those documents
-would be applied as new documents.
+changelog. Ingest's table recovery must read them (up to the changelog's end offsets), or
+the replayed first versions of those documents would be applied as new documents.
 """
 
 from __future__ import annotations

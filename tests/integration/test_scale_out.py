@@ -5,9 +5,8 @@ each killed with SIGKILL while the last wave streams in.
 A lean mesh of its own (scripts/benchlib/scale.py: broker, anvil, ledger, chunking once;
 documents straight to docs.normalized.v1), since the heavy stages' group names are fixed by
 the contract and must not meet the session mesh's. Everything is judged from outside: the
-topics read with a plain consumer, each group's members from the broker (DescribeGroups),
-each worker's partitions from its own log (the embedded broker's DescribeGroups leaves the
-assignments empty), and the shards asked the way inference scatters.
+topics read with a plain consumer, each group's members and their partitions from the
+broker (DescribeGroups), and the shards asked the way inference scatters.
 
 Delivery is at-least-once: a worker killed between producing and committing leaves its
 uncommitted records to the partition's next owner, which does them again, and so can a

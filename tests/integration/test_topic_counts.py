@@ -1,7 +1,8 @@
 """Partition counts as a setting on the real embedded broker: topics created with 4
 partitions per group and min.insync.replicas from the settings; a bring-up configured for 6
 stops naming each topic, both counts and `streamrag topics --grow 6`, and alters nothing;
-and the producer options the embedded broker takes (acks=all, not idempotence).
+and the mesh's plain producers on Apache Kafka: acks=all and idempotent (a producer id,
+sequence numbers on what it writes).
 
 Only the admin client and the session broker: the contract's topics are renamed per run, so
 the mesh sharing that broker never sees them."""
@@ -13,9 +14,8 @@ import uuid
 from dataclasses import replace
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 
 from shared.contract.topics import (
     CHUNKS_EMBEDDED,
@@ -73,23 +73,28 @@ def test_a_bring_up_for_six_partitions_stops_on_topics_made_with_four(broker: st
     assert asyncio.run(ensure_topics(kafka, four, wait_s=10)) == []  # four again: accepted
 
 
-def test_the_embedded_broker_takes_acks_all_but_refuses_idempotent_producers(
-        broker: str) -> None:
-    # Why STREAMRAG_KAFKA_PRODUCER_IDEMPOTENCE defaults to off (docs/deployment.md): tansu
-    # answers InitProducerId with an error. If this starts failing, tansu learned it.
+def test_the_mesh_producers_are_idempotent_on_kafka(broker: str) -> None:
+    # STREAMRAG_KAFKA_PRODUCER_IDEMPOTENCE is on by default: Kafka answers InitProducerId, so
+    # every record carries the producer's id and a sequence number, and a send retried after
+    # a lost answer is written once.
     kafka = KafkaSettings(bootstrap=broker)
     topic = f"test.{uuid.uuid4().hex[:8]}.acks"
     asyncio.run(ensure_topics(kafka, (TopicSpec(topic, "k", "v", "single"),), wait_s=10))
 
-    async def send(options: dict[str, object]) -> int:
+    async def send(options: dict[str, object]) -> tuple[list[int], int, int]:
+        """Three records' offsets, the producer's id and its next sequence number."""
         producer = AIOKafkaProducer(bootstrap_servers=broker, **options)
         try:
             await producer.start()
-            meta = await producer.send_and_wait(topic, b"v", key=b"k")
-            return int(meta.offset)
+            offsets = [int((await producer.send_and_wait(topic, b"v", key=b"k")).offset)
+                       for _ in range(3)]
+            txn = producer._txn_manager  # noqa: SLF001 - where aiokafka keeps the id
+            assert txn is not None, "no idempotence: the producer asked for no id"
+            return offsets, txn.producer_id, txn.sequence_number(TopicPartition(topic, 0))
         finally:
             await producer.stop()
-    assert kafka.producer_options() == {"acks": "all", "enable_idempotence": False}
-    assert asyncio.run(send(kafka.producer_options())) == 0
-    with pytest.raises(KafkaError):
-        asyncio.run(send({"acks": "all", "enable_idempotence": True}))
+    assert kafka.producer_options() == {"acks": "all", "enable_idempotence": True}
+    offsets, pid, sequence = asyncio.run(send(kafka.producer_options()))
+    assert offsets == [0, 1, 2]
+    assert pid >= 0 and sequence == 3
+    assert asyncio.run(send(kafka.producer_options()))[1] not in (pid, -1)  # an id each

@@ -109,8 +109,7 @@ class SearchClient:
         self._consumer.assign(tps)
         await self._consumer.seek_to_end(*tps)
         # seek_to_end is lazy; resolve it now, or the replies to the first request could
-        # land before an "end" looked up later and be skipped. (The embedded broker may
-        # answer an end a little early; the old replies read then match no pending id.)
+        # land before an "end" looked up later and be skipped.
         for tp in tps:
             await self._consumer.position(tp)
         self._reader = asyncio.create_task(self._read(), name="search-replies-reader")
