@@ -8,7 +8,7 @@ them with it and refuses a broker whose topics say otherwise (shared/kafka/admin
 
 from __future__ import annotations
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contract.topics import FOREVER
@@ -23,12 +23,17 @@ class AuditRetentionSettings(BaseSettings):
     # How long the evidence topics (docs.redacted.v1, audit.batches.v1, ledger.anchors.v1)
     # keep records, in ms; -1 (the default): forever.
     retention_ms: int = FOREVER
+    # How long docs.redacted.v1 keeps the redacted text, in ms; unset: retention_ms. Shorter
+    # lets the text expire while the signed audit records still prove every leaf
+    # (`streamrag audit prove` then says text_held: false).
+    text_retention_ms: int | None = None
 
-    @field_validator("retention_ms")
+    @field_validator("retention_ms", "text_retention_ms")
     @classmethod
-    def _forever_or_positive(cls, value: int) -> int:
-        if value != FOREVER and value < 1:
-            msg = "STREAMRAG_AUDIT_RETENTION_MS is -1 (keep forever) or a positive number of ms"
+    def _forever_or_positive(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value != FOREVER and value < 1:
+            name = f"STREAMRAG_AUDIT_{(info.field_name or '').upper()}"
+            msg = f"{name} is -1 (keep forever) or a positive number of ms"
             raise ValueError(msg)
         return value
 

@@ -63,12 +63,16 @@ class TopicSpec:
             object.__setattr__(self, "partitions", LAYOUT.count(self.group))
 
     def broker_config(self) -> dict[str, str]:
-        # Every topic takes the contract's largest record (shared/contract/sizes.py); real Kafka
-        # enforces it (the embedded broker does not), and producers never send more.
+        # Every topic takes the contract's largest record (shared/contract/sizes.py); Kafka
+        # refuses a larger one, and producers never send more.
         cfg = {"cleanup.policy": "compact" if self.compacted else "delete",
                "max.message.bytes": str(MAX_RECORD_BYTES)}
         if not self.compacted:
             cfg["retention.ms"] = str(self.retention_ms)
+        if not self.compacted and self.retention_ms != FOREVER:
+            # Kafka deletes whole segments only: one rolled at least every retention period
+            # lets a record expire within about two of them, not after a week's segment.
+            cfg["segment.ms"] = str(min(self.retention_ms, WEEK_MS))
         if self.evidence:
             cfg["retention.bytes"] = str(FOREVER)
         return {**cfg, **self.config}
@@ -328,7 +332,12 @@ def check_copartitioned(specs: tuple[TopicSpec, ...]) -> None:
 
 
 def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,
-                         ) -> tuple[TopicSpec, ...]:
-    """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1)."""
-    return tuple(replace(s, retention_ms=retention_ms) if s.evidence else s for s in specs)
+                         text_retention_ms: int | None = None) -> tuple[TopicSpec, ...]:
+    """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1), the redacted
+    text (docs.redacted.v1) for `text_retention_ms` where that is set."""
+    def kept(spec: TopicSpec) -> int:
+        if spec.name == DOCS_REDACTED.name and text_retention_ms is not None:
+            return text_retention_ms
+        return retention_ms
+    return tuple(replace(s, retention_ms=kept(s)) if s.evidence else s for s in specs)
 

@@ -56,7 +56,8 @@ def contract_specs(retention: AuditRetentionSettings | None = None,
     """Every topic of the contract, the evidence topics kept for the audit retention, sized
     by `layout` (default: this process's partition settings)."""
     retention = retention or AuditRetentionSettings()
-    specs = with_audit_retention(all_topic_specs(layout), retention.retention_ms)
+    specs = with_audit_retention(all_topic_specs(layout), retention.retention_ms,
+                                 retention.text_retention_ms)
     check_copartitioned(specs)
     return specs
 
@@ -181,8 +182,8 @@ async def ensure_topics(
 
 async def commit_offsets(kafka: KafkaSettings, group: str,
                          offsets: dict[TopicPartition, int]) -> None:
-    """Commit `offsets` for `group` from outside it (no member joins): the journal's replay
-    and the partition growth put a group back where it was."""
+    """Commit `offsets` for `group` from outside it (no member joins): the partition growth
+    moves the readers of re-homed records past them."""
     committer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
                                  enable_auto_commit=False, **kafka.client_options())
     await committer.start()

@@ -67,3 +67,30 @@ def test_an_existing_evidence_topic_kept_for_less_is_named() -> None:
     assert evidence_config_problems(spec, {"cleanup.policy": "compact", "retention.ms": "-1",
                                            "retention.bytes": "-1"}) == [
         "audit.batches.v1 has cleanup.policy=compact, the audit retention needs delete"]
+
+
+def test_the_text_retention_shortens_the_redacted_text_only() -> None:
+    specs = {s.name: s for s in contract_specs(
+        AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=60_000))}
+    assert specs[DOCS_REDACTED.name].broker_config()["retention.ms"] == "60000"
+    for kept in (AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS):  # what proves the leaves
+        assert specs[kept.name].broker_config()["retention.ms"] == str(FOREVER)
+    unset = {s.name: s for s in contract_specs(AuditRetentionSettings(retention_ms=90_000))}
+    assert unset[DOCS_REDACTED.name].retention_ms == 90_000  # unset: the audit retention
+
+
+def test_a_finite_retention_rolls_segments_within_it_so_records_can_expire() -> None:
+    specs = {s.name: s for s in contract_specs(
+        AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=8_000))}
+    assert specs[DOCS_REDACTED.name].broker_config()["segment.ms"] == "8000"
+    assert "segment.ms" not in specs[AUDIT_BATCHES.name].broker_config()  # forever: no roll
+    assert specs[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == str(WEEK_MS)
+    assert "segment.ms" not in specs[CHUNKS.name].broker_config()  # compacted
+
+
+@pytest.mark.parametrize("bad", ["0", "-5"])
+def test_a_text_retention_that_keeps_nothing_is_refused_by_name(
+        bad: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", bad)
+    with pytest.raises(ValidationError, match="STREAMRAG_AUDIT_TEXT_RETENTION_MS"):
+        AuditRetentionSettings()

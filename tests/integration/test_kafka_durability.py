@@ -1,0 +1,187 @@
+"""The embedded Apache Kafka under faults, with a client producing all the while: kill -9 of
+the broker, several times, and kill -9 of `streamrag up` itself followed by a new `up`.
+Every document the client saw acknowledged is searchable exactly once, docs.raw.v1 holds
+each of them once (no replay, no copies), `audit verify` passes and an earlier proof still
+holds; a killed `up` leaves no process behind. And the broker enforces retention: with a
+short text retention the redacted text expires while its proof holds (`text_held: false`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from shared.cli.mesh import Endpoints, free_port, isolated
+from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, streamrag_audit, uid
+from tests.support.polling import eventually
+from tests.support.steady import SteadyProducer, plain_doc
+
+pytestmark = [pytest.mark.integration, pytest.mark.suite_group("rest")]
+ROOT = Path(__file__).resolve().parents[2]
+ANVIL = ROOT / ".tools/node_modules/.bin/anvil"
+WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor"]
+doc = plain_doc(WORDS)
+
+
+def searchable_once(mesh: Endpoints | str, ids: list[str]) -> bool:
+    """Each `prefix-n` of `ids` is one chunk at version 1 among its question's top 50."""
+    target = mesh if isinstance(mesh, Endpoints) else Endpoints("", "", mesh, Path())
+    for doc_id in ids:
+        n = int(doc_id.rsplit("-", 1)[1])
+        try:
+            hits = chunks_of(target, f"{WORDS[n % len(WORDS)]} shipment {doc_id}", doc_id)
+        except grpc.RpcError:  # restarting
+            return False
+        if len(hits) != 1 or hits[0].version != 1:
+            return False
+    return True
+
+
+def raw_copies(bootstrap: str, prefix: str) -> Counter[str]:
+    mesh = Endpoints(bootstrap, "", "", Path())
+    return Counter(r.key.decode() for r in read_topic(mesh, "docs.raw.v1", 3.0)
+                   if r.key and r.key.decode().startswith(prefix))
+
+
+def proven(mesh: Endpoints, doc_id: str) -> Any:
+    """The document's proof once every check holds and its batch is anchored."""
+    code, proof = streamrag_audit(mesh, "prove", doc_id)
+    return proof if code == 0 and all(proof["checks"].values()) and proof["anchor"] else None
+
+
+def verified(mesh: Endpoints, reports: list[Any]) -> bool:
+    reports[:] = [streamrag_audit(mesh, "verify")]
+    code, report = reports[0]
+    return code == 0 and report["ok"]
+
+
+def broker_pid(run_dir: Path) -> int:
+    return int((run_dir / "pids" / "broker.pid").read_text())
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_of_the_broker_with_a_live_producer_loses_and_copies_nothing(
+        tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    prefix = uid("live")
+    with isolated(run_dir, ANVIL, env=MESH_ENV) as mesh, \
+            SteadyProducer(mesh.bootstrap, prefix, doc) as client:
+        client.wait_acked(5)
+        eventually(lambda: searchable_once(mesh, client.acked[:3]), "the first documents", 180)
+        before = eventually(lambda: proven(mesh, client.acked[0]), "a proof before", 120)
+        for kill in range(3):  # the client keeps producing through each
+            pid = broker_pid(run_dir)
+            os.kill(pid, signal.SIGKILL)
+            eventually(lambda pid=pid: broker_pid(run_dir) != pid or None,  # type: ignore[misc]
+                       f"the broker restarted after kill {kill + 1}", 120)
+            client.wait_acked(len(client.acked) + 10, 300)
+        client.stop()
+        assert not client.failed, client.failed[:3]
+        acked = list(client.acked)
+        assert len(acked) == client.sent
+        eventually(lambda: searchable_once(mesh, acked),
+                   f"all {len(acked)} acknowledged documents searchable once", 300)
+        copies = raw_copies(mesh.bootstrap, prefix)
+        assert set(copies) == set(acked)
+        assert set(copies.values()) == {1}, copies.most_common(3)  # idempotent: no copies
+        reports: list[Any] = []
+        try:
+            eventually(lambda: verified(mesh, reports), "`audit verify` after the kills", 180)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
+        after = eventually(lambda: proven(mesh, acked[0]), "the proof after the kills", 120)
+        assert (after["batch_id"], after["root"], after["anchor"]["tx_hash"]) == (
+            before["batch_id"], before["root"], before["anchor"]["tx_hash"])
+    log = (run_dir / "logs" / "broker.log").read_text(errors="replace")
+    assert log.count("killed by SIGKILL; restarting") == 3
+
+
+def start_up(run_dir: Path, ports: dict[str, int], out: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **MESH_ENV, "STREAMRAG_MESH_RUN_DIR": str(run_dir),
+           "STREAMRAG_MESH_ANVIL_BIN": str(ANVIL),
+           "STREAMRAG_KAFKA_BOOTSTRAP": f"127.0.0.1:{ports['kafka']}",
+           "STREAMRAG_LEDGER_RPC_URL": f"http://127.0.0.1:{ports['chain']}",
+           "STREAMRAG_INFERENCE_GRPC_PORT": str(ports["grpc"]),
+           "STREAMRAG_MESH_INFERENCE_TARGET": f"127.0.0.1:{ports['grpc']}"}
+    with open(out, "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "shared.cli.main", "up", "--no-demo"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_of_up_leaves_no_orphan_and_the_next_up_loses_nothing(tmp_path: Path) -> None:
+    run_dir, out = tmp_path / "run", tmp_path / "up.log"
+    ports = {"kafka": free_port(), "chain": free_port(), "grpc": free_port()}
+    target = f"127.0.0.1:{ports['grpc']}"
+    prefix = uid("upkill")
+    up = start_up(run_dir, ports, out)
+    try:
+        eventually(lambda: "mesh ready" in out.read_text(errors="replace") or None,
+                   "the first `up` to be ready", 300)
+        with SteadyProducer(f"127.0.0.1:{ports['kafka']}", prefix, doc) as client:
+            client.wait_acked(10)
+            pids = [int(p.read_text()) for p in (run_dir / "pids").glob("*.pid")]
+            assert len(pids) >= 3  # broker, chain, worker
+            os.kill(up.pid, signal.SIGKILL)  # up alone: it cannot stop its children
+            up.wait()
+            eventually(lambda: not any(alive(p) for p in pids) or None,
+                       "every child of the killed `up` to be gone", 30)
+            time.sleep(2)  # the client keeps producing into nothing, retrying
+            up = start_up(run_dir, ports, out)
+            eventually(lambda: out.read_text(errors="replace").count("mesh ready") == 2
+                       or None, "the second `up` to be ready", 300)
+            client.wait_acked(len(client.acked) + 10, 300)
+        assert not client.failed, client.failed[:3]
+        acked = list(client.acked)
+        assert len(acked) == client.sent
+        eventually(lambda: searchable_once(target, acked),
+                   f"all {len(acked)} acknowledged documents searchable once", 300)
+        assert set(raw_copies(f"127.0.0.1:{ports['kafka']}", prefix).values()) == {1}
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)
+    assert "leftovers" not in out.read_text(errors="replace")  # nothing outlived the kill
+
+
+@pytest.mark.timeout(600)
+def test_a_short_text_retention_expires_the_text_and_the_proof_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bring-up (this process) creates the topics with it; the services check it.
+    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", "8000")
+    doc_id = f"{uid('expiring')}-0"
+    with isolated(tmp_path / "run", ANVIL, env=MESH_ENV) as mesh:
+        produce(mesh, [doc(doc_id, 0)], key=doc_id.encode())
+        held = eventually(lambda: proven(mesh, doc_id), "a proof with the text held", 180)
+        assert held["text_held"] is True
+
+        def redacted_keys() -> set[str]:
+            return {r.key.decode() for r in read_topic(mesh, "docs.redacted.v1", 1.5) if r.key}
+        assert doc_id in redacted_keys()
+        eventually(lambda: doc_id not in redacted_keys() or None,
+                   "the broker to delete the expired text", 240)
+        code, proof = streamrag_audit(mesh, "prove", doc_id)
+        assert code == 0, proof
+        assert proof["text_held"] is False
+        assert (proof["batch_id"], proof["root"]) == (held["batch_id"], held["root"])
+        assert proof["anchor"]["tx_hash"] == held["anchor"]["tx_hash"]
