@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
@@ -135,6 +136,24 @@ async def describe_topic_configs(admin: AIOKafkaAdminClient, names: list[str],
     return out
 
 
+async def _create(admin: AIOKafkaAdminClient, topics: list[NewTopic]) -> list[str]:
+    """Create `topics` in one request; the names created. A topic that exists already (the
+    broker's metadata can lag a creation a moment ago) is not an error and not created;
+    any other refusal is, naming the topic and Kafka's error."""
+    response = await admin.create_topics(topics)
+    created, refused = [], []
+    for name, code, *message in response.topic_errors:
+        if code == 0:
+            created.append(name)
+        elif code != TopicAlreadyExistsError.errno:
+            refused.append(f"{name}: {kafka_errors.for_code(code).__name__} "
+                           f"{(message or [''])[0] or ''}".strip())
+    if refused:
+        msg = "the broker refused to create topics: " + "; ".join(refused)
+        raise InfrastructureError(msg)
+    return created
+
+
 async def ensure_topics(
     kafka: KafkaSettings, specs: tuple[TopicSpec, ...] | None = None, wait_s: float = 60.0,
 ) -> list[str]:
@@ -146,14 +165,8 @@ async def ensure_topics(
     try:
         existing = set(await admin.list_topics())
         missing = [s for s in specs if s.name not in existing]
-        created: list[str] = []
-        for spec in missing:
-            try:
-                await admin.create_topics([new_topic(spec, kafka)])
-                created.append(spec.name)
-            except TopicAlreadyExistsError:
-                pass
-        present = [s for s in specs if s.name in existing]
+        created = await _create(admin, [new_topic(s, kafka) for s in missing]) if missing else []
+        present = [s for s in specs if s.name not in created]
         if present:
             meta = await admin.describe_topics([s.name for s in present])
             counts = {m["topic"]: len(m["partitions"]) for m in meta}

@@ -4,6 +4,7 @@ existing topic of another count stops bring-up naming the topic, both counts and
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,12 +33,19 @@ class FakeAdmin:
     def __init__(self, topics: dict[str, tuple[int, int]]) -> None:
         self.topics = dict(topics)  # name -> (partitions, replicas)
         self.created: list[Any] = []
+        self.refuse: dict[str, tuple[int, str | None]] = {}  # name -> (error code, message)
 
     async def list_topics(self) -> list[str]:
         return list(self.topics)
 
-    async def create_topics(self, new: list[Any]) -> None:
+    async def create_topics(self, new: list[Any]) -> Any:
         self.created += new
+        errors = [(t.name, *self.refuse.get(t.name, (0, None))) for t in new]
+        for name, code, _ in errors:
+            if code == 36:  # there all along: the listing lagged
+                spec = next(t for t in new if t.name == name)
+                self.topics[name] = (spec.num_partitions, spec.replication_factor)
+        return SimpleNamespace(topic_errors=errors)
 
     async def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
         return [{"topic": n, "partitions": [{"partition": p, "replicas": [1] * self.topics[n][1]}
@@ -154,3 +162,19 @@ def test_exactly_the_topics_unlike_their_spec_are_named_once_with_both_counts(
         assert f" {have} partitions: " in line
         assert (f"={specs[name].partitions}, but " in line
                 or line.startswith("the contract says 1, but "))
+
+
+def test_a_topic_the_broker_says_exists_is_not_created_and_another_refusal_is_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka's metadata can lag a creation a moment ago: list_topics misses the topic and
+    # CreateTopics answers TOPIC_ALREADY_EXISTS (36); that is not a creation.
+    fake = FakeAdmin({})
+    specs = all_topic_specs()
+    fake.refuse = {specs[0].name: (36, "Topic already exists.")}
+    created = run_ensure(fake, KafkaSettings(), specs, monkeypatch)
+    assert specs[0].name not in created
+    assert set(created) == {s.name for s in specs[1:]}
+    fake = FakeAdmin({})
+    fake.refuse = {specs[1].name: (41, "Not controller")}
+    with pytest.raises(InfrastructureError, match=f"{specs[1].name}: NotControllerError"):
+        run_ensure(fake, KafkaSettings(), specs, monkeypatch)
