@@ -20,6 +20,7 @@ import numpy as np
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import CoordinatorLoadInProgressError, GroupCoordinatorNotAvailableError
 
 from scripts.benchlib.procs import cpu_s
 from scripts.benchlib.shard_client import Asker
@@ -177,6 +178,8 @@ async def _assignments(bootstrap: str, group: str) -> list[dict[str, set[int]]]:
     await admin.start()
     try:
         [desc] = await admin.describe_consumer_groups([group])
+    except (GroupCoordinatorNotAvailableError, CoordinatorLoadInProgressError):
+        return []  # the group's coordinator is still being elected or loaded: not Stable
     finally:
         await admin.close()
     [found] = desc.groups

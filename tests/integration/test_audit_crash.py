@@ -305,7 +305,7 @@ def test_verify_is_clean_after_every_stage_is_killed_mid_stream(crashed: MiniMes
 
 def test_every_document_is_provable_after_the_kills(crashed: MiniMesh) -> None:
     """What `streamrag audit prove` checks, for every document of the stream at once."""
-    data = load(crashed.kafka, 0.3)
+    data = load(crashed.kafka)
     on_chain = chain_reader(LedgerSettings(rpc_url=crashed.rpc_url), data.anchors)
     recorded = {b.batch_id: b for b in data.batches if check(b, {SIGNER.lower()}) is None}
     failed: dict[str, dict[str, bool]] = {}

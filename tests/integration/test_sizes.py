@@ -45,14 +45,16 @@ def document(doc_id: str, source: str, filler: str, size: int) -> bytes:
 
 def retrieved(mesh: Endpoints, question: str, source: str) -> list[Any]:
     """The chunks of `source` for the question; none while the worker is too busy to answer
-    (one process on two shared cores: redacting 16 KiB of '!' takes it a while)."""
+    (one process on two shared cores: redacting 16 KiB of '!' takes it a while), which the
+    API says as a deadline or as no shard answering in time."""
     with grpc.insecure_channel(mesh.grpc_target) as channel:
         try:
             return list(pb_grpc.InferenceStub(channel).Retrieve(
                 pb.RetrieveRequest(question=question, top_k=50, source=source),
                 timeout=15).chunks)
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            if exc.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  grpc.StatusCode.UNAVAILABLE):
                 raise
             return []
 

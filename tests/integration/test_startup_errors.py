@@ -73,7 +73,8 @@ def up_env(tmp_path: Path, bootstrap: int, rpc: int) -> dict[str, str]:
     return {"STREAMRAG_MESH_RUN_DIR": str(tmp_path / "run"),
             "STREAMRAG_KAFKA_BOOTSTRAP": f"127.0.0.1:{bootstrap}",
             "STREAMRAG_LEDGER_RPC_URL": f"http://127.0.0.1:{rpc}",
-            "STREAMRAG_MESH_ANVIL_BIN": str(ROOT / ".tools/node_modules/.bin/anvil")}
+            "STREAMRAG_MESH_ANVIL_BIN": str(ROOT / ".tools/node_modules/.bin/anvil"),
+            "STREAMRAG_MESH_KAFKA_LIBS": str(ROOT / ".tools/kafka/libs")}
 
 
 def test_up_names_the_broker_port_another_process_holds(tmp_path: Path,
