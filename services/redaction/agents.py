@@ -198,19 +198,26 @@ def _exit_mid_batch(why: str, code: int) -> NoReturn:
     os._exit(code)
 
 
+async def _loaded() -> Redactor:
+    while redactor is None:
+        await asyncio.sleep(0.1)
+    return redactor
+
+
 @app.agent(normalized_topic)
 async def redact(stream: Any) -> None:
     """docs.normalized.v1 -> docs.redacted.v1 + audit.batches.v1."""
+    # Before the first batch is taken: a batch in hand while the analyzer loads (seconds)
+    # would be acked by a stop that cancels the agent here, with nothing sent.
+    ready = await _loaded()
     async for groups in partition_batches(stream, settings.batch_max_docs,
                                           settings.batch_within_s):
-        while redactor is None:
-            await asyncio.sleep(0.1)
         try:
             for partition, events in groups.items():
                 metrics.batch(boundary.stage, len(events))
                 with metrics.sending_for(boundary.stage), \
                         spans.batch(boundary.stage, [e.message for e in events]):
-                    await redact_partition(redactor, partition, events)
+                    await redact_partition(ready, partition, events)
         except asyncio.CancelledError:
             _exit_mid_batch("stopping", 0)
         except Exception as exc:  # the broker or the reader failed us, not a record

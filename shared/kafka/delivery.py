@@ -27,6 +27,21 @@ dropped, never parsed by that worker; "gap 81..119" marked committable. So here:
   exactly at the committed offset, never over a hole, and Faust's gap bookkeeping is off
   (our input topics are neither compacted nor transactional, so offsets are contiguous).
 
+After a crash. A crashed worker's stop (the watchdog ends it within seconds) acks the
+micro-batches its agents still hold, whatever became of them, and commits: mode marks every
+service crashed, so Faust's `wait_empty` waits for nothing and only commits; the agents'
+stop throws StopAsyncIteration into each stream's channel (`Actor.cancel`), the stream's
+passive drainer leaves its loop and stops the stream, `Stream.on_stop` closes the
+`take_events` generator suspended at its `yield`, and that generator's `finally` acks every
+event of the batch in hand; `Consumer.on_stop` then commits them. Seen on redaction with two
+workers: a timer of a restarted worker raised FileNotFoundError, and a batch of
+five it held, none of it produced, was committed (33/43 -> 36/45); reproduced with a batch
+held while the redactor loads, where the stop cancels the agent outside its own error
+handling (tests/unit/shared/kafka/test_watchdog.py). So here:
+- `halt_commits(app, reason)`: the watchdog calls it the moment the app crashes (before
+  mode marks the app and its services crashed); from then on no commit of that app's
+  consumer goes to the broker. The input replays after the restart, as after kill -9.
+
 Fetches that skip offsets. Faust hands its live set of active partitions to the consumer
 thread, and aiokafka's `fetched_records` reads that set again each time it wakes: once the
 set is empty (recovery pauses the changelogs while the fence still holds the stream
@@ -155,6 +170,31 @@ def expected_of(consumer: Any) -> Expected:
     return expected
 
 
+def halt_commits(app: Any, reason: BaseException) -> None:
+    """`app` crashed: none of its consumer's commits may reach the broker from now on."""
+    if getattr(app, "_streamrag_commits_halted", None) is None:
+        app._streamrag_commits_halted = reason
+
+
+def commits_halted(app: Any) -> BaseException | None:
+    """Why `app` commits nothing any more (the crash), or None."""
+    reason: BaseException | None = getattr(app, "_streamrag_commits_halted", None)
+    return reason
+
+
+def _named(offsets: Any) -> dict[str, int]:
+    return {f"{tp.topic}/{tp.partition}": o for tp, o in offsets.items()}
+
+
+def _halted(consumer: Any, offsets: Any) -> bool:
+    crashed = commits_halted(consumer.app)
+    if crashed is not None:
+        # The stop after a crash acks the batches in hand, finished or not (see above).
+        log.warning("not committing %s: the worker crashed (%s); its input replays after "
+                    "the restart", _named(offsets), type(crashed).__name__)
+    return crashed is not None
+
+
 gate = DeliveryGate()  # one worker per process: one gate
 _installed = False
 _on_refused: Callable[[BaseException], None] | None = None
@@ -184,6 +224,11 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
       faust-streaming/faust#273 (flush the producer before a commit, merged), which waits
       for aiokafka's accumulator only. Removable when Faust's commit waits for every
       `FutureMessage` of the worker and stops on a refused one.
+    - the halt after a crash (`_commit_offsets`, armed by shared.kafka.watchdog): related
+      robinhood/faust#75 (should not commit offsets upon crash, closed); the acks come from
+      `Stream.on_stop` closing a `take_events` generator mid-batch, for which no upstream
+      issue was found. Removable when a crashed Faust worker's stop neither acks the events
+      of an unfinished `take()` batch nor commits.
     - `_new_offset`, `_add_gap`: faust-streaming/faust#606 (a commit runs over one missing
       offset right after the committed one; open, fix proposed in faust-streaming/faust#707)
       and faust-streaming/faust#312. Removable when a release never commits over an
@@ -228,7 +273,9 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
             if _on_refused is not None:
                 _on_refused(refused)
             return False
-        log.debug("commit %s", {f"{tp.topic}/{tp.partition}": o for tp, o in offsets.items()})
+        if _halted(self, offsets):
+            return False
+        log.debug("commit %s", _named(offsets))
         return await commit(self, offsets, start_new_transaction)
 
     def new_offset(self: Any, tp: Any) -> int | None:

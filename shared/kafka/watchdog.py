@@ -11,6 +11,13 @@ produce of an oversized embedded chunk set and after a FileNotFoundError in a ti
 process with EXIT_FATAL from a thread, which works even when the event loop is stuck. The
 uncommitted input replays on restart, as after kill -9, which every stage survives.
 
+The crashed worker commits nothing more: the moment the app crashes, before mode marks it
+and its services crashed, `shared.kafka.delivery.halt_commits` closes its commit barrier. Faust's
+stop after a crash acks the micro-batches its agents still hold (`Stream.on_stop` closes
+each `take_events` generator, whose `finally` acks the batch in hand) and then commits
+(`Consumer.on_stop`); those batches may never have produced anything (five
+documents of redaction lost that way after a FileNotFoundError in a timer).
+
 It wraps mode-streaming's private `Service._crash` on the one app instance (not the class,
 so no other service of the process is touched). Upstream: faust-streaming/faust#324 (a
 worker stays in "Stopping" forever; closed as wontfix) and robinhood/faust#301
@@ -26,6 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from shared.kafka import delivery
 from shared.worker.boundary import exit_now
 
 log = logging.getLogger(__name__)
@@ -42,6 +50,8 @@ def exit_after_crash(app: Any, grace_s: float = CRASH_GRACE_S,
     fired = threading.Event()
 
     def _crash(reason: BaseException) -> None:
+        # First: nothing the stop acks from here on may be committed (shared.kafka.delivery).
+        delivery.halt_commits(app, reason)
         crash(reason)
         if fired.is_set():
             return

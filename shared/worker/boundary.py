@@ -57,7 +57,7 @@ from prometheus_client import REGISTRY, Counter
 from shared.contract.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
 from shared.tracing import spans
-from shared.worker import heartbeat, metrics, poison
+from shared.worker import heartbeat, metrics, poison, status_files
 
 log = logging.getLogger(__name__)
 
@@ -221,9 +221,7 @@ def counts() -> dict[str, dict[str, float]]:
 
 def dump_counts(path: Path) -> None:
     """Write `counts()` to `path` atomically (the worker's timer calls this)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(counts(), sort_keys=True))
-    tmp.replace(path)
+    status_files.replace_file(path, json.dumps(counts(), sort_keys=True))
 
 
 _exporting: set[tuple[str, Path]] = set()

@@ -46,7 +46,7 @@ from prometheus_client import Gauge
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.worker import poison
+from shared.worker import poison, status_files
 
 log = logging.getLogger(__name__)
 IN_HAND_FILE = "records-in-hand.json"
@@ -294,9 +294,7 @@ class Heartbeat:
         body = {"pid": os.getpid(), "written_at": time.time(), "started_at": self.started_at,
                 "loop_lag_s": round(lag, 3), "max_loop_lag_s": round(self.max_lag, 3),
                 "stages": self.held.snapshot()}
-        tmp = self.progress_path.with_suffix(".tmp")
         try:
-            tmp.write_text(json.dumps(body, sort_keys=True))
-            tmp.replace(self.progress_path)
+            status_files.replace_file(self.progress_path, json.dumps(body, sort_keys=True))
         except OSError as exc:
             log.warning("cannot write %s (%s)", self.progress_path, type(exc).__name__)

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from shared.errors import InfrastructureError
+from shared.worker import status_files
 
 log = logging.getLogger(__name__)
 FAILURES_FILE = "record-failures.json"
@@ -184,11 +184,8 @@ class FailureJournal:
     def _save(self) -> None:
         if self.path is None:
             return
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.entries))
-        with open(tmp, "rb") as handle:  # the process exits right after: make it stick
-            os.fsync(handle.fileno())
-        tmp.replace(self.path)
+        # durable: the process exits right after a failure is counted, make it stick
+        status_files.replace_file(self.path, json.dumps(self.entries), durable=True)
 
 
 journal = FailureJournal()  # one worker per process; export_counts opens its file

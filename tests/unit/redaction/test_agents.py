@@ -150,6 +150,28 @@ def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
     assert exits == [agents.EXIT_INFRA]
 
 
+def test_a_stop_while_the_analyzer_loads_acks_no_batch() -> None:
+    """Issue 37: a batch taken while the redactor loaded was acked by the stop that
+    cancelled the agent there (outside its own error handling), with nothing sent, and the
+    crashed worker's stop committed it."""
+    async def go() -> tuple[list[bool], int, list[int]]:
+        app.finalize()
+        app.flow_control.resume()
+        sent, exits = AsyncMock(side_effect=_delivered), []
+        with patch.object(redacted_topic, "send", sent), patch.object(agents, "redactor", None), \
+                patch.object(agents.os, "_exit", exits.append):
+            async with agents.redact.test_context() as agent:
+                events = [await agent.put(value=doc(i, "alpha"), key=None, wait=False)
+                          for i in range(3)]
+                await asyncio.sleep(agents.settings.batch_within_s + 0.5)  # a batch's time
+            # Leaving the context stops the agent as a worker's stop does: its stream first
+            # (which acks the batch a take_events generator holds), then the actor.
+        return [e.message.acked for e in events], sent.await_count, exits
+    acked, sent, exits = asyncio.run(go())
+    assert sent == 0
+    assert not any(acked) or exits, "the batch was acked though nothing was sent"
+
+
 class Stream:
     def __init__(self) -> None:
         self.current_event: object = "next message"

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from unittest.mock import AsyncMock
 
 import faust
+import pytest
+from faust.events import Event
+from faust.types import TP
+from faust.types.tuples import ConsumerMessage
 
+from shared.kafka import delivery
 from shared.kafka.watchdog import exit_after_crash
+from shared.worker.boundary import exit_now
 
 
 class FakeApp:
@@ -40,3 +48,61 @@ def test_a_real_apps_crash_goes_through_the_watchdog() -> None:
     exit_after_crash(app, grace_s=0.01, exit_process=lambda r: (exited.append(r), done.set()))
     app._crash(RuntimeError("stop"))
     assert done.wait(30) and app.crashed
+
+
+def test_a_crash_mid_batch_never_commits_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timer raised FileNotFoundError while redaction held a micro-batch
+    (docs.normalized.v1/0@33..35, nothing sent yet); Faust's stop acked the batch and
+    committed 36. Here with Faust's real stream, `take_events`, acks and commit path."""
+    tp = TP("docs.normalized.v1", 0)
+    exited: list[BaseException] = []
+    # The process's one gate: sends earlier tests left on their own (closed) loops would
+    # hold its settle() for ever.
+    monkeypatch.setattr(delivery, "gate", delivery.DeliveryGate())
+
+    async def go() -> tuple[list[bool], list[dict[TP, int]]]:
+        delivery.install(on_refused=exit_now)  # what make_app does
+        app = faust.App(f"crash-{id(exited)}", broker="kafka://127.0.0.1:1",
+                        store="memory://", web_enabled=False, autodiscover=False)
+        exit_after_crash(app, grace_s=0.01, exit_process=exited.append)
+        consumer, commits = app.consumer, []
+
+        async def commit(offsets: dict[TP, int]) -> bool:  # the broker's side of a commit
+            commits.append(dict(offsets))
+            return True
+        monkeypatch.setattr(consumer, "_commit", commit)
+        monkeypatch.setattr(consumer, "assignment", lambda: {tp})
+        monkeypatch.setattr(app.producer, "flush", AsyncMock())
+        monkeypatch.setattr(app.topics, "acks_enabled_for", lambda topic: topic == tp.topic)
+        consumer._committed_offset[tp] = 33
+        app.flow_control.resume()
+        stream, batch, taken = app.channel().stream(), [], asyncio.Event()
+
+        async def agent() -> None:  # a batch in hand: the analyzer loading, a model running
+            async for events in stream.take_events(10, within=0.01):
+                batch.extend(events)
+                taken.set()
+                await asyncio.Event().wait()
+        task = asyncio.ensure_future(agent())
+        for offset in (33, 34, 35):
+            message = ConsumerMessage(tp.topic, tp.partition, offset, 0.0, 0, None, b"k",
+                                      b"v", None, generation_id=app.consumer_generation_id)
+            await stream.channel.put(Event(app, b"k", b"v", {}, message))
+        await asyncio.wait_for(taken.wait(), 10)
+        await app.crash(FileNotFoundError("stage-counters.tmp -> stage-counters.json"))
+        # Faust's stop after the crash: the agents' stop throws StopAsyncIteration into each
+        # actor's stream channel (Actor.cancel); the stream's passive drainer ends, stops
+        # the stream, and Stream.on_stop closes the take_events generator, whose finally
+        # acks the batch in hand ...
+        stream.channel._throw(StopAsyncIteration())
+        for _ in range(200):
+            if all(e.message.acked for e in batch):
+                break
+            await asyncio.sleep(0.01)
+        # ... then Consumer.on_stop commits (its wait_empty waits for nothing once crashed).
+        await consumer.commit_and_end_transactions()
+        task.cancel()
+        return [e.message.acked for e in batch], commits
+    acked, commits = asyncio.run(go())
+    assert acked and all(acked)  # what Faust does; the barrier must not let it through
+    assert commits == []
