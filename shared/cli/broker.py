@@ -187,6 +187,16 @@ def classpath(libs: Path) -> str:
     return str(libs.resolve() / "*")
 
 
+def cluster_id() -> str:
+    """A new cluster id as Kafka makes them: 16 random bytes in URL-safe base64 without
+    padding, never starting with "-" (a command line would read it as an option: one in
+    64 ids did, and formatting failed)."""
+    while True:
+        made = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not made.startswith("-"):
+            return made
+
+
 def _format_once(java: str, cp: str, node: Node, props_file: Path) -> None:
     """Format the node's log directory unless it holds a log already; the cluster id is
     kept beside the log directories so every node of a cluster shares it."""
@@ -195,11 +205,9 @@ def _format_once(java: str, cp: str, node: Node, props_file: Path) -> None:
     id_file = node.log_dir.parent / "cluster-id"
     if not id_file.exists():
         id_file.parent.mkdir(parents=True, exist_ok=True)
-        # Kafka's ids are 16 random bytes in URL-safe base64 without padding.
-        raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        id_file.write_text(raw)
+        id_file.write_text(cluster_id())
     argv = [java, "-cp", cp, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-            "-t", id_file.read_text().strip(), "-c", str(props_file)]
+            f"--cluster-id={id_file.read_text().strip()}", "-c", str(props_file)]
     if node.sasl:  # the admin's SCRAM credential exists before the first start
         argv += ["--add-scram",
                  f"SCRAM-SHA-512=[name=admin,password={node.sasl.admin_password}]"]
