@@ -21,7 +21,15 @@ import grpc
 import pytest
 
 from shared.cli.mesh import Endpoints, isolated
-from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, streamrag_audit, uid
+from tests.support.mesh import (
+    MESH_ENV,
+    chunks_of,
+    produce,
+    read_topic,
+    streamrag_audit,
+    uid,
+    wait_verified,
+)
 from tests.support.polling import eventually
 from tests.support.steady import SteadyProducer, plain_doc
 
@@ -108,16 +116,7 @@ def test_restarts_keep_every_document_and_every_proof(tmp_path: Path) -> None:
         eventually(lambda: searchable_once(mesh, first) and searchable_once(mesh, second),
                    "every acknowledged document after kill -9 of every process", 300)
         eventually(lambda: proven(mesh, first[0]), "the proof after kill -9", 120)
-        reports: list[Any] = []  # the last one says why, should it never pass
-
-        def verified() -> bool:
-            reports[:] = [streamrag_audit(mesh, "verify")]
-            code, report = reports[0]
-            return code == 0 and report["ok"]
-        try:
-            eventually(verified, "`audit verify` to pass after the restarts", 120)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
+        wait_verified(mesh, "after the restarts", 120)
         log = (run_dir / "logs" / "broker.log").read_text(errors="replace")
         assert "killed by SIGKILL; restarting" in log
         copy = tmp_path / "backup"

@@ -21,7 +21,15 @@ import grpc
 import pytest
 
 from shared.cli.mesh import Endpoints, free_port, isolated
-from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, streamrag_audit, uid
+from tests.support.mesh import (
+    MESH_ENV,
+    chunks_of,
+    produce,
+    read_topic,
+    streamrag_audit,
+    uid,
+    wait_verified,
+)
 from tests.support.polling import eventually
 from tests.support.steady import SteadyProducer, plain_doc
 
@@ -58,12 +66,6 @@ def proven(mesh: Endpoints, doc_id: str) -> Any:
     return proof if code == 0 and all(proof["checks"].values()) and proof["anchor"] else None
 
 
-def verified(mesh: Endpoints, reports: list[Any]) -> bool:
-    reports[:] = [streamrag_audit(mesh, "verify")]
-    code, report = reports[0]
-    return code == 0 and report["ok"]
-
-
 def broker_pid(run_dir: Path) -> int:
     return int((run_dir / "pids" / "broker.pid").read_text())
 
@@ -93,11 +95,7 @@ def test_kill_9_of_the_broker_with_a_live_producer_loses_and_copies_nothing(
         copies = raw_copies(mesh.bootstrap, prefix)
         assert set(copies) == set(acked)
         assert set(copies.values()) == {1}, copies.most_common(3)  # idempotent: no copies
-        reports: list[Any] = []
-        try:
-            eventually(lambda: verified(mesh, reports), "`audit verify` after the kills", 180)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
+        wait_verified(mesh, "after the kills", 180)
         after = eventually(lambda: proven(mesh, acked[0]), "the proof after the kills", 120)
         assert (after["batch_id"], after["root"], after["anchor"]["tx_hash"]) == (
             before["batch_id"], before["root"], before["anchor"]["tx_hash"])

@@ -33,7 +33,7 @@ from shared.cli.mesh import Endpoints, free_port, isolated
 from shared.cli.procs import Child, kill_group, stop, wait_port
 from shared.cli.settings import MeshSettings
 from shared.kafka.admin import contract_specs
-from tests.support.mesh import MESH_ENV, chunks_of, query, streamrag_audit, uid
+from tests.support.mesh import MESH_ENV, chunks_of, query, uid, wait_verified
 from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.suite_group("rest"),
@@ -343,16 +343,7 @@ def test_a_broker_killed_mid_stream_loses_no_acknowledged_document(
         eventually(lambda: searchable_once(mesh, client, [late]),
                    "the document written to two of three nodes to be searchable")
 
-        reports: list[Any] = []  # the last one says why, should it never pass
-
-        def verified() -> bool:
-            reports[:] = [streamrag_audit(mesh, "verify")]
-            code, report = reports[0]
-            return code == 0 and report["ok"]
-        try:
-            eventually(verified, "`audit verify` to pass after the broker's loss", 300)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
+        wait_verified(mesh, "after the broker's loss", 300)
 
         # The killed node, started on its log again, catches up and rejoins every ISR.
         restarted = cluster.start(killed)

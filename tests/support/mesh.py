@@ -112,3 +112,19 @@ def streamrag_audit(mesh: Endpoints, *args: str) -> tuple[int, Any]:
     done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
+
+
+def wait_verified(mesh: Endpoints, what: str, timeout_s: float) -> None:
+    """Until `streamrag audit verify` passes; failing, the last report says why."""
+    from tests.support.polling import eventually
+
+    reports: list[tuple[int, Any]] = []
+
+    def verified() -> bool:
+        reports[:] = [streamrag_audit(mesh, "verify")]
+        code, report = reports[0]
+        return code == 0 and report["ok"]
+    try:
+        eventually(verified, f"`audit verify` to pass {what}", timeout_s)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
