@@ -117,6 +117,10 @@ def server_properties(node: Node) -> dict[str, str]:
         "share.coordinator.state.topic.min.isr": str(node.min_insync),
         "default.replication.factor": str(node.replication),
         "min.insync.replicas": str(node.min_insync),
+        # Every topic comes from the contract with its own count: a metadata request for a
+        # topic just deleted (a consumer still subscribed) must not bring it back with
+        # num.partitions.
+        "auto.create.topics.enable": "false",
         **EMBEDDED,
     }
     if node.sasl:

@@ -29,14 +29,14 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
-from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaConnectionError
 
 from shared.cli import admin as create
 from shared.cli.settings import MeshSettings
 from shared.contract.topics import all_topic_specs
 from shared.errors import InvalidInput
 from shared.kafka import grow
-from shared.kafka.admin import commit_offsets, new_topic
+from shared.kafka.admin import commit_offsets, create_topics, new_topic
 from shared.settings import KafkaSettings
 
 STATE_FILE = "grow.json"
@@ -326,18 +326,15 @@ async def _rewrite(kafka: KafkaSettings, step: grow.TopicStep, state: State, say
 
 async def _create(admin: AIOKafkaAdminClient, topic: NewTopic) -> None:
     """Create a topic just deleted: Kafka removes a deleted topic's logs asynchronously and
-    may answer TopicAlreadyExists for a moment."""
+    may answer TopicAlreadyExists for a moment (aiokafka returns that code, it raises
+    nothing)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WAIT_S
-    while True:
-        try:
-            await admin.create_topics([topic])
-            return
-        except TopicAlreadyExistsError:
-            if loop.time() > deadline:
-                msg = f"{topic.name}: not created {WAIT_S:.0f}s after its delete"
-                raise InvalidInput("topic_not_ready", "topics", msg) from None
-            await asyncio.sleep(0.2)
+    while not await create_topics(admin, [topic]):
+        if loop.time() > deadline:
+            msg = f"{topic.name}: not created {WAIT_S:.0f}s after its delete"
+            raise InvalidInput("topic_not_ready", "topics", msg)
+        await asyncio.sleep(0.2)
 
 
 async def _produce(kafka: KafkaSettings, topic: str, writes: list[grow.Write]) -> None:

@@ -136,7 +136,7 @@ async def describe_topic_configs(admin: AIOKafkaAdminClient, names: list[str],
     return out
 
 
-async def _create(admin: AIOKafkaAdminClient, topics: list[NewTopic]) -> list[str]:
+async def create_topics(admin: AIOKafkaAdminClient, topics: list[NewTopic]) -> list[str]:
     """Create `topics` in one request; the names created. A topic that exists already (the
     broker's metadata can lag a creation a moment ago) is not an error and not created;
     any other refusal is, naming the topic and Kafka's error."""
@@ -165,7 +165,8 @@ async def ensure_topics(
     try:
         existing = set(await admin.list_topics())
         missing = [s for s in specs if s.name not in existing]
-        created = await _create(admin, [new_topic(s, kafka) for s in missing]) if missing else []
+        created = (await create_topics(admin, [new_topic(s, kafka) for s in missing])
+                   if missing else [])
         present = [s for s in specs if s.name not in created]
         if present:
             meta = await admin.describe_topics([s.name for s in present])

@@ -36,6 +36,7 @@ def test_one_node_is_its_own_quorum_with_one_replica(tmp_path: Path) -> None:
     assert props["offsets.topic.replication.factor"] == "1"
     assert props["log.dirs"] == str((tmp_path / "node-1").resolve())
     assert "authorizer.class.name" not in props
+    assert props["auto.create.topics.enable"] == "false"  # as compose's broker
 
 
 def test_a_replicated_node_names_every_voter_and_its_insync_minimum(tmp_path: Path) -> None:
