@@ -17,6 +17,7 @@ from services.ledger.errors import AnchorRejected
 from services.ledger.transactions import Sender
 from shared.errors import ConfigError
 from shared.settings import LedgerSettings
+from shared.worker.status_files import replace_file
 
 log = logging.getLogger(__name__)
 ARTIFACT = Path(__file__).parent / "contract" / "AuditAnchor.json"
@@ -61,9 +62,8 @@ def read_record(path: Path) -> Deployment | None:
 
 def write_record(path: Path, deployment: Deployment) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(deployment), indent=2) + "\n")
-    tmp.replace(path)  # atomic: a crash never leaves half a record
+    # atomic, a unique temporary name: a crash never leaves half a record
+    replace_file(path, json.dumps(asdict(deployment), indent=2) + "\n")
 
 
 def chain_identity(w3: Web3) -> tuple[int, str]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from shared.errors import InvalidInput
+from shared.worker.status_files import replace_file
 
 MARKER = "model.json"
 
@@ -48,9 +49,7 @@ def write_marker(directory: Path, model_id: str, dim: int) -> None:
     """Record that this worker indexes the model, so a restart rebuilds it even before
     its first snapshot exists."""
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / (MARKER + ".tmp")
-    tmp.write_text(json.dumps({"model_id": model_id, "dim": dim}))
-    tmp.replace(directory / MARKER)
+    replace_file(directory / MARKER, json.dumps({"model_id": model_id, "dim": dim}))
 
 
 def read_markers(root: Path) -> dict[str, tuple[int, Path]]:

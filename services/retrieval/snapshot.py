@@ -9,7 +9,6 @@ makes current.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from services.retrieval.index import Shard
 from services.retrieval.index_config import IndexConfig, Strategy
 from services.retrieval.vectors import VectorIndex
 from shared.contract.records import SearchHit
+from shared.worker.status_files import replacing
 
 FORMAT = 1
 
@@ -54,12 +54,8 @@ def write(captured: Captured, path: Path) -> None:
              "hits": [h.model_dump() if h is not None else None for h in captured.hits]}
     raw = np.frombuffer(json.dumps(state, separators=(",", ":")).encode(), dtype="uint8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with replacing(path, durable=True) as f:
         np.savez(f, index=captured.index, state=raw)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save(shard: Shard, path: Path) -> None:

@@ -38,6 +38,7 @@ from shared.errors import InvalidInput
 from shared.kafka import grow
 from shared.kafka.admin import commit_offsets, create_topics, new_topic
 from shared.settings import KafkaSettings
+from shared.worker.status_files import replace_file
 
 STATE_FILE = "grow.json"
 Say = Callable[[str], None]
@@ -190,9 +191,7 @@ class State:
 
     def save(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, sort_keys=True))
-        tmp.replace(self.path)
+        replace_file(self.path, json.dumps(self.data, sort_keys=True))
 
     def mark(self, what: str, topic: str, value: Any = True) -> None:
         self.data.setdefault(what, {})[topic] = value
@@ -295,10 +294,8 @@ async def _rewrite(kafka: KafkaSettings, step: grow.TopicStep, state: State, say
     if not state.has("saved", step.topic):
         records = _recs(await _read_all(kafka, step.topic, step.partitions))
         writes = grow.rewrite_writes(records, step.target, routing)
-        tmp = saved.with_suffix(".tmp")
         state.root.mkdir(parents=True, exist_ok=True)
-        tmp.write_text("".join(grow.write_line(w) + "\n" for w in writes))
-        tmp.replace(saved)
+        replace_file(saved, "".join(grow.write_line(w) + "\n" for w in writes), durable=True)
         state.mark("saved", step.topic, step.partitions)
         say(f"{step.topic}: each key's newest record saved to {saved}: {len(writes)} key(s)")
     old = int(state.data["saved"][step.topic])

@@ -15,8 +15,9 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 EVENT_TIME_FILE = "event-time.json"  # ingest: each source's watermark, lag and lateness
 MODELS_FILE = "index-models.json"  # retrieval: each model's index per shard, caught up or not
@@ -27,12 +28,19 @@ def replace_file(path: Path, data: str | bytes, *, durable: bool = False) -> Non
     never half, and writers of the same path at the same time never collide (the last
     rename wins). `durable`: fsync before the rename, for a file that must survive the
     process exiting right after (the rename itself is atomic either way)."""
-    raw = data.encode() if isinstance(data, str) else data
+    with replacing(path, durable=durable) as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def replacing(path: Path, *, durable: bool = False) -> Iterator[BinaryIO]:
+    """`replace_file` for a writer that needs a file handle (numpy's savez): write to the
+    handle; `path` is replaced once the block ends without an exception."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), 0o644)  # as the files were before: readable by status
-            handle.write(raw)
+            yield handle
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())

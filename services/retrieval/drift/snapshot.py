@@ -10,7 +10,6 @@ worker starts there without history and warms up (no alarm meanwhile).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 from services.retrieval.drift.detector import Detector, DriftConfig, Monitor
 from services.retrieval.drift.window import Past, Reference
 from shared.contract.records import decode_vector, encode_vector
+from shared.worker.status_files import replace_file
 
 VERSION = 1
 
@@ -48,9 +48,7 @@ def load(data: dict[str, Any], config: DriftConfig) -> Monitor:
 def save(monitor: Monitor, path: Path) -> None:
     """Write atomically: a crash mid-write leaves the previous snapshot."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dump(monitor)))
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(dump(monitor)))
 
 
 def restore(path: Path, config: DriftConfig) -> Monitor:
