@@ -31,6 +31,7 @@ from shared.contract.records import Document, TableTruncate
 from shared.contract.topics import DOCS_PARSED
 from shared.errors import InvalidInput
 from shared.tracing import spans
+from shared.worker import members
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.status_files import EVENT_TIME_FILE, write_json
 
@@ -147,6 +148,6 @@ async def export_event_time() -> None:
     """Write each source's watermark and lag for `streamrag status` (this worker's part)."""
     now = time.time()
     sources = summarize(source_clocks.items(), settings.allowed_lateness_s, now)
-    write_json(settings.data_dir / app.conf.id / EVENT_TIME_FILE, {
+    write_json(members.own_file(settings.data_dir / app.conf.id, EVENT_TIME_FILE), {
         "at": now, "allowed_lateness_s": settings.allowed_lateness_s,
         "sources": [vars(s) for s in sources]})

@@ -32,7 +32,7 @@ from shared.contract.records import EmbeddedChunkSet, SearchRequest
 from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.tracing import spans
-from shared.worker import local_search
+from shared.worker import local_search, members
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.status_files import MODELS_FILE, write_json
 
@@ -93,7 +93,7 @@ async def snapshot_shards() -> None:
 @app.timer(2.0, name=f"{app.conf.id}.export_models")
 async def export_models() -> None:
     """Write each model's index state for `streamrag status` (this worker's shards)."""
-    write_json(settings.data_dir / app.conf.id / MODELS_FILE,
+    write_json(members.own_file(settings.data_dir / app.conf.id, MODELS_FILE),
                {"at": time.time(), "models": shards.summary()})
 
 

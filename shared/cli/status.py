@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.cli import incidents as guard_incidents
 from shared.cli.settings import MeshSettings
-from shared.contract.topics import CHUNKS_EMBEDDED, ONEBOX_APP, SERVICE_INPUTS, SERVICES
+from shared.contract.topics import (
+    CHUNKS_EMBEDDED,
+    ONEBOX_APP,
+    SEARCH_REPLIES,
+    SERVICE_INPUTS,
+    SERVICES,
+)
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
-from shared.worker.boundary import COUNTS_FILE
-from shared.worker.heartbeat import PROGRESS_FILE
-from shared.worker.status_files import EVENT_TIME_FILE, MODELS_FILE, read_all
+from shared.worker import members
+from shared.worker.status_files import COUNTS_FILE, EVENT_TIME_FILE, MODELS_FILE, PROGRESS_FILE
 
 
 @dataclass(frozen=True)
@@ -41,14 +46,17 @@ class GroupStatus:
     lag: dict[str, int]
     state: str
     group: str = ""  # the consumer group holding the service's offsets
+    # per topic: when the oldest record still waiting for the service was written (Unix s)
+    waiting_since: dict[str, float] = field(default_factory=dict)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="services up, consumer lag, event time per source")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     p.add_argument("--stalled-after", type=float, default=STALLED_AFTER_S, metavar="S",
-                   help="a stage with records waiting and none handled for S seconds, or "
-                        "one record in hand that long, is stalled (default %(default)s)")
+                   help="a stage is stalled when a record has waited for it S seconds and "
+                        "none was handled for as long, or one record has been in hand that "
+                        "long (default %(default)s)")
 
 
 async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
@@ -62,8 +70,8 @@ async def collect(kafka: KafkaSettings) -> list[GroupStatus]:
             members, state = await _describe(admin, group)
             if not members and onebox[0]:
                 group, (members, state) = ONEBOX_APP, onebox
-            out.append(GroupStatus(service, members, await _lag(kafka, service, group), state,
-                                   group))
+            lag, waiting = await _lag(kafka, service, group)
+            out.append(GroupStatus(service, members, lag, state, group, waiting))
         return out
     finally:
         await admin.close()
@@ -81,13 +89,18 @@ async def _describe(admin: AIOKafkaAdminClient, group: str) -> tuple[int | None,
     return None, "unknown"
 
 
-# Inputs a service never commits: retrieval's position on chunks.embedded.v1 is each
-# shard's snapshot offset (services/retrieval/positions.py), so a group lag means nothing.
-UNCOMMITTED = {("retrieval", CHUNKS_EMBEDDED.name)}
+# Inputs a service never commits, so a group lag would be a false figure growing for ever:
+# retrieval's position on chunks.embedded.v1 is each shard's snapshot offset
+# (services/retrieval/positions.py); each inference instance reads search.replies.v1
+# without a group, from its end at start (services/inference/search/client.py), and a
+# reply is of use only until its query's deadline.
+UNCOMMITTED = {("retrieval", CHUNKS_EMBEDDED.name), ("inference", SEARCH_REPLIES.name)}
 
 
-async def _lag(kafka: KafkaSettings, service: str, group: str) -> dict[str, int]:
-    """End offset minus committed offset, summed over each input topic's partitions."""
+async def _lag(kafka: KafkaSettings, service: str,
+               group: str) -> tuple[dict[str, int], dict[str, float]]:
+    """End offset minus committed offset, summed over each input topic's partitions; and
+    per topic, when the oldest record still waiting was written."""
     tps = [TopicPartition(t.name, p) for t in SERVICE_INPUTS[service]
            if (service, t.name) not in UNCOMMITTED for p in range(t.partitions)]
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
@@ -96,12 +109,45 @@ async def _lag(kafka: KafkaSettings, service: str, group: str) -> dict[str, int]
     try:
         ends = await reader.end_offsets(tps)
         lag: dict[str, int] = {}
+        waiting: dict[TopicPartition, int] = {}
         for tp in tps:
             committed = await reader.committed(tp) or 0
             lag[tp.topic] = lag.get(tp.topic, 0) + max(0, ends[tp] - committed)
-        return lag
+            if ends[tp] > committed:
+                waiting[tp] = committed
     finally:
         await reader.stop()
+    since: dict[str, float] = {}
+    for tp, written in (await _written_at(kafka, waiting)).items():
+        since[tp.topic] = min(since.get(tp.topic, written), written)
+    return lag, since
+
+
+async def _written_at(kafka: KafkaSettings,
+                      offsets: dict[TopicPartition, int]) -> dict[TopicPartition, float]:
+    """The timestamp (Unix s) of the record at each partition's offset (the first one
+    there, if retention removed it), for those read within a few seconds."""
+    if not offsets:
+        return {}
+    reader = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
+                              enable_auto_commit=False, auto_offset_reset="earliest",
+                              **kafka.client_options())
+    await reader.start()
+    out: dict[TopicPartition, float] = {}
+    try:
+        reader.assign(list(offsets))
+        for tp, offset in offsets.items():
+            reader.seek(tp, offset)
+        deadline = time.monotonic() + 5.0
+        while len(out) < len(offsets) and time.monotonic() < deadline:
+            got = await reader.getmany(timeout_ms=500, max_records=len(offsets))
+            for tp, records in got.items():
+                if records and tp not in out:
+                    out[tp] = records[0].timestamp / 1000.0
+                    reader.pause(tp)
+    finally:
+        await reader.stop()
+    return out
 
 
 def render(rows: list[GroupStatus]) -> str:
@@ -114,18 +160,39 @@ def render(rows: list[GroupStatus]) -> str:
 
 
 def stage_counts(data_dir: Path) -> dict[str, dict[str, float]]:
-    """What each worker last wrote of its boundary counters (shared.worker.boundary)."""
+    """Each stage's boundary counters (shared.worker.boundary), summed over its workers:
+    what each live or not yet retired worker last wrote, plus the totals of the workers
+    that ended (shared/worker/members.py)."""
     out: dict[str, dict[str, float]] = {}
-    for path in sorted(data_dir.glob(f"*/{COUNTS_FILE}")):
-        try:
-            out.update(json.loads(path.read_text()))
-        except (OSError, ValueError):  # a worker writing it right now: skip this once
-            continue
+
+    def add(counters: dict[str, Any]) -> None:
+        for stage, values in counters.items():
+            into = out.setdefault(stage, {})
+            for key, value in values.items():
+                into[key] = into.get(key, 0) + value
+
+    for stage_dir in sorted(p for p in data_dir.glob("*") if p.is_dir()):
+        add(members.read_retired(stage_dir)["counters"])
+    for written in members.files(data_dir, COUNTS_FILE, live_only=False):
+        if isinstance(written.value, dict):
+            add(written.value)
     return out
 
 
-def render_counts(counts: dict[str, dict[str, float]]) -> str:
-    lines = [f"{'stage':<17} {'processed':>9} {'dead':>6} {'internal':>8}  dead letters by reason"]
+def counting_since(data_dir: Path) -> float | None:
+    """When the oldest worker whose counts are in `stage_counts` started (Unix s)."""
+    starts = [members.read_retired(d).get("since") for d in data_dir.glob("*") if d.is_dir()]
+    starts += [w.value.get("started_at") for w in
+               members.files(data_dir, PROGRESS_FILE, live_only=False)
+               if isinstance(w.value, dict)]
+    known = [float(t) for t in starts if isinstance(t, int | float)]
+    return min(known) if known else None
+
+
+def render_counts(counts: dict[str, dict[str, float]], since: float | None = None) -> str:
+    lines = ([f"record counts since {_utc(since)} (every worker, restarts included)"]
+             if since is not None else [])
+    lines += [f"{'stage':<17} {'processed':>9} {'dead':>6} {'internal':>8}  dead letters by reason"]
     for stage, c in sorted(counts.items()):
         dead = {k.split(".", 1)[1]: int(v) for k, v in c.items()
                 if k.startswith("dead_lettered.")}
@@ -140,18 +207,24 @@ STALLED_AFTER_S = 60.0
 
 
 def stage_progress(data_dir: Path, lag_by_topic: dict[str, int], now: float,
-                   stalled_after_s: float = STALLED_AFTER_S) -> dict[str, dict]:
-    """Each stage's progress as its workers last wrote it (shared.worker.heartbeat), and whether it
-    is stalled: records wait on its topics (`lag_by_topic`) and none left its boundary for
-    `stalled_after_s` (since the worker started, if none ever did), or one record has been
-    in hand that long. A worker that stopped writing counts as making no progress."""
+                   stalled_after_s: float = STALLED_AFTER_S,
+                   waiting_since: dict[str, float] | None = None) -> dict[str, dict]:
+    """Each stage's progress as its live workers last wrote it (shared.worker.heartbeat), and
+    whether it is stalled: a record has waited on its topics (`lag_by_topic`, the oldest
+    written at `waiting_since`) for `stalled_after_s` and none left its boundary for as long
+    (since the worker started, if none ever did), or one record has been in hand that long.
+    A worker that stopped writing counts as making no progress; one that ended is left out
+    (its partitions are another worker's now)."""
     merged: dict[str, dict] = {}
-    for written in read_all(data_dir, PROGRESS_FILE):
+    for worker in members.files(data_dir, PROGRESS_FILE, live_only=True):
+        written = worker.value
         silent = max(0.0, now - written.get("written_at", now))
         for stage, p in written.get("stages", {}).items():
             last = p.get("last_progress") or written.get("started_at")
             have = merged.setdefault(stage, {"last_progress": None, "in_flight": 0,
-                                             "oldest_in_hand_s": 0.0, "topics": []})
+                                             "oldest_in_hand_s": 0.0, "topics": [],
+                                             "workers": 0})
+            have["workers"] += 1
             if last is not None:
                 have["last_progress"] = max(have["last_progress"] or last, last)
             have["in_flight"] += p.get("in_flight", 0)
@@ -159,13 +232,20 @@ def stage_progress(data_dir: Path, lag_by_topic: dict[str, int], now: float,
                 have["oldest_in_hand_s"] = max(have["oldest_in_hand_s"],
                                                p.get("oldest_in_hand_s", 0.0) + silent)
             have["topics"] = sorted(set(have["topics"]) | set(p.get("topics", [])))
+    since = waiting_since or {}
     for have in merged.values():
         have["lag"] = sum(lag_by_topic.get(t, 0) for t in have["topics"])
         last = have["last_progress"]
         have["idle_s"] = None if last is None else round(max(0.0, now - last), 3)
         have["oldest_in_hand_s"] = round(have["oldest_in_hand_s"], 3)
+        oldest = min((since[t] for t in have["topics"] if t in since), default=None)
+        # Without the record's time (not read in time), lag alone counts as waiting.
+        have["waited_s"] = (None if not have["lag"] else
+                            None if oldest is None else round(max(0.0, now - oldest), 3))
+        waited = have["lag"] and (have["waited_s"] is None
+                                  or have["waited_s"] > stalled_after_s)
         have["stalled"] = bool(
-            (have["lag"] and have["idle_s"] is not None and have["idle_s"] > stalled_after_s)
+            (waited and have["idle_s"] is not None and have["idle_s"] > stalled_after_s)
             or have["oldest_in_hand_s"] > stalled_after_s)
     return dict(sorted(merged.items()))
 
@@ -178,14 +258,25 @@ def lag_by_topic(rows: list[GroupStatus]) -> dict[str, int]:
     return out
 
 
+def waiting_since(rows: list[GroupStatus]) -> dict[str, float]:
+    """Per topic, when the oldest record some service still waits for was written."""
+    out: dict[str, float] = {}
+    for r in rows:
+        for topic, t in r.waiting_since.items():
+            out[topic] = min(out.get(topic, t), t)
+    return out
+
+
 def render_progress(progress: dict[str, dict]) -> str:
-    lines = [f"{'stage':<17} {'in hand':>7} {'oldest':>8} {'last done':>10} {'lag':>7}  state"]
+    lines = [f"{'stage':<17} {'workers':>7} {'in hand':>7} {'oldest':>8} {'last done':>10} "
+             f"{'lag':>7} {'waited':>7}  state"]
     for stage, p in progress.items():
         idle = "-" if p["idle_s"] is None else f"{p['idle_s']:.0f}s ago"
         oldest = f"{p['oldest_in_hand_s']:.0f}s" if p["in_flight"] else "-"
+        waited = "-" if p.get("waited_s") is None else f"{p['waited_s']:.0f}s"
         state = "STALLED" if p["stalled"] else "ok"
-        lines.append(f"{stage:<17} {p['in_flight']:>7} {oldest:>8} {idle:>10} {p['lag']:>7}"
-                     f"  {state}")
+        lines.append(f"{stage:<17} {p.get('workers', 1):>7} {p['in_flight']:>7} {oldest:>8} "
+                     f"{idle:>10} {p['lag']:>7} {waited:>7}  {state}")
     return "\n".join(lines)
 
 
@@ -193,7 +284,7 @@ def event_time(data_dir: Path, now: float) -> list[dict]:
     """Each source's watermark and lag (ingest's services.ingest.watermarks summary), the
     lag taken against `now`; with several ingest workers, their partitions combined."""
     merged: dict[str, dict] = {}
-    for written in read_all(data_dir, EVENT_TIME_FILE):
+    for written in (w.value for w in members.files(data_dir, EVENT_TIME_FILE, live_only=True)):
         for src in written.get("sources", []):
             have = merged.get(src["source"])
             if have is None:
@@ -231,7 +322,7 @@ def index_models(data_dir: Path) -> dict[str, dict]:
     """Each embedding model's index in retrieval, its shards of every worker combined:
     {model: {"dim", "chunks", "documents", "shards", "caught_up": [partitions]}}."""
     out: dict[str, dict] = {}
-    for written in read_all(data_dir, MODELS_FILE):
+    for written in (w.value for w in members.files(data_dir, MODELS_FILE, live_only=True)):
         for model, state in written.get("models", {}).items():
             have = out.setdefault(model, {"dim": state["dim"], "chunks": 0, "documents": 0,
                                           "shards": [], "caught_up": []})
@@ -358,8 +449,9 @@ def run(args: argparse.Namespace) -> int:
     target = mesh.inference_target
     health = inference_health(target)
     data_dir = mesh.run_dir / "data"
-    counts = stage_counts(data_dir)
-    progress = stage_progress(data_dir, lag_by_topic(rows), time.time(), args.stalled_after)
+    counts, since = stage_counts(data_dir), counting_since(data_dir)
+    progress = stage_progress(data_dir, lag_by_topic(rows), time.time(), args.stalled_after,
+                              waiting_since(rows))
     sources = event_time(data_dir, time.time())
     stats = stream_stats(target) if health == "SERVING" else health
     models = index_models(data_dir)
@@ -370,6 +462,7 @@ def run(args: argparse.Namespace) -> int:
     code = 0 if workers_up and health == "SERVING" and not stalled else 1
     if args.json:
         print(json.dumps({"services": [asdict(r) for r in rows], "stage_counts": counts,
+                          "counting_since": since,
                           "stage_progress": progress,
                           "event_time": sources, "stream_stats": stats,
                           "index_models": models,
@@ -380,7 +473,7 @@ def run(args: argparse.Namespace) -> int:
         return code
     print(render(rows))
     if counts:
-        print("\n" + render_counts(counts))
+        print("\n" + render_counts(counts, since))
     if progress:
         print("\n" + render_progress(progress))
     if sources:

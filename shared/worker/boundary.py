@@ -24,6 +24,8 @@ the agent dies. So nothing may rely on crash-and-restart for a bad record; inste
   start can count the death against it (shared/worker/poison.py `after_death`); the MAX_FAILURES-th
   time running it is dead-lettered on sight by a processor on every stream of the app
   (`export_counts` installs it), before any agent handles it again.
+- workers of one stage sharing a data dir: each writes its own folder
+  (shared/worker/members.py), and the failure journal is changed under a lock.
 
 Counters (prometheus_client, default registry): `streamrag_records_processed_total{stage}`
 counts every record that passed a boundary whatever became of it,
@@ -57,7 +59,8 @@ from prometheus_client import REGISTRY, Counter
 from shared.contract.dlq import send_dead_letter
 from shared.errors import InfrastructureError, InvalidInput
 from shared.tracing import spans
-from shared.worker import heartbeat, metrics, poison, status_files
+from shared.worker import heartbeat, members, metrics, poison, status_files
+from shared.worker.status_files import COUNTS_FILE, PROGRESS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,6 @@ FATAL: tuple[type[BaseException], ...] = (
     InfrastructureError, OSError, KafkaError, FaustError, MemoryError,
 )
 EXIT_FATAL = 70  # EX_SOFTWARE: the supervisor restarts the worker
-COUNTS_FILE = "stage-counters.json"
 
 PROCESSED = Counter("streamrag_records_processed", "Records that passed a stage's boundary",
                     ["stage"])
@@ -233,24 +235,26 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0, *,
     serve them on `metrics_port` (0: none) unless the process serves another port already
     (STREAMRAG_WATCHDOG_METRICS_PORT first, then the first hosted service's)."""
     metrics.server.want(metrics_host, metrics_port)
-    path = (data_dir / app.conf.id / COUNTS_FILE).resolve()
-    if (app.conf.id, path) in _exporting:  # one process, one app: the counters are all here
+    stage_dir = (data_dir / app.conf.id).resolve()
+    if (app.conf.id, stage_dir) in _exporting:  # one process, one app: the counters are here
         return
-    _exporting.add((app.conf.id, path))
+    _exporting.add((app.conf.id, stage_dir))
     metrics.observe(app)
 
-    # The records that stopped this worker before, so a poison one is not retried forever.
-    poison.journal.open(path.parent / poison.FAILURES_FILE)
+    # The records that stopped this stage's workers before, so a poison one is not retried
+    # forever.
+    poison.journal.open(stage_dir / poison.FAILURES_FILE)
     _skip_exhausted_records(app)
 
     @app.timer(interval_s, name=f"{app.conf.id}.export_counts")
     async def _export() -> None:
-        dump_counts(path)
+        dump_counts(members.own_file(stage_dir, COUNTS_FILE))
 
     def _count_deaths(sender: Any, **_: Any) -> None:
-        # The worker is starting (never on import): count what the last one died holding
-        # before any stream hands over a record, then mirror what this one holds.
-        heartbeat.in_hand.open(path.parent)
+        # The worker is starting (never on import): take its own folder under the stage dir,
+        # counting what dead workers of the stage died holding before any stream hands over
+        # a record, then mirror what this one holds.
+        heartbeat.in_hand.open(stage_dir)
 
     app.on_worker_init.connect(_count_deaths)
 
@@ -258,7 +262,7 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0, *,
     async def _heartbeat() -> None:
         settings = heartbeat.WatchdogSettings()
         heartbeat.Heartbeat(asyncio.get_running_loop(), settings,
-                            path.parent / heartbeat.PROGRESS_FILE).start()
+                            members.own_file(stage_dir, PROGRESS_FILE)).start()
         metrics.server.start((settings.metrics_host, settings.metrics_port))
 
 

@@ -12,18 +12,20 @@ the stage and record in hand (topic, partition, offset: never content) and ends 
 process, so the record replays in a new worker.
 
 `InHand` is the list of records inside a boundary (shared/worker/boundary.py) right now, per
-asyncio task, mirrored to `records-in-hand.json` under the worker's data dir on every
-change (one small pwrite, no fsync: it must outlive the process, not the machine). The
-next start reads what the last process died holding and counts it (shared/worker/poison.py
+asyncio task, mirrored to `records-in-hand.json` in the worker's own folder
+(shared/worker/members.py) on every change (one small pwrite, no fsync: it must outlive the
+process, not the machine). The next worker of the stage to start finds the folder of the
+one that died, reads what it died holding and counts it (shared/worker/poison.py
 `after_death`): `Hang` for the one record the heartbeat named, `ProcessDied` for every
 record in hand at an unannounced death (kill -9, an out-of-memory kill); a clean stop and
 a fatal failure the boundary already counted leave nothing to count.
 
-The same thread writes `stage-progress.json` every 2 s (per stage: when a record last left
-its boundary, how many are inside it and for how long the oldest has been, the topics it
-reads) and keeps the gauges `streamrag_stage_last_progress_timestamp_seconds{stage}`,
-`streamrag_stage_in_flight{stage}` and `streamrag_worker_event_loop_lag_seconds` (default
-registry; shared/worker/metrics.py serves it as /metrics from the worker).
+The same thread writes `stage-progress.json` (in the same folder) every 2 s (per stage:
+when a record last left its boundary, how many are inside it and for how long the oldest
+has been, the topics it reads) and keeps the gauges
+`streamrag_stage_last_progress_timestamp_seconds{stage}`, `streamrag_stage_in_flight{stage}`
+and `streamrag_worker_event_loop_lag_seconds` (default registry; shared/worker/metrics.py
+serves it as /metrics from the worker).
 """
 
 from __future__ import annotations
@@ -46,11 +48,10 @@ from prometheus_client import Gauge
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.worker import poison, status_files
+from shared.worker import members, poison, status_files
+from shared.worker.status_files import IN_HAND_FILE
 
 log = logging.getLogger(__name__)
-IN_HAND_FILE = "records-in-hand.json"
-PROGRESS_FILE = "stage-progress.json"
 EXIT_HUNG = 70  # as shared.worker.boundary.EXIT_FATAL: the supervisor restarts the worker
 
 LAST_PROGRESS = Gauge("streamrag_stage_last_progress_timestamp_seconds",
@@ -106,6 +107,7 @@ class InHand:
         self._lock = threading.Lock()
         self.stages: dict[str, StageProgress] = {}
         self.path: Path | None = None
+        self.member: members.Member | None = None  # this worker's folder, once open
         self._fd: int | None = None
         self._written = 0  # bytes of the longest mark so far: shorter ones are padded
         self._final = False  # the process is ending: the last mark stands
@@ -157,25 +159,36 @@ class InHand:
 
     # The file: {"ended": bool, "records": {key: what to count if the process dies now}}.
 
-    def open(self, directory: Path) -> list[str]:
-        """Count what the last process here died holding; from now on mirror ours.
-        The keys now dead-lettered on sight (shared/worker/poison.py)."""
+    def open(self, stage_dir: Path) -> list[str]:
+        """Join the stage's workers (shared/worker/members.py), counting what the dead ones
+        died holding; from now on mirror ours in this worker's own folder. The keys now
+        dead-lettered on sight (shared/worker/poison.py)."""
         if self._fd is not None:  # Faust sends on_worker_init twice: count one death once
             return []
-        self.path = directory / IN_HAND_FILE
+        records: dict[str, str] = {}
+        died: list[str] = []
+
+        def dead(folder: Path) -> None:
+            left = _read_marks(folder / IN_HAND_FILE)
+            if left is None or left.get("ended"):
+                return  # a clean stop, or a worker that never took a record
+            died.append(folder.name)
+            records.update({k: v for k, v in left.get("records", {}).items()
+                            if v in poison.DEATHS})
+
+        self.member = members.join(stage_dir, on_dead=dead)
         exhausted: list[str] = []
-        left = _read_marks(self.path)
-        if left is not None and not left.get("ended"):
-            records = {k: v for k, v in left.get("records", {}).items()
-                       if v in poison.DEATHS}
+        if died:
             if records:
-                log.warning("the last worker here died with %d record(s) in hand: %s",
-                            len(records), ", ".join(f"{k} ({v})" for k, v in records.items()))
+                log.warning("%d worker(s) here died with %d record(s) in hand: %s",
+                            len(died), len(records),
+                            ", ".join(f"{k} ({v})" for k, v in records.items()))
             exhausted = poison.journal.after_death(records)
             for key in exhausted:
                 log.error("%s was in hand at %d deaths of the worker running: it will be "
                           "dead-lettered %s", key, poison.MAX_FAILURES,
                           poison.REPEATED_FAILURE)
+        self.path = self.member.folder / IN_HAND_FILE
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._written, self._final = 0, False
         with self._lock:

@@ -32,14 +32,16 @@ The mark then goes, so an offset reused by a re-created topic is never skipped f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from shared.errors import InfrastructureError
-from shared.worker import status_files
+from shared.worker import members, status_files
 
 log = logging.getLogger(__name__)
 FAILURES_FILE = "record-failures.json"
@@ -50,6 +52,7 @@ HANG = "Hang"  # the worker's event loop stopped turning while the record was in
 PROCESS_DIED = "ProcessDied"  # the process ended unannounced (kill -9, OOM) with it in hand
 DEATHS = frozenset({HANG, PROCESS_DIED})
 DEAD_LETTERED_KEEP_S = 600.0  # many commit intervals: past it, the offset is committed
+REREAD_S = 1.0  # how often `skipped` looks whether another worker changed the file
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -70,7 +73,10 @@ def record_key(stage: str, message: Any) -> str:
 
 
 class FailureJournal:
-    """Fatal failures per record, in memory and (once `open`ed) in a file."""
+    """Fatal failures per record, in memory and (once `open`ed) in a file that every worker
+    of the stage shares: each change is made under the file's lock on what the file holds
+    then (another worker's entries included) and written back at once, and a worker reads
+    the others' newest entries when it asks whether to skip a record."""
 
     def __init__(self, path: Path | None = None, max_failures: int = MAX_FAILURES) -> None:
         self.path = path
@@ -78,33 +84,53 @@ class FailureJournal:
         self.entries: dict[str, dict[str, Any]] = {}
         # (topic, partition, offset) -> key of each record to dead-letter on sight
         self.skips: dict[tuple[str, int, int], str] = {}
+        self._read_at = 0.0  # monotonic time of the last look at the file
+        self._mtime: int | None = None  # st_mtime_ns of the file as last read
         if path is not None:
             self.open(path)
 
     def open(self, path: Path) -> None:
-        """Read the failures an earlier run of this worker wrote down."""
+        """Read the failures the stage's workers wrote down."""
         self.path = path
+        self._reload()
+
+    def _reload(self) -> None:
+        """The file's entries replace those in memory (every change of ours is in it)."""
+        assert self.path is not None
+        self._read_at = time.monotonic()
         try:
-            loaded = json.loads(path.read_text())
+            self._mtime = self.path.stat().st_mtime_ns
+            loaded = json.loads(self.path.read_text())
         except FileNotFoundError:
+            self._mtime = None
             return
         except (OSError, ValueError) as exc:  # a damaged file costs at most a few replays
-            log.warning("record failure journal %s unreadable (%s): starting afresh", path,
-                        type(exc).__name__)
+            log.warning("record failure journal %s unreadable (%s): starting afresh",
+                        self.path, type(exc).__name__)
             return
         if isinstance(loaded, dict):
-            self.entries.update({k: v for k, v in loaded.items() if isinstance(v, dict)})
+            self.entries = {k: v for k, v in loaded.items() if isinstance(v, dict)}
         self._prune()
         self._index_skips()
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """One change: under the file's lock, on the file's newest entries, saved after."""
+        if self.path is None:
+            yield
+            return
+        with members.locked(self.path.with_name(self.path.name + ".lock")):
+            self._reload()
+            yield
+            self._save()
 
     def failed(self, stage: str, message: Any, exc: BaseException) -> int:
         """Write down a fatal failure of the record; how many times in a row it has failed
         with this error type (0: transient, not counted)."""
         if is_transient(exc):
             return 0
-        count = self._count(record_key(stage, message), type(exc).__name__)
-        self._save()
-        return count
+        with self._changing():
+            return self._count(record_key(stage, message), type(exc).__name__)
 
     def _count(self, key: str, error: str) -> int:
         entry = self.entries.pop(key, None)  # re-inserted last: the newest
@@ -115,31 +141,40 @@ class FailureJournal:
         return count
 
     def after_death(self, in_hand: dict[str, str]) -> list[str]:
-        """Count the last process's death against the records it had in hand ({key: Hang
-        or ProcessDied}); the keys now to dead-letter on sight.
+        """Count the deaths of workers of the stage against the records they had in hand
+        ({key: Hang or ProcessDied}); the keys now to dead-letter on sight.
 
         A death that did not find a record in hand breaks that record's run: its Hang or
         ProcessDied count goes (fatal errors keep theirs, counted by `failed`).
         """
-        for key in [k for k, v in self.entries.items()
-                    if v.get("error") in DEATHS and k not in in_hand
-                    and "dead_lettered_at" not in v]:
-            del self.entries[key]
-        self._prune()
-        exhausted = []
-        for key, error in in_hand.items():
-            if self.already_dead_lettered(key):
-                continue  # skipped on sight, never in hand; kept as it is
-            if self.exhausted(self._count(key, error)):
-                self.entries[key]["skip"] = True
-                exhausted.append(key)
-        self._index_skips()
-        self._save()
+        with self._changing():
+            for key in [k for k, v in self.entries.items()
+                        if v.get("error") in DEATHS and k not in in_hand
+                        and "dead_lettered_at" not in v]:
+                del self.entries[key]
+            self._prune()
+            exhausted = []
+            for key, error in in_hand.items():
+                if self.already_dead_lettered(key):
+                    continue  # skipped on sight, never in hand; kept as it is
+                if self.exhausted(self._count(key, error)):
+                    self.entries[key]["skip"] = True
+                    exhausted.append(key)
+            self._index_skips()
         return exhausted
 
     def skipped(self, topic: str, partition: int, offset: int) -> str | None:
         """The key of the record at topic/partition@offset if it is to be dead-lettered on
-        sight (it hung or killed the worker MAX_FAILURES times running)."""
+        sight (it hung or killed a worker MAX_FAILURES times running). Another worker may
+        have marked it: the file is looked at again when it changed, once a second."""
+        if self.path is not None and time.monotonic() - self._read_at >= REREAD_S:
+            self._read_at = time.monotonic()
+            try:
+                changed = self.path.stat().st_mtime_ns != self._mtime
+            except OSError:
+                changed = False
+            if changed:
+                self._reload()
         return self.skips.get((topic, partition, offset))
 
     def _index_skips(self) -> None:
@@ -155,13 +190,13 @@ class FailureJournal:
     def dead_lettered(self, key: str, now: float | None = None) -> None:
         """The record is on the dead-letter topic: skip it on sight for DEAD_LETTERED_KEEP_S
         (a replay before the worker commits past it), without a second letter."""
-        entry = self.entries.pop(key, None) or {}
-        self.entries[key] = {"error": entry.get("error", HANG), "count": entry.get("count", 0),
-                             "skip": True,
-                             "dead_lettered_at": time.time() if now is None else now}
-        self._prune(now)
-        self._index_skips()
-        self._save()
+        with self._changing():
+            entry = self.entries.pop(key, None) or {}
+            self.entries[key] = {"error": entry.get("error", HANG),
+                                 "count": entry.get("count", 0), "skip": True,
+                                 "dead_lettered_at": time.time() if now is None else now}
+            self._prune(now)
+            self._index_skips()
 
     def already_dead_lettered(self, key: str) -> bool:
         return "dead_lettered_at" in self.entries.get(key, {})
@@ -177,15 +212,21 @@ class FailureJournal:
         self.forget_key(record_key(stage, message))
 
     def forget_key(self, key: str) -> None:
-        if self.entries.pop(key, None) is not None:
-            self._index_skips()
-            self._save()
+        if key not in self.entries:
+            return
+        with self._changing():
+            if self.entries.pop(key, None) is not None:
+                self._index_skips()
 
     def _save(self) -> None:
         if self.path is None:
             return
         # durable: the process exits right after a failure is counted, make it stick
         status_files.replace_file(self.path, json.dumps(self.entries), durable=True)
+        try:
+            self._mtime = self.path.stat().st_mtime_ns
+        except OSError:
+            self._mtime = None
 
 
 journal = FailureJournal()  # one worker per process; export_counts opens its file

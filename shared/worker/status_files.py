@@ -5,8 +5,9 @@ Several workers of one stage may share a data dir (a second `streamrag worker re
 beside the mesh's): a fixed temporary name (`stage-counters.tmp`) was then written by both,
 and the one that renamed second found it gone (`FileNotFoundError` in a timer, which
 crashed the worker). `replace_file` names each temporary file uniquely, in the
-target's directory (so the rename stays on one file system), hidden from the globs that
-read the targets (`read_all`), and removes it if the write fails.
+target's directory (so the rename stays on one file system), hidden (a leading dot) from
+the globs that read the targets, and removes it if the write fails. Files that are one
+worker's own live in its folder (shared/worker/members.py), so they are never shared.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+# Each in the worker's own folder (shared/worker/members.py).
+COUNTS_FILE = "stage-counters.json"  # every stage's boundary counters (shared.worker.boundary)
+PROGRESS_FILE = "stage-progress.json"  # what each stage has in hand (shared.worker.heartbeat)
+IN_HAND_FILE = "records-in-hand.json"  # the records to count if the worker dies now
 EVENT_TIME_FILE = "event-time.json"  # ingest: each source's watermark, lag and lateness
 MODELS_FILE = "index-models.json"  # retrieval: each model's index per shard, caught up or not
 
@@ -56,14 +61,3 @@ def write_json(path: Path, value: Any) -> None:
     path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_file(path, json.dumps(value, sort_keys=True))
-
-
-def read_all(data_dir: Path, name: str) -> list[Any]:
-    """What every worker under `data_dir` last wrote to `name` (unreadable ones skipped)."""
-    out = []
-    for path in sorted(data_dir.glob(f"*/{name}")):
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):  # being replaced right now: skip it this once
-            continue
-    return out

@@ -31,6 +31,7 @@ from services.redaction.audit import GENESIS_ROOT
 from services.redaction.auditor import chain_reader, load, proof_document
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
+from shared.cli.status import stage_counts
 from shared.contract.audit_signing import check, sign
 from shared.contract.codec import decode
 from shared.contract.records import Anchor, AuditBatch, DeadLetter, Document
@@ -48,7 +49,6 @@ from shared.contract.topics import (
 from shared.kafka.admin import ensure_topics
 from shared.kafka.reader import read_back, read_topic
 from shared.settings import KafkaSettings, LedgerSettings
-from shared.worker.boundary import COUNTS_FILE
 from tests.support.anvil import Anvil, needs_anvil, running_anvil
 from tests.support.polling import eventually
 
@@ -124,14 +124,8 @@ class MiniMesh:
         records its index agent processed, as its boundary counters say."""
         if service != "retrieval":
             return self.committed(service)
-        total = 0
-        for path in (self.run_dir / "data").glob(f"*/{COUNTS_FILE}"):
-            try:
-                total += int(json.loads(path.read_text()).get("retrieval", {})
-                             .get("processed", 0))
-            except (OSError, ValueError):  # being rewritten right now: count it next time
-                continue
-        return total
+        return int(stage_counts(self.run_dir / "data").get("retrieval", {})
+                   .get("processed", 0))
 
     def committed(self, service: str) -> int:
         """How far the service's consumer group has committed, over all its inputs."""

@@ -15,7 +15,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from shared.errors import InfrastructureError, InvalidInput
+from shared.worker import members
 from shared.worker.boundary import Boundary, counts, dump_counts, is_fatal
+from shared.worker.status_files import COUNTS_FILE
 
 
 def event(offset: int = 7) -> SimpleNamespace:
@@ -97,8 +99,7 @@ def test_status_shows_what_workers_wrote(tmp_path: Path) -> None:
     dlq = SimpleNamespace(send=AsyncMock())
     run_through(Boundary("stage-status", dlq), KeyError("k"))
     run_through(Boundary("stage-status", dlq), InvalidInput("too_deep"))
-    (tmp_path / "some-app").mkdir()
-    dump_counts(tmp_path / "some-app" / "stage-counters.json")
+    dump_counts(members.own_file(tmp_path / "some-app", COUNTS_FILE))
     shown = stage_counts(tmp_path)
     line = next(x for x in render_counts(shown).splitlines() if x.startswith("stage-status"))
     assert line.split()[1:4] == ["2", "2", "1"]

@@ -17,8 +17,9 @@ import pytest
 from faust.exceptions import Skip
 
 from shared.cli.status import GroupStatus, lag_by_topic, render_progress, stage_progress
-from shared.worker import boundary, heartbeat, poison
+from shared.worker import boundary, heartbeat, members, poison
 from shared.worker.boundary import Boundary, skip_exhausted
+from shared.worker.status_files import PROGRESS_FILE
 
 
 def message(offset: int = 7, topic: str = "t.v1") -> SimpleNamespace:
@@ -33,13 +34,20 @@ def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> poison.FailureJo
     return made
 
 
+def die(held: heartbeat.InHand) -> None:
+    """The worker's process ends: nothing more is written, the kernel drops its lock."""
+    assert held.member is not None
+    held.member.release()
+
+
 def die_holding(directory: Path, *offsets: int, stage: str = "chunking") -> list[str]:
-    """One worker's life: start (counting the last one's death), take records in hand,
+    """One worker's life: start (counting the dead ones' deaths), take records in hand,
     then die unannounced (kill -9: nothing more is written). What its start dead-lettered."""
     held = heartbeat.InHand()
     exhausted = held.open(directory)
     for offset in offsets:
         held.enter(stage, message(offset))
+    die(held)
     return exhausted
 
 
@@ -47,7 +55,13 @@ def start(directory: Path) -> list[str]:
     held = heartbeat.InHand()
     exhausted = held.open(directory)
     assert held.open(directory) == []  # a second open in the same process counts nothing
+    die(held)  # the next start in this test is another process's
     return exhausted
+
+
+def in_hand_file(held: heartbeat.InHand) -> Path:
+    assert held.member is not None
+    return held.member.folder / heartbeat.IN_HAND_FILE
 
 
 def test_a_blocked_loop_exits_naming_the_record_in_hand(
@@ -72,8 +86,9 @@ def test_a_blocked_loop_exits_naming_the_record_in_hand(
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
     assert "chunking on t.v1/1@7" in line and "secret" not in line
     # Only the record the loop was stuck in is counted at the next start, as a Hang.
-    marks = json.loads((tmp_path / heartbeat.IN_HAND_FILE).read_text())
+    marks = json.loads(in_hand_file(held).read_text())
     assert marks == {"ended": False, "records": {"chunking|t.v1|1|7": "Hang"}}
+    die(held)
     start(tmp_path)
     assert journal.entries == {"chunking|t.v1|1|7": {"error": "Hang", "count": 1}}
 
@@ -91,6 +106,7 @@ def test_a_blocked_loop_with_nothing_in_hand_still_exits(tmp_path: Path,
         assert fired.wait(30)
 
     asyncio.run(main())
+    die(held)
     assert start(tmp_path) == [] and journal.entries == {}
 
 
@@ -130,6 +146,7 @@ def test_anything_but_another_death_in_hand_breaks_the_run(
     else:
         held.leave(held.enter("chunking", message(7)))
         journal.forget("chunking", message(7))
+    die(held)
     die_holding(tmp_path, 7)
     assert start(tmp_path) == []
     assert journal.entries["chunking|t.v1|1|7"]["count"] < poison.MAX_FAILURES
@@ -140,6 +157,7 @@ def test_a_clean_stop_counts_nothing(tmp_path: Path, journal: poison.FailureJour
     held.open(tmp_path)
     held.enter("chunking", message(7))
     held.ended()
+    die(held)
     assert start(tmp_path) == [] and journal.entries == {}
 
 
@@ -185,22 +203,22 @@ def test_the_boundary_keeps_the_record_in_hand_while_inside(tmp_path: Path) -> N
 
     async def main() -> None:
         async with Boundary("stage-hand", dlq).record(SimpleNamespace(message=message(5))):
-            marks = json.loads((tmp_path / heartbeat.IN_HAND_FILE).read_text())
+            marks = json.loads(in_hand_file(held).read_text())
             assert marks["records"] == {"stage-hand|t.v1|1|5": "ProcessDied"}
             assert held.snapshot()["stage-hand"]["in_flight"] == 1
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(heartbeat, "in_hand", held)
         asyncio.run(main())
-    assert json.loads((tmp_path / heartbeat.IN_HAND_FILE).read_text())["records"] == {}
+    assert json.loads(in_hand_file(held).read_text())["records"] == {}
     progress = held.snapshot()["stage-hand"]
     assert progress["in_flight"] == 0 and progress["last_progress"] is not None
     assert progress["topics"] == ["t.v1"]
 
 
 def progress_file(directory: Path, stages: dict, written_at: float = 1000.0) -> None:
-    (directory / "app").mkdir(exist_ok=True)
-    (directory / "app" / heartbeat.PROGRESS_FILE).write_text(json.dumps(
+    """What this process's worker (live: it holds its folder's lock) last wrote."""
+    members.own_file(directory / "app", PROGRESS_FILE).write_text(json.dumps(
         {"written_at": written_at, "started_at": 100.0, "stages": stages}))
 
 
@@ -237,3 +255,52 @@ def test_status_counts_a_silent_worker_as_making_no_progress(tmp_path: Path) -> 
                   written_at=990.0)
     shown = stage_progress(tmp_path, {}, now=1100.0, stalled_after_s=60)
     assert shown["ledger"]["oldest_in_hand_s"] == 115.0 and shown["ledger"]["stalled"]
+
+
+def test_a_stage_idle_for_long_is_stalled_only_once_a_record_has_waited_stalled_after(
+        tmp_path: Path) -> None:
+    """Idle for an hour, then one record arrives: not stalled until it has waited the
+    stalled-after time (it used to be flagged at once, the idle hour counted)."""
+    progress_file(tmp_path, {"chunking": {"last_progress": 1000.0, "in_flight": 0,
+                                          "oldest_in_hand_s": 0,
+                                          "topics": ["docs.redacted.v1"]}},
+                  written_at=4600.0)
+    lag = {"docs.redacted.v1": 1}
+    for now, waited, stalled in ((4610.0, 10.0, False), (4700.0, 100.0, True)):
+        shown = stage_progress(tmp_path, lag, now=now, stalled_after_s=60,
+                               waiting_since={"docs.redacted.v1": 4600.0})
+        assert (shown["chunking"]["waited_s"], shown["chunking"]["stalled"]) == (
+            waited, stalled)
+    # Records that waited long but a worker handled one a moment ago: moving, not stalled.
+    shown = stage_progress(tmp_path, lag, now=4700.0, stalled_after_s=60,
+                           waiting_since={"docs.redacted.v1": 1000.0})
+    assert shown["chunking"]["stalled"]  # idle 3700 s, the record waited 3700 s
+    progress_file(tmp_path, {"chunking": {"last_progress": 4695.0, "in_flight": 0,
+                                          "oldest_in_hand_s": 0,
+                                          "topics": ["docs.redacted.v1"]}},
+                  written_at=4699.0)
+    shown = stage_progress(tmp_path, lag, now=4700.0, stalled_after_s=60,
+                           waiting_since={"docs.redacted.v1": 1000.0})
+    assert not shown["chunking"]["stalled"]
+
+
+def test_an_ended_workers_progress_is_left_out_and_two_live_ones_are_summed(
+        tmp_path: Path) -> None:
+    """A killed extra worker's last file (one record in hand) must not keep the stage
+    STALLED for ever: its partitions are another worker's now."""
+    stage_dir = tmp_path / "streamrag-redaction"
+    live = members.join(stage_dir)  # first: a join retires the dead workers it finds
+    dead = stage_dir / members.WORKERS_DIR / "otherhost-1"
+    dead.mkdir(parents=True)
+    (dead / members.LOCK_FILE).touch()  # nobody holds it: the worker has ended
+    (dead / PROGRESS_FILE).write_text(json.dumps({"written_at": 500.0, "started_at": 100.0,
+        "stages": {"redaction": {"last_progress": 400.0, "in_flight": 1,
+                                 "oldest_in_hand_s": 90.0, "topics": ["a.v1"]}}}))
+    (live.folder / PROGRESS_FILE).write_text(json.dumps({
+        "written_at": 1000.0, "started_at": 900.0,
+        "stages": {"redaction": {"last_progress": 990.0, "in_flight": 2,
+                                 "oldest_in_hand_s": 3.0, "topics": ["a.v1"]}}}))
+    shown = stage_progress(tmp_path, {"a.v1": 5}, now=1000.0, stalled_after_s=60)
+    assert (shown["redaction"]["workers"], shown["redaction"]["in_flight"],
+            shown["redaction"]["stalled"]) == (1, 2, False)
+    live.release()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.cli.status import event_time, render_event_time, render_stats
+from shared.worker import members
 from shared.worker.status_files import EVENT_TIME_FILE, write_json
 
 T0 = 1_800_000_000.0
@@ -21,9 +22,9 @@ def source(name: str, watermark: float, fresh: float, seen: int, late: int,
 
 
 def test_two_workers_partitions_of_one_source_combine(tmp_path: Path) -> None:
-    write_json(tmp_path / "streamrag-ingest" / EVENT_TIME_FILE, {"sources": [
+    write_json(members.own_file(tmp_path / "streamrag-ingest", EVENT_TIME_FILE), {"sources": [
         source("crm", T0 - 300, T0 - 5, 10, 1, {"0": T0 - 300}, le0=9, le10=1)]})
-    write_json(tmp_path / "streamrag-ingest-2" / EVENT_TIME_FILE, {"sources": [
+    write_json(members.own_file(tmp_path / "streamrag-ingest-2", EVENT_TIME_FILE), {"sources": [
         source("crm", T0 - 200, T0 - 2, 4, 0, {"1": T0 - 200}, le0=4),
         source("wiki", T0 - 900, 0.0, 2, 0, {"3": T0 - 900}, le1=2)]})
     crm, wiki = event_time(tmp_path, now=T0)

@@ -8,6 +8,7 @@ from pathlib import Path
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards
 from shared.cli.status import index_models, render_models
+from shared.worker import members
 from shared.worker.status_files import MODELS_FILE, write_json
 from tests.unit.retrieval.helpers import chunk_set
 
@@ -24,10 +25,11 @@ def test_each_workers_shards_combine_per_model(tmp_path: Path) -> None:
                                      chunk_set("d1", 1, [4], model="new", dim=4)]):
         shards.apply(0, offset, update)
         shards.applied(0, offset, b"x")
-    write_json(tmp_path / "data" / "retrieval-a" / MODELS_FILE, {"models": shards.summary()})
+    write_json(members.own_file(tmp_path / "data" / "retrieval-a", MODELS_FILE),
+               {"models": shards.summary()})
     other = {"new": {"dim": 4, "shards": {"2": {"chunks": 5, "documents": 5,
                                                  "caught_up": True}}}}
-    write_json(tmp_path / "data" / "retrieval-b" / MODELS_FILE, {"models": other})
+    write_json(members.own_file(tmp_path / "data" / "retrieval-b", MODELS_FILE), {"models": other})
     models = index_models(tmp_path / "data")
     assert models["old"] == {"dim": 8, "chunks": 3, "documents": 2, "shards": [0, 1],
                              "caught_up": [0, 1]}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.worker import boundary, heartbeat, poison, status_files
+from shared.worker import boundary, heartbeat, members, poison, status_files
 
 
 def counters(path: Path) -> None:
@@ -39,8 +39,8 @@ def status(path: Path) -> None:
 
 
 WRITERS: dict[str, tuple[str, Callable[[Path], None]]] = {
-    "dump_counts": (boundary.COUNTS_FILE, counters),
-    "write_progress": (heartbeat.PROGRESS_FILE, progress),
+    "dump_counts": (status_files.COUNTS_FILE, counters),
+    "write_progress": (status_files.PROGRESS_FILE, progress),
     "journal": (poison.FAILURES_FILE, failures),
     "write_json": (status_files.EVENT_TIME_FILE, status),
 }
@@ -84,7 +84,9 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_one(
 
 
 def test_temporary_files_are_not_read_as_a_workers_file(tmp_path: Path) -> None:
-    (tmp_path / "streamrag-ingest").mkdir()
-    status_files.write_json(tmp_path / "streamrag-ingest" / status_files.EVENT_TIME_FILE, [1])
-    (tmp_path / "streamrag-ingest" / f".{status_files.EVENT_TIME_FILE}.x1y2.tmp").write_text("{")
-    assert status_files.read_all(tmp_path, status_files.EVENT_TIME_FILE) == [[1]]
+    stage_dir = tmp_path / "streamrag-ingest"
+    own = members.own_file(stage_dir, status_files.EVENT_TIME_FILE)
+    status_files.write_json(own, [1])
+    (own.parent / f".{status_files.EVENT_TIME_FILE}.x1y2.tmp").write_text("{")
+    found = members.files(tmp_path, status_files.EVENT_TIME_FILE, live_only=True)
+    assert [(w.worker, w.live, w.value) for w in found] == [(members.worker_name(), True, [1])]
