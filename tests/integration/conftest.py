@@ -86,13 +86,14 @@ def anvil(tmp_path: Path) -> Iterator[Anvil]:
         yield node
 
 
-# scripts/test runs the integration tests as two pytest processes side by side, split by the
-# session mesh a test needs, so that each mesh starts once: "mesh" takes every test on the
-# multi-process session mesh (and each_mode's processes half), "rest" the one-process mesh's
-# and every test that starts meshes of its own (a module that starts its own may name its
-# group with @pytest.mark.suite_group, to even the two out). Unset: every test, as a plain
+# scripts/test runs the integration tests as three pytest processes side by side, split by
+# the session mesh a test needs, so that each mesh starts once: "mesh" takes every test on
+# the multi-process session mesh (and each_mode's processes half), "rest" the one-process
+# mesh's and every test that starts meshes of its own, unless the module names its group
+# with @pytest.mark.suite_group: "own" holds the long kill and restart tests that start
+# their own brokers and meshes, to even the three out. Unset: every test, as a plain
 # pytest run.
-GROUPS = ("mesh", "rest")
+GROUPS = ("mesh", "rest", "own")
 
 
 def test_group(item: pytest.Item) -> str:

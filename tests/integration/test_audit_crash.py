@@ -53,6 +53,7 @@ from tests.support.anvil import Anvil, needs_anvil, running_anvil
 from tests.support.polling import eventually
 
 pytestmark = [
+    pytest.mark.suite_group("own"),
     # the kill loop: ~2-4 min of the first test on 2 cores, ~7 min on a loaded machine
     pytest.mark.timeout(900),
     pytest.mark.integration,

@@ -33,7 +33,7 @@ from tests.support.mesh import (
 from tests.support.polling import eventually
 from tests.support.steady import SteadyProducer, plain_doc
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.suite_group("own")]
 ROOT = Path(__file__).resolve().parents[2]
 ANVIL = ROOT / ".tools/node_modules/.bin/anvil"
 WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor"]

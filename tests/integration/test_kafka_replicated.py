@@ -36,7 +36,7 @@ from shared.kafka.admin import contract_specs
 from tests.support.mesh import MESH_ENV, chunks_of, query, uid, wait_verified
 from tests.support.polling import eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.suite_group("rest"),
+pytestmark = [pytest.mark.integration, pytest.mark.suite_group("own"),
               pytest.mark.timeout(1800)]  # three JVMs and the mesh on a shared 2-core machine
 
 ROOT = Path(__file__).resolve().parents[2]

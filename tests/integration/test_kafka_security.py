@@ -52,7 +52,7 @@ from tests.support.kafka_tools import kafka_bin
 from tests.support.mesh import MESH_ENV, chunks_of, uid
 from tests.support.polling import eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.suite_group("rest"), needs_anvil]
+pytestmark = [pytest.mark.integration, pytest.mark.suite_group("own"), needs_anvil]
 ROOT = Path(__file__).resolve().parents[2]
 LIBS = ROOT / MeshSettings().kafka_libs
 COMPOSE_BOOTSTRAP = "kafka:9092"

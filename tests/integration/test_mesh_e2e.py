@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -172,8 +173,15 @@ def test_status_finds_every_service_in_its_group(each_mode: RunningMesh) -> None
            "STREAMRAG_MESH_INFERENCE_TARGET": each_mode.grpc_target}
     out = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--json"],
                          capture_output=True, text=True, env=env, timeout=120, check=True)
-    rows = {r["service"]: r for r in json.loads(out.stdout)["services"]}
+    shown = json.loads(out.stdout)
+    rows = {r["service"]: r for r in shown["services"]}
     assert set(rows) == set(SERVICES)
+    # Every stage's live workers wrote their progress; counts run since the first start.
+    assert shown["counting_since"] and shown["counting_since"] < time.time()
+    assert shown["stage_progress"] and all(p["workers"] >= 1
+                                           for p in shown["stage_progress"].values())
+    # Read without a group from its end: no lag to show, never a figure growing for ever.
+    assert "search.replies.v1" not in rows["inference"]["lag"]
     onebox = each_mode.run_dir.joinpath("logs", "onebox.log").exists()
     for service, row in rows.items():
         # A test may add a worker of one service beside the one-process worker
