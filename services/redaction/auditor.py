@@ -4,8 +4,11 @@ Run as `python -m services.redaction.auditor` (what `streamrag audit` runs). It 
 docs.redacted.v1, audit.batches.v1 and ledger.anchors.v1 from the beginning with a plain
 consumer (no group), and the AuditAnchor contract through any JSON-RPC node: each batch's
 anchor, and for verify every anchor of the known signers (services.redaction.onchain), so
-an anchored batch whose evidence is gone is named, never passed over. The checks
-themselves are services.redaction.verify and services.redaction.audit.prove.
+an anchored batch whose evidence is gone is named, never passed over. Verify also holds
+redaction's input to its outputs: every record of docs.normalized.v1 below the committed
+offsets of redaction's group has an audit leaf or a dead letter (services.redaction.inputs
+reads, services.redaction.coverage decides). The checks themselves are
+services.redaction.verify, .coverage and services.redaction.audit.prove.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from typing import Any, TypeVar
 from web3 import Web3
 
 from services.redaction.audit import canonical, document_sha256, prove
+from services.redaction.coverage import Coverage, describe
+from services.redaction.coverage import as_json as coverage_json
+from services.redaction.inputs import RefusedError, read_commits, read_coverage
 from services.redaction.onchain import contracts_to_read, read_anchors, recorded_contract
 from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
@@ -245,28 +251,53 @@ def read_chain(ledger: LedgerSettings, announced: list[Anchor], known: frozenset
 
 
 def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
+    # Redaction's committed offsets before the audit records: what a commit passed has its
+    # audit record or dead letter on the broker already, so the reads below hold it.
+    try:
+        commits, refused = read_commits(kafka), ""
+    except RefusedError as exc:
+        commits, refused = {}, f"committed offsets not read: {exc}"
     data = load(kafka)
     known = known_signers(args)
     chain = read_chain(ledger, data.anchors, known, args.contract)
     report = verify(data.docs, data.batches, chain_reader(ledger, data.anchors), known,
                     chain.anchors, [a.batch_id for a in data.anchors])
+    inputs = (Coverage(not_checked=refused) if refused else
+              read_coverage(kafka, commits, data.batches, report, known))
+    reasons = failures(report, data.unreadable, chain, inputs)
     # Never "all verified" without the chain: with no contract known, an empty topic
     # cannot tell a fresh deployment from one whose evidence is all gone.
-    ok = report.ok and not data.unreadable and bool(chain.contracts)
+    ok = not reasons
     if args.json:
-        print(json.dumps({"ok": ok, "orphans": report.orphans, "unreadable": data.unreadable,
+        print(json.dumps({"ok": ok, "reasons": reasons, "orphans": report.orphans,
+                          "unreadable": data.unreadable,
                           "redelivered_docs": report.redelivered_docs,
                           "unprovable": [asdict(u) for u in report.unprovable],
                           "chain": {"contracts": chain.contracts,
                                     "anchors": report.chain_anchors},
+                          "inputs": coverage_json(inputs),
                           "batches": [{**asdict(b), "result": b.result}
                                       for b in report.batches]}, indent=2))
         return 0 if ok else 1
-    print(render_verify(report, data.unreadable, chain))
+    print(render_verify(report, data.unreadable, chain, inputs))
     return 0 if ok else 1
 
 
-def render_verify(report: Report, unreadable: list[str], chain: ChainView) -> str:
+def failures(report: Report, unreadable: list[str], chain: ChainView,
+             inputs: Coverage) -> list[str]:
+    """Why verify fails, as codes for scripts (none: it passes)."""
+    return [code for code, failed in (
+        ("batch_failed", any(b.result == "failed" for b in report.batches)),
+        ("unprovable", bool(report.unprovable)
+         or any(b.result == "unprovable" for b in report.batches)),
+        ("orphan_documents", bool(report.orphans)),
+        ("unreadable_records", bool(unreadable)),
+        ("no_contract", not chain.contracts),
+        ("lost_inputs", bool(inputs.lost))) if failed]
+
+
+def render_verify(report: Report, unreadable: list[str], chain: ChainView,
+                  inputs: Coverage) -> str:
     width = max([len(b.batch_id) for b in report.batches] + [5])
     lines = [f"{'batch':<{width}} {'part':>4} {'docs':>5}  result"]
     for b in report.batches:
@@ -279,6 +310,7 @@ def render_verify(report: Report, unreadable: list[str], chain: ChainView) -> st
     lines += [f"unreadable: {bad_record}" for bad_record in unreadable]
     lines += [f"unprovable: evidence missing: batch {u.batch_id} (block {u.block_number}, "
               f"tx {u.tx_hash}): {u.missing}" for u in report.unprovable]
+    lines += describe(inputs)
     lines.append(f"chain: {report.chain_anchors} anchors of the known signers on "
                  f"{', '.join(chain.contracts)}" if chain.contracts else
                  "chain: NOT READ: no AuditAnchor contract known (set "
@@ -289,10 +321,14 @@ def render_verify(report: Report, unreadable: list[str], chain: ChainView) -> st
         b.result == "unprovable" and b.block_number is None for b in report.batches)
     verdict = [f"{failed} FAILED"] if failed else []
     verdict += [f"{unprovable} UNPROVABLE (evidence missing)"] if unprovable else []
+    verdict += [f"{len(inputs.lost)} LOST (inputs committed past with neither an audit leaf "
+                "nor a dead letter)"] if inputs.lost else []
     lines.append(f"\n{len(report.batches)} batches, {sum(b.docs for b in report.batches)} "
                  f"documents, {report.redelivered_docs} redelivered copies of unfinished "
                  "batches: " + (", ".join(verdict) if verdict else
-                                "signatures, roots, chain and anchors all verified"))
+                                "signatures, roots, chain and anchors all verified"
+                                + ("; inputs NOT RECONCILED" if inputs.not_checked else
+                                   ", every input audited or dead-lettered")))
     return "\n".join(lines)
 
 

@@ -6,7 +6,10 @@ Waiting and working are split only where the records say when work started: inge
 parse (`ingest_time`, set as parsing starts) and redaction's micro-batch (its `batch_id`
 names the input offsets it took, so the batch could not start before its last one
 arrived). Retrieval records no time: "searchable" is when this command's Retrieve call
-first found the version, an upper bound. docs/design/observability.md says more.
+first found the version, an upper bound. A change that stopped at redaction's, chunking's
+or embedding's input, which each turn every record into an output or a dead letter, is
+"lost" rather than in flight once the stage's consumer group has committed past it.
+docs/design/observability.md says more.
 
 `trails` and `journey` are the pure part: records as read in, hops out.
 """
@@ -18,14 +21,14 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.partitioner import murmur2
 
 from shared.cli.settings import MeshSettings
@@ -48,6 +51,7 @@ from shared.contract.topics import (
     DOCS_REDACTED,
 )
 from shared.errors import InvalidInput
+from shared.kafka.offsets import Committed, committed, groups_of, refused
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
 
@@ -61,6 +65,13 @@ NOTES = {  # by the topic a hop ends on: the stage that wrote it
     CHUNKS_EMBEDDED.name: "embedding batches whatever is queued (no batch id kept): total only",
 }
 POLL_S = 0.25  # between Retrieve calls while waiting for a version to become searchable
+# The stages that turn every input record into an output or a dead letter, by input topic,
+# with their output topic: a commit past a record they left no trace of lost it. (Ingest is
+# left out: dedup drops repeats silently, and trace ties raw records to parsed ones by time.)
+STAGES = {DOCS_NORMALIZED.name: ("redaction", DOCS_REDACTED.name),
+          DOCS_REDACTED.name: ("chunking", CHUNKS.name),
+          CHUNKS.name: ("embedding", CHUNKS_EMBEDDED.name)}
+COMPACTED = {t.name for t in KEYED if t.compacted}
 
 
 @dataclass(frozen=True)
@@ -125,13 +136,31 @@ class Hop:
 
 
 @dataclass(frozen=True)
+class CommittedPast:
+    """A stage's group committed past the record a change stopped at, with no output."""
+
+    stage: str
+    group: str
+    topic: str
+    partition: int
+    offset: int  # the record's
+    committed: int  # the group's committed offset: the next record it would read
+
+    def describe(self) -> str:
+        return (f"committed past at {self.stage}: group {self.group} committed "
+                f"{self.topic}/{self.partition} to {self.committed}, past its record "
+                f"{self.topic}/{self.partition}@{self.offset}, with no output and no dead letter")
+
+
+@dataclass(frozen=True)
 class Journey:
     version: int | None
     op: str
-    end: str  # searchable, removed, superseded, dead_letter, dropped, in_flight
+    end: str  # searchable, removed, superseded, dead_letter, dropped, in_flight, lost
     reached: str  # the last topic it reached (or "searchable")
     hops: tuple[Hop, ...]
     reason: str = ""
+    lost: CommittedPast | None = None  # end "lost": which commit passed it
 
     @property
     def end_to_end_ms(self) -> int:
@@ -252,9 +281,10 @@ def _follow(trail: Trail, later: dict[str, list[tuple[Seen, Any]]],
 
 
 def journey(trail: Trail, normalized: Sequence[Seen], searchable: Searchable | None = None,
-            superseded: bool = False) -> Journey:
+            superseded: bool = False, past: CommittedPast | None = None) -> Journey:
     """The hops of one trail. `normalized`: records of docs.normalized.v1 (timestamps of a
-    redaction batch's members); `searchable`: when retrieval was seen to serve it."""
+    redaction batch's members); `searchable`: when retrieval was seen to serve it; `past`:
+    the commit that passed the record it stopped at (it is lost unless it ended otherwise)."""
     hops: list[Hop] = []
     for (a, _), (b, db) in zip(trail.stops, trail.stops[1:], strict=False):
         waiting, note = _split(a, b, db, normalized)
@@ -280,7 +310,40 @@ def journey(trail: Trail, normalized: Sequence[Seen], searchable: Searchable | N
         hops.append(Hop(len(hops) + 1, last.topic, SEARCHABLE, searchable.at_ms,
                         searchable.at_ms - last.timestamp, None, None, searchable.note(),
                         upper_bound=searchable.missed_ms is None))
-    return Journey(trail.version, op, end, reached, tuple(hops), reason)
+    elif past is not None:
+        end, reason = "lost", past.describe()
+    return Journey(trail.version, op, end, reached, tuple(hops), reason,
+                   past if end == "lost" else None)
+
+
+def committed_past(trail: Trail, commits: Mapping[tuple[str, int], Committed],
+                   newest: Mapping[str, int]) -> CommittedPast | None:
+    """The commit past the record `trail` stopped at, when that record is a stage's input
+    the stage left nothing for. `commits`: (topic, partition) -> the furthest commit of the
+    stage's groups; `newest`: per output topic, the document's newest version on it (on a
+    compacted topic a newer version may have replaced the output: not a loss)."""
+    last = trail.stops[-1][0]
+    if trail.dead is not None or trail.dropped or last.topic not in STAGES:
+        return None
+    stage, output = STAGES[last.topic]
+    commit = commits.get((last.topic, last.partition))
+    if commit is None or commit.offset <= last.offset:
+        return None
+    if output in COMPACTED and newest.get(output, 0) > (trail.version or 0):
+        return None
+    return CommittedPast(stage, commit.group, last.topic, last.partition, last.offset,
+                         commit.offset)
+
+
+def _newest(doc_id: str, records: Sequence[Seen]) -> dict[str, int]:
+    """The document's newest version on each compacted output topic."""
+    out = {}
+    for topic, cls in ((CHUNKS.name, ChunkSet), (CHUNKS_EMBEDDED.name, EmbeddedChunkSet)):
+        versions = [d.version for r, d in _decoded(records, topic, cls, doc_id)
+                    if topic != CHUNKS_EMBEDDED.name or r.key == doc_id.encode()]
+        if versions:
+            out[topic] = max(versions)
+    return out
 
 
 def _split(a: Seen, b: Seen, doc: Any, normalized: Sequence[Seen]) -> tuple[int | None, str]:
@@ -302,13 +365,18 @@ def _split(a: Seen, b: Seen, doc: Any, normalized: Sequence[Seen]) -> tuple[int 
 
 
 def journeys(doc_id: str, records: Sequence[Seen], searchable: Searchable | None = None,
-             ) -> list[Journey]:
-    """Every change's journey, oldest first; only the newest version can be searchable."""
+             commits: Mapping[tuple[str, int], Committed] | None = None) -> list[Journey]:
+    """Every change's journey, oldest first; only the newest version can be searchable.
+    `commits`: the stages' committed offsets, read before `records` (a commit read after
+    them may have passed outputs they do not hold)."""
     found = trails(doc_id, records)
     normalized = [r for r in records if r.topic == DOCS_NORMALIZED.name]
     newest = max((t.version for t in found if t.version is not None), default=None)
+    outputs = _newest(doc_id, records) if commits else {}
     return [journey(t, normalized, searchable if t.version == newest else None,
-                    superseded=t.version is not None and t.version != newest) for t in found]
+                    superseded=t.version is not None and t.version != newest,
+                    past=committed_past(t, commits, outputs) if commits else None)
+            for t in found]
 
 
 def verdict(found: Sequence[Journey]) -> Journey | None:
@@ -325,7 +393,8 @@ def render(doc_id: str, found: Sequence[Journey]) -> str:
         at_most = "at most " if any(h.upper_bound for h in j.hops) else ""
         how = (f"{at_most}{j.end_to_end_ms} ms end to end" if j.end in (SEARCHABLE, "removed")
                else f"reached {j.reached} after {j.end_to_end_ms} ms")
-        lines.append(f"{doc_id} {name} ({j.op}): {j.end.replace('_', ' ')}, {how}{why}")
+        lines.append(f"{doc_id} {name} ({j.op}): lost: {j.reason}; {how}" if j.end == "lost"
+                     else f"{doc_id} {name} ({j.op}): {j.end.replace('_', ' ')}, {how}{why}")
         lines.append(f"{'hop':>3}  {'from -> to':<42} {'at (UTC)':<12} {'total ms':>8} "
                      f"{'waiting':>8} {'working':>8}  note")
         for h in j.hops:
@@ -426,24 +495,47 @@ def seen_in_search(target: str, doc_id: str, newest: Trail, until: float,
             time.sleep(POLL_S)
 
 
-def _arrived(found: list[Trail]) -> bool:
-    """Whether the newest change has got as far as it can on the topics."""
+def _arrived(found: list[Trail], commits: Mapping[tuple[str, int], Committed],
+             newest: Mapping[str, int]) -> bool:
+    """Whether the newest change has got as far as it can on the topics (or was lost)."""
     if not found:
         return False
     last = found[-1]
     return last.dead is not None or last.dropped or \
-        last.stops[-1][0].topic == CHUNKS_EMBEDDED.name
+        last.stops[-1][0].topic == CHUNKS_EMBEDDED.name or \
+        committed_past(last, commits, newest) is not None
+
+
+async def stage_commits(kafka: KafkaSettings, doc_id: str,
+                        ) -> dict[tuple[str, int], Committed]:
+    """The stages' furthest commits on the document's partition of their input topics
+    (none where the broker refuses this principal their groups: nothing is called lost)."""
+    here = partition_of(doc_id)
+    tps = [TopicPartition(topic, here) for topic in STAGES]
+    groups = tuple(dict.fromkeys(g for stage, _ in STAGES.values() for g in groups_of(stage)))
+    try:
+        found = await committed(kafka, groups, tps)
+    except KafkaError as exc:
+        if not refused(exc):
+            raise
+        return {}
+    return {(tp.topic, tp.partition): c for tp, c in found.items()}
 
 
 async def read_trails(kafka: KafkaSettings, doc_id: str, until: float, wait: bool,
-                      ) -> tuple[list[Seen], list[Trail], bool]:
+                      ) -> tuple[list[Seen], list[Trail], dict[tuple[str, int], Committed], bool]:
     """Read the document's records (again and again with `wait`, until its newest change
-    has arrived or `until` passes): the records, their trails, whether time ran out."""
+    has arrived or `until` passes): the records, their trails, the stages' commits read
+    just before them, whether time ran out."""
     while True:
+        # The commits first: a commit read after the records may have passed outputs that
+        # arrived after the records were read, and would call a change lost that is not.
+        commits = await stage_commits(kafka, doc_id)
         records, cut = await read(kafka, doc_id, max(0.1, until - time.monotonic()))
         found = trails(doc_id, records)
-        if not wait or cut or _arrived(found) or time.monotonic() > until:
-            return records, found, cut or (wait and not _arrived(found))
+        arrived = _arrived(found, commits, _newest(doc_id, records))
+        if not wait or cut or arrived or time.monotonic() > until:
+            return records, found, commits, cut or (wait and not arrived)
         await asyncio.sleep(POLL_S)
 
 
@@ -457,7 +549,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default %(default)s)")
     p.add_argument("--wait", action="store_true",
                    help="a document still on its way: follow it until it is searchable "
-                        "(or dead-lettered, or --timeout)")
+                        "(or dead-lettered, or lost, or --timeout)")
     p.add_argument("--target", default=None, help="inference gRPC address (default: the mesh's)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
 
@@ -470,7 +562,8 @@ def run(args: argparse.Namespace) -> int:
     kafka = KafkaSettings()
     until = time.monotonic() + args.timeout
     try:
-        records, found, cut = asyncio.run(read_trails(kafka, args.doc_id, until, args.wait))
+        records, found, commits, cut = asyncio.run(read_trails(kafka, args.doc_id, until,
+                                                               args.wait))
     except KafkaConnectionError:
         print(f"broker not reachable at {kafka.bootstrap}: is the mesh up (scripts/up)?")
         return 1
@@ -480,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
         target = args.target or MeshSettings().inference_target
         at_least = time.monotonic() + 2.0  # one look at retrieval even when reading was slow
         searchable = seen_in_search(target, args.doc_id, versioned[-1], max(until, at_least))
-    shown = journeys(args.doc_id, records, searchable)
+    shown = journeys(args.doc_id, records, searchable, commits)
     if args.version is not None:
         shown = [j for j in shown if j.version == args.version]
     last = verdict(shown)

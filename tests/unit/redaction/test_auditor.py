@@ -67,6 +67,7 @@ def test_verify_prints_each_problem_and_counts_redeliveries(
         docs + docs[:1], [*batches, again, rival], [], ["audit.batches.v1 0/9: malformed_json"]))
     monkeypatch.setattr(auditor, "chain_reader", lambda *_: held.get)
     monkeypatch.setattr(auditor, "read_chain", lambda *_: auditor.ChainView(["0xC0"], []))
+    monkeypatch.setattr(auditor, "read_commits", lambda *_: {})  # nothing consumed
     code = auditor.main(["verify", "--signer", DEV_SIGNER])
     out = capsys.readouterr().out
     assert code == 1

@@ -106,6 +106,7 @@ def test_the_verify_command_reports_unprovable_batches_and_exits_non_zero(
     monkeypatch.setattr(auditor, "load", lambda *_: auditor.Loaded([], [], announced, []))
     monkeypatch.setattr(auditor, "chain_reader", lambda *_: chain_of(batches).get)
     monkeypatch.setattr(auditor, "read_chain", lambda *_: auditor.ChainView(["0xC0"], chain))
+    monkeypatch.setattr(auditor, "read_commits", lambda *_: {})  # nothing consumed
     assert auditor.main(["verify", "--signer", DEV_SIGNER]) == 1
     out = capsys.readouterr().out
     assert (f"unprovable: evidence missing: batch {batches[0].batch_id} (block 10, "
@@ -123,6 +124,7 @@ def test_verify_never_passes_without_the_chain(capsys: pytest.CaptureFixture[str
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auditor, "load", lambda *_: auditor.Loaded([], [], [], []))
     monkeypatch.setattr(auditor, "read_chain", lambda *_: auditor.ChainView([], []))
+    monkeypatch.setattr(auditor, "read_commits", lambda *_: {})  # nothing consumed
     assert auditor.main(["verify"]) == 1
     out = capsys.readouterr().out
     assert "chain: NOT READ: no AuditAnchor contract known" in out

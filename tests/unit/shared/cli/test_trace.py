@@ -6,7 +6,16 @@ import argparse
 import json
 
 from shared.cli import trace
-from shared.cli.trace import Searchable, Seen, journeys, mentions, partition_of, render, verdict
+from shared.cli.trace import (
+    CommittedPast,
+    Searchable,
+    Seen,
+    journeys,
+    mentions,
+    partition_of,
+    render,
+    verdict,
+)
 from shared.contract.codec import encode
 from shared.contract.records import (
     ChunkSet,
@@ -15,6 +24,7 @@ from shared.contract.records import (
     EmbeddedChunkSet,
     RedactedDocument,
 )
+from shared.kafka.offsets import Committed
 
 DOC = "doc-1"
 P = partition_of(DOC)
@@ -151,3 +161,56 @@ def test_bad_arguments_exit_2() -> None:
     args = argparse.Namespace(doc_id=" ", version=None, timeout=5.0, target=None, json=False)
     assert trace.run(args) == 2
     assert trace.run(argparse.Namespace(**{**vars(args), "doc_id": "d", "timeout": 0})) == 2
+
+
+def _past(topic: str, offset: int, group: str) -> dict[tuple[str, int], Committed]:
+    return {(topic, P): Committed(group, offset)}
+
+
+def test_a_change_its_stage_committed_past_without_output_is_lost() -> None:
+    records = _version(1, 1_000_000, 4)[:3]  # redaction never sent docs.redacted.v1
+    [j] = journeys(DOC, records, commits=_past("docs.normalized.v1", 5, "streamrag-redaction"))
+    assert (j.end, j.reached) == ("lost", "docs.normalized.v1")
+    assert j.lost == CommittedPast("redaction", "streamrag-redaction", "docs.normalized.v1",
+                                   P, 4, 5)
+    text = render(DOC, [j])
+    assert (f"{DOC} v1 (upsert): lost: committed past at redaction: group streamrag-redaction "
+            f"committed docs.normalized.v1/{P} to 5, past its record docs.normalized.v1/{P}@4"
+            ) in text
+    assert trace.as_json(DOC, [j])["journeys"][0]["lost"]["group"] == "streamrag-redaction"
+    # Each stage that turns every record into an output or a dead letter is held to it.
+    [j] = journeys(DOC, _version(1, 1_000_000, 4)[:5],
+                   commits=_past("chunks.v1", 9, "streamrag-onebox"))
+    assert (j.end, j.lost.stage if j.lost else None) == ("lost", "embedding")
+
+
+def test_a_change_not_yet_passed_by_the_commit_is_in_flight() -> None:
+    records = _version(1, 1_000_000, 4)[:3]
+    [j] = journeys(DOC, records, commits=_past("docs.normalized.v1", 4, "streamrag-redaction"))
+    assert (j.end, j.lost) == ("in_flight", None)
+    # Another topic's or partition's commit says nothing about this record.
+    [j] = journeys(DOC, records, commits=_past("docs.redacted.v1", 99, "streamrag-chunking"))
+    assert j.end == "in_flight"
+    [j] = journeys(DOC, records, commits={("docs.normalized.v1", P + 1):
+                                          Committed("streamrag-redaction", 99)})
+    assert j.end == "in_flight"
+
+
+def test_a_dead_lettered_change_is_not_lost() -> None:
+    records = _version(1, 1_000_000, 4)[:3]
+    records.append(_dead("deadletter.v1", records[2], "redaction", "internal_error", 1_000_050))
+    [j] = journeys(DOC, records, commits=_past("docs.normalized.v1", 5, "streamrag-redaction"))
+    assert (j.end, j.lost) == ("dead_letter", None)
+
+
+def test_an_output_compacted_away_by_a_newer_version_is_no_loss() -> None:
+    v1 = _version(1, 1_000_000, 0)[:4]  # its chunks.v1 record compacted: v2 replaced it
+    v2 = _version(2, 2_000_000, 1, text="changed")
+    [old, new] = journeys(DOC, v1 + v2, commits=_past("docs.redacted.v1", 2,
+                                                      "streamrag-chunking"))
+    assert old.end == "in_flight" and new.end == "in_flight"
+    # docs.redacted.v1 is not compacted: a newer version there does not excuse redaction.
+    v1 = _version(1, 1_000_000, 0)[:3]
+    [old, _] = journeys(DOC, v1 + v2, commits=_past("docs.normalized.v1", 2,
+                                                    "streamrag-redaction"))
+    assert old.end == "lost"
