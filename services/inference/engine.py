@@ -26,7 +26,8 @@ from services.inference.answer.generative.answerer import GenerativeAnswerer
 from services.inference.answer.generative.decode import GenerationRunner
 from services.inference.answer.modes import ModeChoice
 from services.inference.answer.result import Answer
-from services.inference.answer.vector_cache import VectorCache
+from services.inference.answer.vector_cache import VectorCache, scoped
+from services.inference.cache.key import scope_of
 from services.inference.encoding import TextEncoder, encode_batch, estimate_tokens
 from services.inference.errors import NoShardsError, NotReadyError
 from services.inference.query import QueryParams
@@ -166,7 +167,7 @@ class QueryEngine:
         if self.reranker is not None and not self.reranker.ready:
             raise NotReadyError("warming up: the reranker is not loaded yet")
         started = time.perf_counter()
-        vector = await self._question_vector(params.question)
+        vector = await self._question_vector(params)
         epoch = self.encoder_epoch  # the vector's: no await since it was made
         embedded = time.perf_counter()
         fetch = self._fetch(params)
@@ -221,14 +222,17 @@ class QueryEngine:
             fetch = max(fetch, self.settings.rerank_candidates)
         return fetch
 
-    async def _question_vector(self, question: str) -> np.ndarray:
-        """The question's vector; a question asked before (up to case and spacing, which the
-        uncased tokenizer ignores too) is not encoded again."""
-        key = question_key(question)
+    async def _question_vector(self, params: QueryParams) -> np.ndarray:
+        """The question's vector; a question this caller's scope asked before (up to case
+        and spacing, which the uncased tokenizer ignores too) is not encoded again. Kept per
+        scope: a vector another caller left would answer faster (embed_ms, latency) and so
+        tell this one what the other asked (docs/design/access-control.md)."""
+        key = scoped(scope_of(params.access), question_key(params.question))
         found, missing = self.questions.lookup([key])
+        self.metrics.question_cache.labels(result="miss" if missing else "hit").inc()
         if found[0] is not None:
             return found[0]
-        vectors = await self.encode([question])
+        vectors = await self.encode([params.question])
         self.questions.store(missing, vectors)
         return vectors[0]
 
@@ -286,7 +290,7 @@ class QueryEngine:
         while True:
             epoch = self.encoder_epoch
             if epoch != retrieval.encoder_epoch:
-                vector = await self._question_vector(retrieval.params.question)
+                vector = await self._question_vector(retrieval.params)
                 epoch = self.encoder_epoch
             try:
                 answer = await self.extractor.answer(retrieval.params, vector,

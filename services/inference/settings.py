@@ -62,6 +62,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     jwt_groups_claim: str = Field(default="groups", min_length=1)
     # Seconds of clock skew allowed on exp, nbf and iat.
     jwt_leeway_s: float = Field(default=30.0, ge=0, le=600)
+    # The most bytes of request metadata (headers) a call may carry: an oversized token up
+    # to this is refused UNAUTHENTICATED (token_too_large), beyond it RESOURCE_EXHAUSTED.
+    # gRPC's own 16 KiB failed it before it was read, as INTERNAL at Go clients.
+    max_metadata_bytes: int = Field(default=131_072, ge=16_384, le=8_388_608)
     # Chunk ids served per caller scope remembered for feedback, so a restricted caller
     # clicks only chunks it was shown (docs/design/access-control.md).
     feedback_served_capacity: int = Field(default=100_000, ge=1)
@@ -119,10 +123,11 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # them all (services/retrieval/local.py); false always goes through the broker.
     local_search: bool = True
     # Vectors of recently seen chunk sentences kept for extractive answers, so a popular
-    # chunk's sentences are encoded once, not on every query that cites it (~1.6 KiB each; 0: off).
+    # chunk's sentences are encoded once per caller scope, not on every query that cites it
+    # (~1.6 KiB each; 0: off).
     sentence_cache_size: int = Field(default=50_000, ge=0)
-    # Vectors of recently asked questions (lower-cased, spaces collapsed) kept, so a repeated
-    # question skips the encoder (~1.6 KiB each; 0: off).
+    # Vectors of recently asked questions (lower-cased, spaces collapsed) kept per caller
+    # scope, so a question repeated in one scope skips the encoder (~1.6 KiB each; 0: off).
     question_cache_size: int = Field(default=4096, ge=0)
     # Serve repeated Query, StreamQuery and Retrieve calls from the answer cache, which never
     # serves an answer other than a search at that moment would give (docs/design/cache.md).

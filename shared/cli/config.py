@@ -24,6 +24,7 @@ from typing import TextIO
 
 import grpc
 
+from shared.cli.ready import bearer
 from shared.cli.settings import MeshSettings
 from shared.errors import InvalidInput
 from shared.kafka.config_log import (
@@ -96,10 +97,13 @@ def run(args: argparse.Namespace, log: ConfigLog | None = None, out: TextIO = sy
 
 
 def applied_version(target: str) -> int:
-    """The configuration version the inference instance at `target` has applied."""
+    """The configuration version the inference instance at `target` has applied (asked
+    with STREAMRAG_MESH_INFERENCE_TOKEN where the API checks tokens)."""
+    token = MeshSettings().inference_token
     with grpc.insecure_channel(target) as channel:
-        info = inference_pb2_grpc.InferenceStub(channel).Info(inference_pb2.InfoRequest(),
-                                                              timeout=5)
+        info = inference_pb2_grpc.InferenceStub(channel).Info(
+            inference_pb2.InfoRequest(), timeout=5,
+            metadata=bearer(token.get_secret_value() if token else None))
     return int(info.config_version)
 
 

@@ -33,8 +33,8 @@ from shared.cli.procs import (
     stop_stale,
     wait_port,
 )
-from shared.cli.ready import wait_ready
-from shared.cli.settings import MeshSettings
+from shared.cli.ready import bearer, wait_ready
+from shared.cli.settings import MeshSettings, ServiceAccountToken
 from shared.cli.supervise import Backoff, Supervisor
 from shared.contract.topics import SERVICES, TopicSpec
 from shared.errors import ConfigError, InfrastructureError
@@ -181,11 +181,24 @@ class Mesh:
         child = self._supervise(partial(spawn, name, service_argv(name), self.run_dir, env))
         log.info("started %-10s pid %d, log %s", name, child.popen.pid, child.log_path)
 
+    def probe_token(self) -> str | None:
+        """What the bring-up's own calls to inference (readiness, the demo) authenticate
+        with: STREAMRAG_MESH_INFERENCE_TOKEN, else the service account's token the services
+        are given (this mesh's env, else the environment); None: inference is open."""
+        if self.settings.inference_token is not None:
+            return self.settings.inference_token.get_secret_value()
+        given = self.env.get("STREAMRAG_INFERENCE_AUTH_TOKEN")
+        if given is not None:
+            return given
+        found = ServiceAccountToken().token
+        return None if found is None else found.get_secret_value()
+
     def wait_ready(self) -> None:
         # A worker that exits once is restarted; one that keeps failing will not get ready.
         try:
             wait_ready(self.settings.inference_target, self.settings.ready_timeout_s,
-                       self.supervisor.crash_looping, self.run_dir / "logs")
+                       self.supervisor.crash_looping, self.run_dir / "logs",
+                       bearer(self.probe_token()))
         except RuntimeError as exc:  # crash-looping: say why, from each one's own log
             looping = self.supervisor.crash_looping()
             why = "; ".join(f"{c.name}: {last_error(c)} (log {c.log_path})"

@@ -47,3 +47,15 @@ class MeshSettings(BaseSettings):
     restart_max_s: float = Field(default=30.0, gt=0)
     # A process that ran this long before exiting starts the restart count over.
     restart_reset_after_s: float = Field(default=60.0, gt=0)
+
+
+class ServiceAccountToken(BaseSettings):
+    """Inference's service-account token as the bring-up sees it: what its own probes send
+    when STREAMRAG_MESH_INFERENCE_TOKEN is unset (the variable is inference's, listed with
+    inference's settings; one value, two readers)."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+
+    # STREAMRAG_INFERENCE_AUTH_TOKEN, the token `streamrag up` gives inference.
+    token: SecretStr | None = Field(default=None,
+                                    validation_alias="STREAMRAG_INFERENCE_AUTH_TOKEN")

@@ -18,6 +18,7 @@ import grpc
 
 from shared.cli.mesh import Mesh
 from shared.cli.produce import records, send
+from shared.cli.ready import Metadata, bearer
 from shared.cli.render import render_answer
 from shared.cli.settings import MeshSettings
 from shared.errors import StreamragError
@@ -59,7 +60,8 @@ EXIT_FAILED = 1  # the mesh could not start (the message names the setting or fi
 ANSWER_TIMEOUT_S = 300  # a generative answer on a CPU can take minutes
 
 
-def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryResponse:
+def wait_demo_answer(target: str, timeout_s: float, metadata: Metadata = (),
+                     ) -> inference_pb2.QueryResponse:
     deadline = time.monotonic() + timeout_s
     with grpc.insecure_channel(target) as channel:
         stub = inference_pb2_grpc.InferenceStub(channel)
@@ -68,7 +70,7 @@ def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryRespon
             # could outlast its timeout.
             request = inference_pb2.RetrieveRequest(question=DEMO_QUESTION, top_k=50)
             try:
-                probe = stub.Retrieve(request, timeout=10)
+                probe = stub.Retrieve(request, timeout=10, metadata=metadata)
             except grpc.RpcError as exc:  # a busy machine: say so and keep trying
                 print(f"  demo query not answered yet ({exc.code().name})", flush=True)
                 found: set[str] = set()
@@ -77,7 +79,7 @@ def wait_demo_answer(target: str, timeout_s: float) -> inference_pb2.QueryRespon
                 found, partial = {c.doc_id for c in probe.chunks}, probe.partial
             if found >= DEMO_EXPECTED and DEMO_DELETED not in found and not partial:
                 return stub.Query(inference_pb2.QueryRequest(question=DEMO_QUESTION, top_k=3),
-                                  timeout=ANSWER_TIMEOUT_S)
+                                  timeout=ANSWER_TIMEOUT_S, metadata=metadata)
             if time.monotonic() > deadline:
                 missing = sorted(DEMO_EXPECTED - found)
                 raise TimeoutError(f"demo corpus not searchable after {timeout_s:.0f}s; "
@@ -101,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
             sent = produce_demo(mesh.kafka)
             produced = time.monotonic()
             log.info("produced %d demo records; waiting until they are searchable", sent)
-            answer = wait_demo_answer(settings.inference_target, settings.ready_timeout_s)
+            answer = wait_demo_answer(settings.inference_target, settings.ready_timeout_s,
+                                      bearer(mesh.probe_token()))
             print(f"\nQ: {DEMO_QUESTION}\n{render_answer(answer)}")
             print(f"\nfirst answer {time.monotonic() - started:.1f}s after start; demo corpus "
                   f"searchable {time.monotonic() - produced:.1f}s after producing it")

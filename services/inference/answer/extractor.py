@@ -14,7 +14,8 @@ import numpy as np
 
 from services.inference.answer import extractive, lexical
 from services.inference.answer.result import Answer
-from services.inference.answer.vector_cache import VectorCache
+from services.inference.answer.vector_cache import VectorCache, scoped
+from services.inference.cache.key import scope_of
 from services.inference.query import QueryParams
 from services.inference.telemetry.metrics import InferenceMetrics
 from shared.contract.records import SearchHit
@@ -36,18 +37,23 @@ class Extractor:
         candidates = extractive.candidate_sentences(texts)
         keep = lexical.shortlist(params.question, [c.text for c in candidates], self.shortlist)
         candidates = [candidates[i] for i in keep]  # still in citation order
-        vectors = await self._sentence_vectors([c.text for c in candidates])
+        vectors = await self._sentence_vectors(scope_of(params.access),
+                                               [c.text for c in candidates])
         picked = extractive.select_sentences(vector, vectors, self.sentences)
         pieces = extractive.answer_pieces([candidates[i] for i in picked])
         kept, reason = extractive.apply_limits(pieces, params.stop, params.max_new_tokens)
         return Answer(tuple(kept), reason, extractive.word_count([params.question, *texts]),
                       extractive.word_count(kept), (time.perf_counter() - started) * 1000)
 
-    async def _sentence_vectors(self, sentences: list[str]) -> np.ndarray:
-        """Vectors of `sentences`, encoding only those the cache does not hold."""
-        found, missing = self.cache.lookup(sentences)
-        fresh = await self._encode(missing)
+    async def _sentence_vectors(self, scope: str, sentences: list[str]) -> np.ndarray:
+        """Vectors of `sentences`, encoding only those the cache holds for `scope`: one
+        caller's answers never make another's faster (answer_ms would tell it which chunks
+        the other was answered from)."""
+        keys = [scoped(scope, s) for s in sentences]
+        text_of = dict(zip(keys, sentences, strict=True))
+        found, missing = self.cache.lookup(keys)
+        fresh = await self._encode([text_of[k] for k in missing])
         self.cache.store(missing, fresh)
         self.metrics.cache.labels(result="hit").inc(len(sentences) - len(missing))
         self.metrics.cache.labels(result="miss").inc(len(missing))
-        return self.cache.fill(sentences, found, missing, fresh)
+        return self.cache.fill(keys, found, missing, fresh)

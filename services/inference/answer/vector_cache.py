@@ -2,6 +2,8 @@
 
 The extractive answer embeds the sentences of the chunks it cites; popular chunks are
 cited again and again, and their sentences need encoding only once. Pure and synchronous.
+Callers key it by `scoped(scope, text)`: a vector one caller's call left must not make
+another's faster (access-control.md, side channels).
 """
 
 from __future__ import annotations
@@ -10,6 +12,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
+
+SEPARATOR = "\x00"  # never in a scope (its hash, or "*")
+
+
+def scoped(scope: str, text: str) -> str:
+    """The key of `text` in the cache of the callers reading `scope` (cache.key.scope_of)."""
+    return f"{scope}{SEPARATOR}{text}"
 
 
 class VectorCache:

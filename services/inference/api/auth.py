@@ -6,10 +6,13 @@ Three modes, from the settings (docs/design/access-control.md):
   service_account_groups when set.
 - users: `authorization: Bearer <jwt>` signed with the HS256 secret, or an RS256/ES256 key
   (a PEM public key or a JWKS file); exp and aud required and checked, iss when set.
-  The principal is `sub`, its groups the groups claim (names outside the label grammar and
-  `user:` labels are dropped and counted, never echoed).
-The service account and users may both be configured. A refusal is UNAUTHENTICATED with a
-reason (metadata streamrag-reason) that never quotes the token.
+  The principal is `sub`, its groups the groups claim: a list of strings, else the token is
+  refused (names outside the label grammar and `user:` labels are dropped and counted,
+  never echoed).
+The service account and users may both be configured. A call carries one authorization
+header: two or more are refused (ambiguous_token), never read as the first or the last. A
+refusal is UNAUTHENTICATED with a reason (metadata streamrag-reason) that never quotes the
+token.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -81,6 +84,17 @@ class TokenVerifier:
     def open(self) -> bool:
         return not self._service and not self._users
 
+    def verify_metadata(self, metadata: Sequence[tuple[str, str | bytes]]) -> Principal:
+        """The principal of a call's metadata: its one authorization header's. Two headers
+        are refused rather than one chosen: `svc` then `carol` must not read as either."""
+        if self.open:
+            return OPEN_PRINCIPAL
+        sent = [value for key, value in metadata if key.lower() == "authorization"]
+        if len(sent) > 1:
+            raise AuthError("ambiguous_token",
+                            f"{len(sent)} authorization headers; send exactly one")
+        return self.verify(sent[0] if sent else "")
+
     def verify(self, authorization: str | bytes) -> Principal:
         if self.open:
             return OPEN_PRINCIPAL
@@ -99,7 +113,7 @@ class TokenVerifier:
 
     def _user(self, raw: bytes) -> Principal:
         if len(raw) > MAX_TOKEN_CHARS:
-            raise AuthError("malformed_token", f"longer than {MAX_TOKEN_CHARS} characters")
+            raise AuthError("token_too_large", f"longer than {MAX_TOKEN_CHARS} characters")
         try:
             token = raw.decode("ascii")
             header = jwt.get_unverified_header(token)
@@ -145,8 +159,10 @@ class TokenVerifier:
         if not isinstance(subject, str) or not 0 < len(subject) <= MAX_SUBJECT_CHARS:
             raise AuthError("bad_subject", f"sub must be 1..{MAX_SUBJECT_CHARS} characters")
         found = claims.get(self._claim, [])
-        if not isinstance(found, list):
-            raise AuthError("bad_groups", f"the {self._claim} claim is not a list")
+        if not isinstance(found, list) or not all(isinstance(g, str) for g in found):
+            # A nested list or an object is not a group the IdP meant to grant; dropping it
+            # would serve a token whose claim nobody reads the same way.
+            raise AuthError("bad_groups", f"the {self._claim} claim is not a list of strings")
         groups, ignored = usable_groups(found)
         if ignored and self._on_ignored is not None:
             self._on_ignored(ignored)
@@ -225,9 +241,8 @@ class Authenticator(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or details.method.startswith(OPEN_PREFIXES):
             return handler
-        sent = dict(details.invocation_metadata or ()).get("authorization", "")
         try:
-            principal = self.verifier.verify(sent)
+            principal = self.verifier.verify_metadata(tuple(details.invocation_metadata or ()))
         except AuthError as exc:
             if self.on_denied is not None:
                 self.on_denied(exc.reason)

@@ -384,7 +384,12 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
     verifier = TokenVerifier(settings, m.auth_ignored_groups.inc)
     interceptors.append(Authenticator(
         verifier, lambda reason: m.auth_failures.labels(reason=reason).inc()))
-    server = grpc.aio.server(interceptors=interceptors)
+    # gRPC's default metadata limits (8 KiB soft, 16 KiB hard) would refuse an oversized
+    # token before the authenticator reads it: as INTERNAL at Go clients, which check the
+    # limit themselves. Up to max_metadata_bytes the authenticator refuses it with a reason.
+    size = settings.max_metadata_bytes
+    server = grpc.aio.server(interceptors=interceptors, options=[
+        ("grpc.max_metadata_size", size), ("grpc.absolute_max_metadata_size", size)])
     servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view,
                                  cache, live)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)

@@ -3,7 +3,9 @@
 The caller's subject is recorded as an HMAC-SHA256 under the audit principal key, never as
 itself: subjects can be e-mail addresses, and raw PII goes nowhere downstream. Whoever holds
 the key (an auditor) hashes a subject and finds its records; without it the hash names no
-one. The question is recorded as its sha256 only.
+one. The static service token names no one: its calls are recorded with principal "" and
+kind "service" (a user token whose sub is "service" is another principal). The question is
+recorded as its sha256 only.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable
 
 from pydantic import SecretStr
 
+from services.inference.api.principal import SERVICE
 from shared.contract.access import USER_PREFIX, Access
 from shared.contract.query_audit import principal_hash, question_sha256
 from shared.contract.records import QueryAudit
@@ -34,7 +37,8 @@ def query_audit(*, query_id: str, method: str, question: str, subject: str, kind
     """The unsigned record; `shown`: (chunk id, doc id, version) of each chunk sent."""
     chunks = list(shown)
     return QueryAudit(
-        query_id=query_id, method=method, principal=principal_hash(subject, key),
+        query_id=query_id, method=method,
+        principal=principal_hash("" if kind == SERVICE else subject, key),
         principal_kind=kind, scope=recorded_scope(access, key), at=at,
         question_sha256=question_sha256(question), answer_mode=answer_mode,
         shown=tuple(c for c, _, _ in chunks), docs=tuple(f"{d}@v{v}" for _, d, v in chunks),

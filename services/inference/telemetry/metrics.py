@@ -54,6 +54,10 @@ class InferenceMetrics:
         self.cache = Counter("streamrag_inference_sentence_cache_total",
                              "Answer sentences found in (hit) or encoded for (miss) the cache",
                              ["result"], registry=r)
+        self.question_cache = Counter(
+            "streamrag_inference_question_cache_total",
+            "Question vectors found in (hit) or encoded for (miss) the caller scope's cache",
+            ["result"], registry=r)
         self.unrenderable = Counter("streamrag_inference_unrenderable_total",
                                     "Stored fields of retrieved hits that could not be "
                                     "rendered (event time out of range, invalid text): "

@@ -12,6 +12,7 @@ import pytest
 
 from shared.contract.access import Access
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
+from tests.support.grpcurl import grpcurl_binary
 from tests.support.tokens import AUDIENCE, SECRET, bearer, hs256
 from tests.unit.inference.fakes import FakeSearch
 from tests.unit.inference.serving import CHUNKS, SERVING, health, serving, stub
@@ -165,3 +166,59 @@ def test_a_receipt_carries_feedback_to_another_replica_for_its_caller_only() -> 
     assert all(r.accepted for r in accepted) and sent == ["c-disk", "c-disk"]
     assert {(e.code(), reason_of(e)) for e in refusals} == {
         (grpc.StatusCode.NOT_FOUND, "unknown_chunk")}
+
+
+def test_two_authorization_headers_are_refused_in_either_order() -> None:
+    """gRPC delivers both headers; reading one (the last, as a dict does) would make
+    'service then carol' carol and 'carol then service' the service account."""
+    carol = ("authorization", f"Bearer {hs256('carol', ['hr'])}")
+
+    async def go() -> list[tuple[grpc.StatusCode, str]]:
+        async with serving(FakeSearch(CHUNKS), **AUTH) as (_, channel):
+            api = stub(channel)
+            out = []
+            for metadata in ((SERVICE[0], carol), (carol, SERVICE[0])):
+                err = await refused(api.Retrieve(pb.RetrieveRequest(question="disk"),
+                                                 metadata=metadata))
+                out.append((err.code(), reason_of(err)))
+            return out
+    assert asyncio.run(go()) == [(grpc.StatusCode.UNAUTHENTICATED, "ambiguous_token")] * 2
+
+
+def test_an_oversized_token_is_unauthenticated_with_its_reason_not_internal() -> None:
+    """A 70 KB token passes gRPC's metadata limit (raised to max_metadata_bytes) and is
+    refused by the authenticator; past that limit gRPC itself refuses it, as
+    RESOURCE_EXHAUSTED saying so."""
+    async def go() -> list[tuple[grpc.StatusCode, str, str]]:
+        async with serving(FakeSearch(CHUNKS), **AUTH) as (_, channel):
+            api = stub(channel)
+            out = []
+            for size in (70_000, 200_000):
+                err = await refused(api.Retrieve(pb.RetrieveRequest(question="disk"),
+                                                 metadata=bearer("a" * size)))
+                out.append((err.code(), reason_of(err), err.details() or ""))
+            return out
+    (code, reason, _), (past_code, _, past_details) = asyncio.run(go())
+    assert (code, reason) == (grpc.StatusCode.UNAUTHENTICATED, "token_too_large")
+    assert past_code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "metadata size exceeds" in past_details
+
+
+def test_grpcurl_is_told_unauthenticated_for_an_oversized_token() -> None:
+    """Go clients check the server's advertised header-list limit themselves: with gRPC's
+    16 KiB they failed INTERNAL before sending; now the server reads it and says why."""
+    binary = grpcurl_binary()
+
+    async def go() -> tuple[int, str]:
+        async with serving(FakeSearch(CHUNKS), **AUTH) as (runtime, _):
+            proc = await asyncio.create_subprocess_exec(
+                str(binary), "-plaintext", "-max-time", "20",
+                "-H", "authorization: Bearer " + "a" * 70_000,
+                "-d", '{"question": "disk"}', f"127.0.0.1:{runtime.port}",
+                "streamrag.v1.Inference/Retrieve",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            _, err = await proc.communicate()
+            return proc.returncode or 0, err.decode()
+    code, err = asyncio.run(go())
+    assert code != 0 and "Unauthenticated" in err and "token_too_large" in err, err
+    assert "Internal" not in err

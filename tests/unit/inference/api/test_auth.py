@@ -39,7 +39,7 @@ from tests.support.tokens import (
 REASONS = {"missing_token", "malformed_header", "wrong_token", "malformed_token",
            "algorithm_not_allowed", "unknown_key", "expired", "not_yet_valid",
            "wrong_audience", "wrong_issuer", "bad_signature", "missing_claim", "bad_subject",
-           "bad_groups"}
+           "bad_groups", "token_too_large", "ambiguous_token"}
 RSA = rsa_key()
 EC = ec_key()
 
@@ -59,11 +59,46 @@ def refusal(v: TokenVerifier, header: str) -> str:
 def test_a_user_token_names_its_subject_and_its_groups() -> None:
     dropped: list[int] = []
     who = verifier(dropped).verify(
-        "Bearer " + hs256("ann", ["payments", "ops", "bad label!", "user:bob", 7]))
+        "Bearer " + hs256("ann", ["payments", "ops", "bad label!", "user:bob"]))
     assert (who.subject, who.kind) == ("ann", USER)
     assert who.access == Access(frozenset({"payments", "ops", "public", "user:ann"}))
-    # A name outside the grammar, a user: label (only sub grants one) and a non-string:
-    assert dropped == [3]
+    # A name outside the grammar and a user: label (only sub grants one):
+    assert dropped == [2]
+
+
+@pytest.mark.parametrize("groups", [[["eng"]], ["eng", ["ops"]], [{"name": "eng"}], [7],
+                                    ["eng", None], [True], "eng", {"eng": True}, None])
+def test_a_groups_claim_that_is_not_a_list_of_strings_refuses_the_token(groups: Any) -> None:
+    """As documented (bad_groups): a nested list is not read as its members, nor dropped
+    while the rest of the token is served."""
+    dropped: list[int] = []
+    token = jwt.encode({**claims("ann"), "groups": groups}, SECRET, algorithm="HS256")
+    assert refusal(verifier(dropped), "Bearer " + token) == "bad_groups"
+    assert dropped == []
+
+
+def test_more_than_one_authorization_header_is_ambiguous_whatever_the_order() -> None:
+    v = verifier(auth_token="s3rvice-token")
+    carol = ("authorization", "Bearer " + hs256("carol", ["hr"]))
+    service = ("authorization", "Bearer s3rvice-token")
+    for metadata in ([service, carol], [carol, service], [carol, carol],
+                     [service, ("Authorization", "Bearer s3rvice-token")]):
+        with pytest.raises(AuthError) as err:
+            v.verify_metadata(metadata)
+        assert err.value.reason == "ambiguous_token"
+        assert "s3rvice" not in str(err.value) and "carol" not in str(err.value)
+    assert v.verify_metadata([("user-agent", "x"), service]).kind == SERVICE
+    assert v.verify_metadata([carol]).subject == "carol"
+    assert refusal_of_metadata(v, [("user-agent", "x")]) == "missing_token"
+    # Open: nothing is verified, so nothing is ambiguous either.
+    assert TokenVerifier(InferenceSettings()).verify_metadata([carol, service]) \
+        == OPEN_PRINCIPAL
+
+
+def refusal_of_metadata(v: TokenVerifier, metadata: list[tuple[str, str]]) -> str:
+    with pytest.raises(AuthError) as err:
+        v.verify_metadata(metadata)
+    return err.value.reason
 
 
 def test_a_token_without_groups_reads_only_public_and_its_own() -> None:
@@ -111,7 +146,7 @@ def test_missing_and_malformed_headers() -> None:
     assert refusal(v, "") == "missing_token"
     assert refusal(v, "Basic dXNlcjpwYXNz") == "malformed_header"
     assert refusal(v, "Bearer ") == "malformed_header"
-    assert refusal(v, "Bearer " + "a" * 20_000) == "malformed_token"
+    assert refusal(v, "Bearer " + "a" * 20_000) == "token_too_large"
 
 
 def test_the_issuer_is_checked_when_set() -> None:

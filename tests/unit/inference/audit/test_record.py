@@ -54,3 +54,20 @@ def test_a_signing_key_that_is_no_key_fails_at_start_naming_it() -> None:
         QueryAuditSettings(audit_signing_key=SecretStr("0x1234"))
     assert "audit_signing_key" in str(err.value)
     assert "0x1234" not in str(err.value)  # a secret is never echoed
+
+
+def test_the_service_account_is_recorded_without_a_subject_and_a_user_named_service_with() -> None:
+    """audit-trail.md: the principal is "" without a subject, the static service token
+    included; its kind says who it was. A JWT whose sub is "service" is a user, hashed."""
+    def audit(kind: str, access: Access) -> tuple[str, str, str]:
+        r = query_audit(query_id="q", method="Retrieve", question="q?", subject="service",
+                        kind=kind, access=access, key=KEY, at=1.0, shown=[], cited=[],
+                        answer_mode="")
+        return r.principal, r.principal_kind, r.scope
+    assert audit("service", Access.everything()) == ("", "service", "*")
+    assert audit("service", Access.of("service", ["ops"])) == (
+        "", "service", ",".join(sorted(["ops", "public",
+                                        "user:" + principal_hash("service", KEY)])))
+    assert audit("user", Access.of("service", [])) == (
+        principal_hash("service", KEY), "user",
+        ",".join(sorted(["public", "user:" + principal_hash("service", KEY)])))
