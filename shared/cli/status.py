@@ -25,6 +25,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.cli import incidents as guard_incidents
+from shared.cli.ready import Metadata, bearer
 from shared.cli.settings import MeshSettings
 from shared.contract.topics import (
     CHUNKS_EMBEDDED,
@@ -348,12 +349,12 @@ def render_models(models: dict[str, dict], serving: str) -> str:
     return "\n".join(lines)
 
 
-def inference_model(target: str) -> str:
+def inference_model(target: str, metadata: Metadata = ()) -> str:
     """The embedding model inference encodes queries with ("" when it does not answer)."""
     with grpc.insecure_channel(target) as channel:
         try:
             return str(inference_pb2_grpc.InferenceStub(channel).Info(
-                inference_pb2.InfoRequest(), timeout=2).model_id)
+                inference_pb2.InfoRequest(), timeout=2, metadata=metadata).model_id)
         except grpc.RpcError:
             return ""
 
@@ -373,7 +374,7 @@ STATS_WINDOWS = {"minute": inference_pb2.STATS_WINDOW_MINUTE,
                  "hour": inference_pb2.STATS_WINDOW_HOUR}
 
 
-def stream_stats(target: str) -> dict[str, Any] | str:
+def stream_stats(target: str, metadata: Metadata = ()) -> dict[str, Any] | str:
     """The current minute's and hour's counts from inference's Stats RPC, and the drift of
     each source, domain and model (under "drift"), or why not."""
     out: dict[str, Any] = {}
@@ -381,7 +382,8 @@ def stream_stats(target: str) -> dict[str, Any] | str:
         stub = inference_pb2_grpc.InferenceStub(channel)
         for name, window in STATS_WINDOWS.items():
             try:
-                resp = stub.Stats(inference_pb2.StatsRequest(window=window), timeout=5)
+                resp = stub.Stats(inference_pb2.StatsRequest(window=window), timeout=5,
+                                  metadata=metadata)
             except grpc.RpcError as exc:
                 return exc.code().name
             out[name] = {"window_start": resp.window_start, "window_end": resp.window_end,
@@ -453,9 +455,11 @@ def run(args: argparse.Namespace) -> int:
     progress = stage_progress(data_dir, lag_by_topic(rows), time.time(), args.stalled_after,
                               waiting_since(rows))
     sources = event_time(data_dir, time.time())
-    stats = stream_stats(target) if health == "SERVING" else health
+    # With auth on, Info and Stats need a token (the health check does not).
+    token = bearer(mesh.inference_token.get_secret_value() if mesh.inference_token else None)
+    stats = stream_stats(target, token) if health == "SERVING" else health
     models = index_models(data_dir)
-    serving = inference_model(target) if health == "SERVING" else ""
+    serving = inference_model(target, token) if health == "SERVING" else ""
     incidents = asyncio.run(guard_incidents.newest(kafka))
     workers_up = all(r.members for r in rows if r.service != "inference")
     stalled = any(p["stalled"] for p in progress.values())

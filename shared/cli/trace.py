@@ -31,6 +31,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.partitioner import murmur2
 
+from shared.cli.ready import Metadata, bearer
 from shared.cli.settings import MeshSettings
 from shared.contract.codec import decode
 from shared.contract.records import (
@@ -469,7 +470,7 @@ async def read(kafka: KafkaSettings, doc_id: str, timeout_s: float) -> tuple[lis
 
 
 def seen_in_search(target: str, doc_id: str, newest: Trail, until: float,
-                   ) -> Searchable | None:
+                   metadata: Metadata = ()) -> Searchable | None:
     """When Retrieve (filtered to the document's source, asked with its own first chunk)
     first served the newest version (for a delete: first no longer served the document),
     None if not before `until` (monotonic)."""
@@ -482,7 +483,8 @@ def seen_in_search(target: str, doc_id: str, newest: Trail, until: float,
         stub = inference_pb2_grpc.InferenceStub(channel)
         while True:
             try:
-                hits = [c for c in stub.Retrieve(request, timeout=5).chunks if c.doc_id == doc_id]
+                hits = [c for c in stub.Retrieve(request, timeout=5, metadata=metadata).chunks
+                        if c.doc_id == doc_id]
                 now = round(time.time() * 1000)
                 if (not hits) if doc.op == "delete" else any(c.version >= doc.version
                                                              for c in hits):
@@ -570,9 +572,12 @@ def run(args: argparse.Namespace) -> int:
     versioned = [t for t in found if t.version is not None]
     searchable = None
     if versioned and versioned[-1].stops[-1][0].topic == CHUNKS_EMBEDDED.name:
-        target = args.target or MeshSettings().inference_target
+        mesh = MeshSettings()
+        target = args.target or mesh.inference_target
         at_least = time.monotonic() + 2.0  # one look at retrieval even when reading was slow
-        searchable = seen_in_search(target, args.doc_id, versioned[-1], max(until, at_least))
+        token = mesh.inference_token.get_secret_value() if mesh.inference_token else None
+        searchable = seen_in_search(target, args.doc_id, versioned[-1], max(until, at_least),
+                                    bearer(token))
     shown = journeys(args.doc_id, records, searchable, commits)
     if args.version is not None:
         shown = [j for j in shown if j.version == args.version]
