@@ -9,6 +9,7 @@ them. tests/integration/test_scale_out.py and scripts/bench_scale drive it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -81,7 +82,8 @@ class ScaleMesh:
                     **(env or {})}
         self.infra: list[Child] = []
         self.workers: dict[str, list[Child]] = {stage: [] for stage in HEAVY}
-        self.started = 0  # workers spawned so far: each gets a fresh name and data dir
+        self.started = 0  # workers added so far: each gets a fresh name and data dir
+        self.leaving: list[Child] = []  # sent SIGTERM: out of their pools, maybe not gone
 
     def start(self, once: Iterable[str] = ("chunking",)) -> None:
         port = int(self.bootstrap.rsplit(":", 1)[1])
@@ -105,14 +107,45 @@ class ScaleMesh:
 
     def kill9(self, child: Child) -> int:
         """SIGKILL one worker (no goodbye to its group); its exit code."""
-        for pool in self.workers.values():
-            if child in pool:
-                pool.remove(child)
+        self.drop(child)
         os.killpg(child.popen.pid, signal.SIGKILL)
         return child.popen.wait(30)
 
+    def terminate(self, child: Child) -> None:
+        """SIGTERM one worker (a graceful stop: it leaves its group on the way out). It is
+        out of its pool at once; waiting for it to exit is the caller's."""
+        self.drop(child)
+        self.leaving.append(child)
+        os.killpg(child.popen.pid, signal.SIGTERM)
+
+    def pause(self, child: Child) -> None:
+        """SIGSTOP one worker: alive but silent, no heartbeat, its batch in hand frozen."""
+        os.killpg(child.popen.pid, signal.SIGSTOP)
+
+    def resume(self, child: Child) -> None:
+        os.killpg(child.popen.pid, signal.SIGCONT)
+
+    def restart(self, child: Child) -> Child:
+        """Start a worker that is gone again, under its name and with its data dir (its
+        shard snapshots, say), as a supervisor would; its log goes on in the same file."""
+        stage = child.name.rsplit("-", 1)[0]
+        again = self._spawn(stage, child.name)
+        self.workers[stage].append(again)
+        return again
+
+    def drop(self, child: Child) -> None:
+        """Take a worker out of its pool (one that is gone or going)."""
+        for pool in self.workers.values():
+            if child in pool:
+                pool.remove(child)
+
     def stop(self) -> None:
-        stop([c for pool in self.workers.values() for c in pool], 15)
+        workers = [c for pool in self.workers.values() for c in pool]
+        for child in workers:  # a stopped process would not act on the SIGTERM
+            if child.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    self.resume(child)
+        stop([*self.leaving, *workers], 15)
         stop(self.infra, 15)
 
     def crashed(self) -> list[str]:
@@ -126,13 +159,16 @@ class ScaleMesh:
         return {c.popen.pid: cpu_s(c.popen.pid) for c in self.workers[stage]}
 
     def produce(self, docs: list[Document]) -> None:
+        self.produce_raw([(d.doc_id.encode(), d.model_dump_json().encode()) for d in docs])
+
+    def produce_raw(self, records: list[tuple[bytes, bytes]]) -> None:
+        """(key, value) records onto docs.normalized.v1, as they are (bad ones too)."""
         async def go() -> None:
             producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
             await producer.start()
             try:
-                for d in docs:
-                    await producer.send(DOCS_NORMALIZED.name, d.model_dump_json().encode(),
-                                        key=d.doc_id.encode())
+                for key, value in records:
+                    await producer.send(DOCS_NORMALIZED.name, value, key=key)
                 await producer.flush()
             finally:
                 await producer.stop()

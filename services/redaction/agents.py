@@ -39,6 +39,7 @@ from shared.contract.dlq import send_dead_letter
 from shared.contract.records import AuditBatch, Document, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InvalidInput
+from shared.kafka import membership
 from shared.kafka.reader import read_back
 from shared.tracing import spans
 from shared.worker import metrics
@@ -167,6 +168,7 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
     done = await _redacted(ready, await _valid(fresh)) if fresh else []
     if not done:
         return
+    await _still_owned(partition)
     leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red in done]
     offsets = (fresh[0].message.offset, fresh[-1].message.offset)
     batch = sign(build_batch(DOCS_NORMALIZED.name, partition, offsets, leaves,
@@ -179,6 +181,7 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
             sent.append(await _deliver(redacted_topic, red.doc_id.encode(),
                                        encode(red.model_copy(update={"batch_id": batch.batch_id}))))
     await asyncio.gather(*sent)
+    await _still_owned(partition)
     await (await _deliver(audit_topic, str(partition).encode(), encode(batch)))
     counted = [await _deliver(stats_topic, c.source.encode(), encode(c))
                for c in pii_counts([red for _, _, red in done])]
@@ -186,6 +189,19 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
     chains.tips[partition] = Tip(tip.epoch, batch.root, batch.last_offset)
     log.info("audit batch %s: %d docs, root %s", batch.batch_id, batch.doc_count,
              batch.root[:16])
+
+
+async def _still_owned(partition: int) -> None:
+    """Exit mid-batch unless the group coordinator confirms this worker still owns its
+    partitions (shared/kafka/membership.py): a worker stopped past its session timeout
+    wakes up with a batch another worker has since audited from the same chain end, and its
+    audit record would fork the chain, giving the documents a second leaf. Exiting writes
+    nothing more and acks nothing: the batch replays on the partition's owner, as after
+    kill -9 (returning would ack it)."""
+    why = await membership.confirm(app)
+    if why is not None:
+        _exit_mid_batch(f"membership of {app.conf.id} unconfirmed with partition {partition} "
+                        f"in hand: {why}", EXIT_INFRA)
 
 
 def _exit_mid_batch(why: str, code: int) -> NoReturn:

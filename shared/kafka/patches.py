@@ -45,8 +45,9 @@ PATCHED = {
 }
 
 # Modules whose fixes rely on a library's internals without replacing any of its methods:
-# delivery's commit barrier reads aiokafka's accumulator and its fetched-records path.
-RELIES_ON = {"aiokafka": ("delivery",)}
+# delivery's commit barrier reads aiokafka's accumulator and its fetched-records path;
+# membership asks the group coordinator through its private request method.
+RELIES_ON = {"aiokafka": ("delivery", "membership")}
 
 
 class UnverifiedVersionError(RuntimeError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from unittest.mock import AsyncMock, patch
 
@@ -60,6 +61,7 @@ async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = N
     with patch.object(redacted_topic, "send", red), patch.object(audit_topic, "send", audit), \
             patch.object(dlq, "send", dead), patch.object(agents, "redactor", FakeRedactor()), \
             patch.object(agents, "read_back", read_back), \
+            patch.object(agents.membership, "confirm", AsyncMock(return_value=None)), \
             patch.object(agents, "chains", agents.Chains()):  # a fresh worker
         async with agents.redact.test_context() as agent:
             for value in values:
@@ -236,3 +238,22 @@ def test_a_partition_loaded_but_never_owned_reloads_when_a_rebalance_hands_it_ov
             return (await chains.tip(0, 9)).last_offset
 
     assert asyncio.run(go()) == 8 and len(reads) == 2
+
+
+def test_a_worker_the_group_no_longer_confirms_exits_before_its_audit_record() -> None:
+    """Woken past its session timeout, the partition is another worker's: nothing more is
+    written and nothing acked (the batch replays there), so no chain end is extended twice."""
+    exits: list[str] = []
+
+    def exit_mid_batch(why: str, code: int) -> None:
+        exits.append(why)
+        raise asyncio.CancelledError  # os._exit in the real worker: stop right here
+    evicted = AsyncMock(return_value="UnknownMemberIdError")
+
+    async def main() -> None:
+        with patch.object(agents.membership, "confirm", evicted), \
+                patch.object(agents, "_exit_mid_batch", exit_mid_batch), \
+                contextlib.suppress(asyncio.CancelledError):
+            await agents._still_owned(3)
+    asyncio.run(main())
+    assert exits and "partition 3" in exits[0] and "UnknownMemberIdError" in exits[0]

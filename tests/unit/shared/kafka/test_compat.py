@@ -41,6 +41,9 @@ CALLED = {
         "(self, partitions)",
     ("faust.streams", "Stream", "_set_current_event"): "(self, event=None)",
 }
+    ("aiokafka.consumer.group_coordinator", "GroupCoordinator", "_send_req"):
+        "(self, request)",
+    ("mode.threads", "QueueServiceThread", "call_thread"): "(self, fun, *args, **kwargs)",
 
 
 def owner(module: str, cls: str) -> type:
