@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared import logsafe
@@ -175,6 +177,30 @@ def replacement(name: str) -> str | None:
     return RETIRED.get(name)
 
 
+def refuse_retired(environ: Mapping[str, str] | None = None) -> None:
+    """ConfigError naming every retired variable set and the one that replaced it.
+
+    A ConfigError, not a ValueError: raised inside a settings validator, pydantic would
+    wrap a ValueError in a ValidationError, which logs print as `<withheld>` (it may quote
+    input); our own message names only variables and is shown whole."""
+    found = sorted((name, new) for name in (os.environ if environ is None else environ)
+                   if (new := replacement(name)) is not None)
+    if found:
+        msg = "; ".join(f"{name} is no longer read: set {new} instead" for name, new in found)
+        raise ConfigError(msg)
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A port a service listens on (checked free before the worker joins its group:
+    shared/worker/ports.py)."""
+
+    setting: str  # the environment variable that sets the port
+    host: str
+    port: int  # 0: see `zero`; never taken
+    zero: str = "not served"  # what 0 means for this setting
+
+
 class ProcessSettings(BaseSettings):
     """What every service process reads under the same name (env prefix STREAMRAG_): one
     data dir and one log level per process, whichever services it hosts."""
@@ -190,10 +216,7 @@ class ProcessSettings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _no_retired_names(cls, data: Any) -> Any:
-        for name in os.environ:
-            if (new := replacement(name)) is not None:
-                msg = f"{name} is no longer read: set {new}"
-                raise ValueError(msg)
+        refuse_retired()
         return data
 
     @model_validator(mode="after")
@@ -233,9 +256,40 @@ class ServiceSettings(ProcessSettings):
 
     model_config = SettingsConfigDict(env_prefix="", frozen=True)
 
+    def listeners(self) -> tuple[Listener, ...]:
+        """The ports this service's own servers listen on, besides the process's /metrics
+        (shared/worker/metrics.py), which serves its METRICS_PORT if it is the first."""
+        return ()
+
+    def env_name(self, field: str) -> str:
+        """The environment variable `field` is read from."""
+        return env_names(type(self))[field]
+
 
 def env_names(cls: type[BaseSettings]) -> dict[str, str]:
     """Field name -> the environment variable it is read from (its alias, else prefix + name)."""
     prefix = cls.model_config.get("env_prefix", "")
     return {name: info.validation_alias if isinstance(info.validation_alias, str)
             else (prefix + name).upper() for name, info in cls.model_fields.items()}
+
+
+def _settings_classes(base: type[BaseSettings] = BaseSettings) -> Iterator[type[BaseSettings]]:
+    for cls in base.__subclasses__():
+        yield cls
+        yield from _settings_classes(cls)
+
+
+def named(exc: ValidationError) -> ConfigError | None:
+    """A settings class's ValidationError as one ConfigError naming each variable and what
+    is wrong with it, never its value (pydantic's own text quotes the input, so logs
+    withhold it whole); None when `exc` is not about a settings class."""
+    cls = next((c for c in _settings_classes() if c.__name__ == exc.title), None)
+    if cls is None:
+        return None
+    names = env_names(cls)
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        where = names.get(field, field.upper())
+        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    return ConfigError("; ".join(parts))

@@ -10,4 +10,4 @@ from services.inference.agents import app  # noqa: E402
 from services.inference.app import settings  # noqa: E402
 from shared.worker.runner import run_worker  # noqa: E402
 
-run_worker(app, settings.log_level)
+run_worker(app, settings.log_level, hosted=(settings,))

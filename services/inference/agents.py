@@ -22,7 +22,8 @@ Drift reports (drift.windows.v1, judged by retrieval) are kept newest per (sourc
 model) in drift_latest; the Stats RPC shows them beside the counts of any window.
 
 The SLO guard (services/inference/guard/): every instance sends a sample per routed call
-and per feedback event to guard.samples.v1, which has one partition, so the one instance
+(and one per window for a call still in flight past the latency objective) and per
+feedback event to guard.samples.v1, which has one partition, so the one instance
 Kafka's group assigns it to counts every variant's windows in guard_windows and is the
 only one that probes, judges and acts. If it dies, the partition, the table (from its
 changelog) and the guard move to another instance at the rebalance; no second election.
@@ -56,6 +57,7 @@ from services.inference.app import (
     stats_topic,
 )
 from services.inference.audit import agents as _audit  # E4: audit timer, flush on stop
+from services.inference.guard.inflight import InFlight
 from services.inference.guard.runner import GuardRunner
 from services.inference.guard.samples import GuardSample, table_keys
 from services.inference.runtime import InferenceRuntime
@@ -78,6 +80,7 @@ from shared.worker import metrics
 
 STAGE = "inference"
 latency_buffer = LatencyBuffer(time.time)
+routed_calls = InFlight(settings.guard_p99_ms, settings.guard_window_s, time.time)
 metrics.observe(app)  # consumer lag; the stage counters show on inference's own /metrics
 
 
@@ -130,11 +133,10 @@ def latency_stats(method: str, at: float | None = None) -> LatencyStats:
 async def send_latencies() -> None:
     for record in latency_buffer.drain():
         await latency_topic.send(key=record.method.encode(), value=encode(record))
-        if record.variant and record.method != "Embed":
-            await send_guard_sample(GuardSample(
-                variant=record.variant, config_version=record.config_version,
-                kind="error" if record.error else "call", at=record.at,
-                latency_ms=record.latency_ms))
+    # The guard's samples of routed calls come from their watches, not from the latency
+    # records: a call still in flight, or one its caller gave up on, has no latency record.
+    for sample in routed_calls.drain():
+        await send_guard_sample(sample)
 
 
 @app.agent(latency_topic)
@@ -223,7 +225,7 @@ class Runtime(InferenceRuntime):
                          feedback_view=WindowedFeedback(),
                          latency_sink=latency_buffer.record, latency_view=latency_stats,
                          stats_view=stream_stats, follow_config=True,
-                         after_serving=_audit.flush_on_stop, **kwargs)
+                         after_serving=_audit.flush_on_stop, inflight=routed_calls, **kwargs)
         # Every stage's counters (default registry) on inference's port too: in one-process
         # mode that one port shows them all.
         self.metrics.registry.register(metrics.Default())

@@ -30,6 +30,7 @@ from services.inference.config import reader
 from services.inference.config.live import LiveConfig, Refusal
 from services.inference.encoding import TextEncoder
 from services.inference.engine import QueryEngine, SearchBackend
+from services.inference.guard.inflight import InFlight
 from services.inference.rerank.stage import PairScorer
 from services.inference.search.client import SearchClient
 from services.inference.search.feedback import FeedbackView
@@ -115,6 +116,7 @@ class InferenceRuntime(mode.Service):
                  stats_view: StatsView | None = None,
                  follow_config: bool = False,
                  after_serving: Callable[[], Awaitable[Any]] | None = None,
+                 inflight: InFlight | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
@@ -141,6 +143,7 @@ class InferenceRuntime(mode.Service):
         self._feedback_sink = feedback_sink
         self._latency_sink, self._latency_view = latency_sink, latency_view
         self._stats_view = stats_view
+        self._inflight = inflight  # routed calls, for the SLO guard (guard/inflight.py)
         if stats_view is not None:
             self.metrics.registry.register(WindowCollector(stats_view))
         self._encoder_factory = encoder_factory or (lambda: load_encoder(settings))
@@ -159,7 +162,7 @@ class InferenceRuntime(mode.Service):
         self.engine.start()
         self.server, self.port = build_server(
             self.engine, self.health, self.settings, self._feedback_sink, self._latency_sink,
-            self._latency_view, self._stats_view, self.cache, self.live)
+            self._latency_view, self._stats_view, self.cache, self.live, self._inflight)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)

@@ -15,7 +15,7 @@ from services.inference.search.fusion import Fusion
 from shared.contract.access import parse_acl
 from shared.encoder.runtime import EncoderSettings, Runtime
 from shared.errors import InvalidInput
-from shared.settings import ServiceSettings
+from shared.settings import Listener, ServiceSettings
 
 
 class Probe(BaseModel):
@@ -214,6 +214,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     guard_quality_ratio: float = Field(default=0.8, ge=0, le=1)
     # Fewer calls than this in a window: its p99 and error rate are not judged.
     guard_min_calls: int = Field(default=10, ge=1)
+    # Roll back to the last stable version when the main (largest-weight) variant breaks an
+    # objective on its own (not shared by the other variants) under a version never judged
+    # stable; off, that is only reported. The main variant is never taken out of traffic.
+    guard_rollback_main: bool = False
     # The probe set, JSON: [{"question": ..., "doc_id": ...}, ...], replayed through every
     # variant each window (hit rate at 10); empty: no probes.
     guard_probes: tuple[Probe, ...] = Field(default=(), max_length=200)
@@ -236,6 +240,12 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
 
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
+
+    def listeners(self) -> tuple[Listener, ...]:
+        """gRPC, and inference's own /metrics (its registry, on the gRPC host)."""
+        return (Listener(self.env_name("grpc_port"), self.grpc_host, self.grpc_port,
+                         "a free port the system picks"),
+                Listener(self.env_name("metrics_port"), self.grpc_host, self.metrics_port))
 
     @model_validator(mode="after")
     def _next_model(self) -> InferenceSettings:

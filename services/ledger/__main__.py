@@ -4,4 +4,4 @@ from services.ledger.agents import app
 from services.ledger.app import settings
 from shared.worker.runner import run_worker
 
-run_worker(app, settings.log_level)
+run_worker(app, settings.log_level, hosted=(settings,))

@@ -21,3 +21,6 @@ app = make_one_app(ONEBOX_APP, kafka, settings.data_dir)
 
 for name in settings.services:
     importlib.import_module(f"services.{name}.agents")
+# Each hosted service's settings, as its own app module built them (the ports they name).
+hosted = tuple(importlib.import_module(f"services.{name}.app").settings
+               for name in settings.services)

@@ -63,9 +63,13 @@ class RetrievalSettings(ServiceSettings):
     drift_min_docs: int = Field(default=20, ge=2)
     # Scored windows needed before the first judgement (reported as warming_up until then).
     drift_min_history: int = Field(default=5, ge=2)
-    # Seconds a drift window stays open past its end for samples that arrive out of order;
-    # it closes when a sample that much later arrives, or the wall clock gets there.
-    drift_grace_s: float = Field(default=10.0, ge=0)
+    # Seconds a drift window stays open past its end for samples that arrive out of order,
+    # beyond the pipeline's delay (docs/design/drift.md); unset: drift_grace_share of the
+    # window.
+    drift_grace_s: float | None = Field(default=None, ge=0)
+    # The grace as a share of the window when drift_grace_s is unset: lateness scales with
+    # the window (30 s for the default 60 s windows).
+    drift_grace_share: float = Field(default=0.5, ge=0, le=10)
     # Least standard deviation of the log statistic that z is taken with: with K windows
     # the sample std is itself noisy, and a floor keeps that noise from raising events.
     drift_std_floor: float = Field(default=0.25, gt=0)
@@ -88,8 +92,9 @@ class RetrievalSettings(ServiceSettings):
             window_s=self.drift_window_s, history=self.drift_history,
             threshold=self.drift_threshold, min_docs=self.drift_min_docs,
             min_history=self.drift_min_history, grace_s=self.drift_grace_s,
-            std_floor=self.drift_std_floor, top_docs=self.drift_top_docs,
-            top_terms=self.drift_top_terms, max_keys=self.drift_max_keys)
+            grace_share=self.drift_grace_share, std_floor=self.drift_std_floor,
+            top_docs=self.drift_top_docs, top_terms=self.drift_top_terms,
+            max_keys=self.drift_max_keys)
 
     @property
     def snapshot_dir(self) -> Path:

@@ -1,4 +1,6 @@
-"""The SLO guard's newest incidents, read from guard.incidents.v1 for `streamrag status`."""
+"""The SLO guard's newest incidents, read from guard.incidents.v1 for `streamrag status`:
+its actions, and its reports (a breach of the main variant or one every variant shares, a
+variant with too few calls to judge and the traffic it needs)."""
 
 from __future__ import annotations
 
@@ -64,12 +66,15 @@ def render(incidents: list[GuardIncident]) -> str:
     for i in incidents:
         when = datetime.fromtimestamp(i.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
         wrote = f"wrote version {i.version}" if i.version is not None else "wrote nothing"
-        lines.append(f"  {when}  {i.incident}  tier {i.tier}  {i.variant}: {wrote} "
+        kind = f" {i.kind}" if i.kind else ""
+        lines.append(f"  {when}  {i.incident}  tier {i.tier}{kind}  {i.variant}: {wrote} "
                      f"(from {i.from_version})  {i.note}")
         for w in i.windows:
-            lines.append(f"      window {w.start:.0f}: {', '.join(w.breaches)}; calls "
-                         f"{w.calls}, p99 {w.p99_ms:.0f} ms, errors {w.errors}, probe "
-                         f"{w.probe_hit_rate} vs {w.reference_probe_hit_rate}")
+            broken = ", ".join([*w.breaches, *(f"{b} (shared)" for b in w.shared)]) or "-"
+            lines.append(f"      window {w.start:.0f}: {broken}; calls {w.calls} (slow "
+                         f"{w.slow}, in flight {w.overdue}, cancelled {w.cancelled}), p99 "
+                         f"{w.p99_ms:.0f} ms, errors {w.errors}, probe {w.probe_hit_rate} vs "
+                         f"{w.reference_probe_hit_rate}")
         for path, (old, new) in i.diff.items():
             lines.append(f"      {path}: {old} -> {new}")
     return "\n".join(lines if incidents else [lines[0], "  none"])

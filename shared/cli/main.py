@@ -8,9 +8,13 @@ import runpy
 import sys
 from collections.abc import Callable
 
+from pydantic import ValidationError
+
 from shared import logsafe
 from shared.cli import admin, audit, backup, config, produce, query, status, topics, trace, up
 from shared.contract.topics import SERVICES
+from shared.errors import ConfigError
+from shared.settings import named, refuse_retired
 
 
 def _worker_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,12 +53,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_CONFIG = 78  # EX_CONFIG, as a worker exits: a setting must change first
+
+
+def _config_failed(command: str, error: ConfigError) -> int:
+    print(f"streamrag {command}: ConfigError: {error}", file=sys.stderr, flush=True)
+    return EXIT_CONFIG
+
+
 def main(argv: list[str] | None = None) -> int:
     logsafe.install()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
     args = build_parser().parse_args(argv)
-    return HANDLERS[args.command](args)
+    # Settings fail naming the variable, never as a bare `ValidationError: <withheld>`
+    # (pydantic's text quotes the value, which logs withhold): a retired name before any
+    # command starts anything, a bad value wherever a command reads it.
+    try:
+        refuse_retired()
+    except ConfigError as exc:
+        return _config_failed(args.command, exc)
+    try:
+        return HANDLERS[args.command](args)
+    except ValidationError as exc:
+        if (error := named(exc)) is None:
+            raise
+        return _config_failed(args.command, error)
 
 
 if __name__ == "__main__":

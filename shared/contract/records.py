@@ -322,7 +322,10 @@ class DriftReport(Record):
     window_start: float
     window_end: float
     docs: int
-    late: int = 0  # samples of an earlier window that arrived too late and were dropped
+    # Samples of an earlier window that arrived after it closed since the previous report:
+    # counted in this window (docs), or dropped when they were of the past (a replay).
+    late: int = 0
+    dropped: int = 0  # of `late`: counted in no window
     status: DriftStatus
     score: float | None = None
     z: float | None = None
@@ -360,15 +363,26 @@ class GuardWindow(BaseModel):
     reference_probe_hit_rate: float | None
     clicks: int
     skips: int
-    breaches: tuple[str, ...]
+    breaches: tuple[str, ...]  # broken on its own: what the guard acts on
+    shared: tuple[str, ...] = ()  # broken by the reference variant as well: reported only
+    slow: int = 0  # calls over the latency objective
+    overdue: int = 0  # of the calls: still in flight past the latency objective
+    cancelled: int = 0  # of the calls: cancelled by their caller or deadline
 
 
 class GuardIncident(Record):
-    """An SLO guard action (guard.incidents.v1, keyed by incident id; one record per tier)."""
+    """An SLO guard action or report (guard.incidents.v1, keyed by incident id; one record
+    per tier)."""
 
     incident: str = Field(min_length=1, max_length=128)
     variant: str = Field(max_length=32)
-    tier: int = Field(ge=1, le=2)  # 1: routing to the variant stopped; 2: rolled back
+    # 0: reported, nothing written; 1: routing to the variant stopped; 2: rolled back
+    tier: int = Field(ge=0, le=2)
+    # stop, rollback; alert: the main (largest-weight) variant broke an objective on its
+    # own, shared: every variant judged broke it, samples: too few calls to judge the
+    # variant (needed_qps says how much traffic it needs); "": a record from before kinds.
+    kind: Literal["", "stop", "rollback", "alert", "shared", "samples"] = ""
+    needed_qps: float | None = None  # samples: queries/s in all the variant needs
     at: float
     from_version: int = Field(ge=0)  # the version acted on
     version: int | None = None  # the version the guard wrote (None: it wrote none)

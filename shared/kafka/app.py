@@ -68,6 +68,8 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path,
     app = faust.App(app_id, **conf)
     # A crashed worker exits, though Faust's stop may wait forever for unacked records.
     watchdog.exit_after_crash(app)
+    # So does one whose agent raised, before Faust restarts the agent and commits its batch.
+    watchdog.exit_on_agent_error(app)
     return app
 
 

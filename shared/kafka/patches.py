@@ -10,7 +10,8 @@ silently drop the guarantee that no record is lost. The fixes, by module:
   (not a fix: Faust has no hook for outgoing headers).
 - `durability`: every producer writes with acks=all, idempotently (not a fix: Faust has no
   public producer option for idempotence).
-- `watchdog` (per app, armed by `shared.kafka.app.make_app`): a crashed worker exits.
+- `watchdog` (per app, armed by `shared.kafka.app.make_app`): a crashed worker exits, and
+  so does one whose agent raised, without committing.
 
 PATCHED lists every attribute replaced or overridden; tests/unit/shared/kafka/
 test_compat.py fails when one of them disappears or changes its signature.
@@ -41,6 +42,7 @@ PATCHED = {
     ("faust.channels", "Channel", "prepare_headers"): "trace_headers",
     ("faust.transport.drivers.aiokafka", "Producer", "_settings_extra"): "durability",
     ("mode", "Service", "_crash"): "watchdog",  # on the app instance, not the class
+    ("faust.app.base", "App", "_on_agent_error"): "watchdog",  # on the app instance too
     ("faust.tables.base", "Collection", "_changelog_topic_name"): "app",  # ContractTable
 }
 

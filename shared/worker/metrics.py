@@ -145,9 +145,19 @@ class Server:
         if port:
             self.wanted.append((host, port))
 
+    def planned(self, first: tuple[str, int] | None = None) -> tuple[str, int] | None:
+        """The address `start(first)` serves (or serves already); None: none."""
+        if self.serving is not None:
+            return self.serving
+        asked = self._asked(first)
+        return asked[0] if asked else None
+
+    def _asked(self, first: tuple[str, int] | None) -> list[tuple[str, int]]:
+        return ([first] if first and first[1] else []) + self.wanted
+
     def start(self, first: tuple[str, int] | None = None) -> tuple[str, int] | None:
         """Serve `first` (the process-wide port) or else the first port wanted; again: no-op."""
-        asked = ([first] if first and first[1] else []) + self.wanted
+        asked = self._asked(first)
         if self.serving is None and asked:
             self.serving = asked[0]
             host, port = self.serving

@@ -17,7 +17,7 @@ from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
 from shared.cli.procs import stop
 from shared.cli.settings import MeshSettings
 from tests.support.anvil import Anvil, running_anvil
-from tests.support.mesh import GUARD_ENV, MESH_ENV
+from tests.support.mesh import GUARD_ENV, MESH_ENV, fault_env
 
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("STREAMRAG_INFERENCE_GENERATOR_BUNDLED", "false")
@@ -42,11 +42,19 @@ def mesh_metrics_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def inference_delays(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session mesh's test-only inference delays: a test writes {variant: seconds} here
+    while it runs and removes the file after (tests/support/faults)."""
+    return tmp_path_factory.mktemp("faults") / "inference-delays.json"
+
+
+@pytest.fixture(scope="session")
 def mesh(tmp_path_factory: pytest.TempPathFactory, broker: str,
-         mesh_metrics_url: str) -> Iterator[Endpoints]:
+         mesh_metrics_url: str, inference_delays: Path) -> Iterator[Endpoints]:
     """Start the whole mesh once, one process per service (as docker-compose runs it)."""
     metrics_port = mesh_metrics_url.rsplit(":", 1)[1].split("/")[0]
-    env = {**MESH_ENV, **GUARD_ENV, "STREAMRAG_INFERENCE_METRICS_PORT": metrics_port}
+    env = {**MESH_ENV, **GUARD_ENV, **fault_env(inference_delays),
+           "STREAMRAG_INFERENCE_METRICS_PORT": metrics_port}
     with isolated(tmp_path_factory.mktemp("mesh"), ROOT / ".tools/node_modules/.bin/anvil",
                   broker, env, processes=True) as endpoints:
         yield endpoints

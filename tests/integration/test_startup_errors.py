@@ -55,6 +55,32 @@ def test_a_data_dir_under_a_file_names_the_setting_and_the_file(tmp_path: Path) 
     assert_one_clear_line(out)
 
 
+@pytest.mark.parametrize("setting", ["STREAMRAG_CHUNKING_METRICS_PORT",
+                                     "STREAMRAG_WATCHDOG_METRICS_PORT"])
+def test_one_more_worker_on_a_taken_metrics_port_fails_before_joining_its_group(
+        tmp_path: Path, setting: str) -> None:
+    """Started with the running worker's exact environment: it exits naming the setting,
+    and never connects to the broker, so the group does not rebalance for it."""
+    with socket.socket() as running, socket.socket() as broker:
+        running.bind(("127.0.0.1", 0))
+        running.listen()  # the running worker's /metrics
+        port = running.getsockname()[1]
+        broker.bind(("127.0.0.1", 0))
+        broker.listen()
+        code, out = run([STREAMRAG, "worker", "chunking"],
+                        {"STREAMRAG_DATA_DIR": str(tmp_path / "data"),
+                         "STREAMRAG_KAFKA_BOOTSTRAP": f"127.0.0.1:{broker.getsockname()[1]}",
+                         setting: str(port)}, tmp_path)
+        broker.setblocking(False)
+        with pytest.raises(BlockingIOError):  # not one connection: no join, no metadata
+            broker.accept()
+    assert code == 78, out  # EX_CONFIG, as for any setting that must change first
+    assert (f"streamrag-chunking: {setting}={port}: cannot listen on 127.0.0.1:{port}: "
+            f"Address already in use (another worker or process holds it); set {setting} "
+            "to a free port, or 0: not served") in out, out
+    assert_one_clear_line(out)
+
+
 def test_a_missing_data_dir_is_created_with_its_parents(tmp_path: Path) -> None:
     data_dir = tmp_path / "not" / "yet" / "there"
     # A broker that never answers: the worker gets as far as Faust's start, then stops

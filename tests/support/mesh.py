@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -40,15 +41,27 @@ MESH_ENV.update({"STREAMRAG_RETRIEVAL_DRIFT_WINDOW_S": "3",
 
 # The SLO guard on the multi-process session mesh only (the one-process mesh's tests count
 # its local searches, which probes would add to): windows of 2 s, acting after 2 breaking
-# ones, a probe set of three documents tests/integration/test_slo_guard.py produces. p99
-# is not judged there (60 s), so a slow call in another test never rolls anything back;
-# quality is judged only where a version has variants, which only that test ships.
+# ones, a probe set of three documents tests/integration/test_slo_guard.py produces, and
+# p99 judged against 3 s from 5 calls a window (tests/integration/
+# test_slo_guard_fail_safe.py). A slow call in another test rolls nothing back: only the
+# guard tests ship variants, and the main variant ("base" without them) is only reported.
 GUARD_WORDS = ("amberquill", "basaltwick", "cobaltfern")
 GUARD_PROBES = [{"question": f"where does the zorbulant kelpfinch {w} nest",
                  "doc_id": f"guard-probe-{w}"} for w in GUARD_WORDS]
+GUARD_P99_MS = 3000.0
 GUARD_ENV = {"STREAMRAG_INFERENCE_GUARD_WINDOW_S": "2", "STREAMRAG_INFERENCE_GUARD_WINDOWS": "2",
-             "STREAMRAG_INFERENCE_GUARD_GRACE_S": "2", "STREAMRAG_INFERENCE_GUARD_P99_MS": "60000",
+             "STREAMRAG_INFERENCE_GUARD_GRACE_S": "2",
+             "STREAMRAG_INFERENCE_GUARD_P99_MS": str(GUARD_P99_MS),
+             "STREAMRAG_INFERENCE_GUARD_MIN_CALLS": "5",
              "STREAMRAG_INFERENCE_GUARD_PROBES": json.dumps(GUARD_PROBES)}
+FAULTS = Path(__file__).resolve().parent / "faults"  # a test-only sitecustomize
+
+
+def fault_env(delays: Path) -> dict[str, str]:
+    """What a mesh needs for the test-only inference delays (tests/support/faults): the
+    file of {variant: seconds} a test writes while it runs."""
+    return {"PYTHONPATH": os.pathsep.join([str(FAULTS), str(FAULTS.parents[2])]),
+            "STREAMRAG_TEST_DELAY_FILE": str(delays)}
 
 
 def uid(prefix: str) -> str:

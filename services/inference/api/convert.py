@@ -183,4 +183,5 @@ def drift_window(report: DriftReport) -> pb.DriftWindow:
         status=report.status, history=report.history, threshold=report.threshold,
         documents=[pb.DriftDocument(doc_id=d.doc_id, version=d.version, title=d.title,
                                     distance=d.distance) for d in report.documents],
-        terms=list(report.terms), late=report.late, closed_at=report.at, **optional)
+        terms=list(report.terms), late=report.late, dropped=report.dropped,
+        closed_at=report.at, **optional)

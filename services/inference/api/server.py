@@ -32,6 +32,7 @@ from services.inference.cache.serve import CachedQueries, Lookup, answer_events,
 from services.inference.config.live import LiveConfig
 from services.inference.engine import QueryEngine, Retrieval
 from services.inference.errors import NoShardsError, NotFoundError, PermissionDeniedError
+from services.inference.guard.inflight import UNWATCHED, InFlight, Watch
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
 from services.inference.search.served import Receipts, ServedChunks
@@ -67,8 +68,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                  latency_view: LatencyView | None = None,
                  stats_view: StatsView | None = None,
                  cache: CachedQueries | None = None, live: LiveConfig | None = None,
-                 ) -> None:
+                 inflight: InFlight | None = None) -> None:
         self.engine, self.feedback_sink = engine, feedback_sink
+        self.inflight = inflight  # the SLO guard's view of routed calls (guard/inflight.py)
         self.live = live or LiveConfig(engine.settings)
         self.latency_sink, self.latency_view = latency_sink, latency_view
         self.stats_view = stats_view
@@ -108,14 +110,14 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         started = last = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
             params = await self._params(request, context)
-            async with self._failures("StreamQuery", started, params):
+            async with self._failures("StreamQuery", started, params, ends=False) as call:
                 found = await self._retrieve(params, context)
-            retrieval = found.retrieval
-            if found.choice is not None and found.answer is not None:
-                choice = found.choice
-            else:
-                choice = self.engine.choose_mode(
-                    retrieval.params, _time_left(context, request.deadline_ms, started))
+                retrieval = found.retrieval
+                if found.choice is not None and found.answer is not None:
+                    choice = found.choice
+                else:
+                    choice = self.engine.choose_mode(
+                        retrieval.params, _time_left(context, request.deadline_ms, started))
         # Citations first: the reader sees the sources early.
         self._shown(retrieval)
         start = convert.stream_start(retrieval, choice)
@@ -141,9 +143,14 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             if found.answer is None:
                 self.cache.store_answer(found, choice, answer)
             self._finished("StreamQuery", started, found.outcome, retrieval.params)
+            call.end("call")
             end = convert.stream_end(retrieval, answer)
             yield end
+        except (asyncio.CancelledError, GeneratorExit, DeadlineError):
+            call.end("cancelled")  # the caller's cancel or deadline, mid-stream
+            raise
         finally:
+            call.end(None)
             query_audit.streamed(request.question, start, end)
 
     async def Retrieve(self, request: pb.RetrieveRequest,
@@ -255,16 +262,30 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
     @contextlib.asynccontextmanager
     async def _failures(self, method: str, started: float, params: QueryParams,
-                        ) -> AsyncIterator[None]:
+                        ends: bool = True) -> AsyncIterator[Watch]:
         """A call that finds no shards or no queue room is its variant's error (the SLO
-        guard's error rate); a caller's mistake or a deadline is not the variant's."""
+        guard's error rate), and so is one its caller cancelled or whose deadline passed
+        (CancelledError here); a caller's mistake is not the variant's. The guard watches
+        the call from here (`ends`: to its end; else the caller ends the Watch yielded)."""
+        served = params.served
+        call = (self.inflight.begin(served.variant, served.version)
+                if self.inflight is not None and served is not None else UNWATCHED)
         try:
-            yield
+            yield call
         except (NoShardsError, QueueFullError):
+            call.end("error")
             if self.latency_sink is not None and params.served is not None:
                 self.latency_sink(method, time.perf_counter() - started,
                                   params.served.variant, params.served.version, True)
             raise
+        except (asyncio.CancelledError, GeneratorExit):
+            call.end("cancelled")
+            raise
+        except BaseException:
+            call.end(None)
+            raise
+        if ends:
+            call.end("call")
 
     def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
         s = self.engine.settings
@@ -368,7 +389,8 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
                  latency_view: LatencyView | None = None,
                  stats_view: StatsView | None = None,
                  cache: CachedQueries | None = None,
-                 live: LiveConfig | None = None) -> tuple[grpc.aio.Server, int]:
+                 live: LiveConfig | None = None,
+                 inflight: InFlight | None = None) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
     TLS when a cert and key are set; callers verified as auth.py says (open when no token
@@ -391,7 +413,7 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
     server = grpc.aio.server(interceptors=interceptors, options=[
         ("grpc.max_metadata_size", size), ("grpc.absolute_max_metadata_size", size)])
     servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view,
-                                 cache, live)
+                                 cache, live, inflight)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)

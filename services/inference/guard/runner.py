@@ -4,7 +4,8 @@ No Faust here: agents.py hands it the window table's counts, the senders of samp
 incidents, and runs it only on the instance assigned guard.samples.v1's one partition.
 Decisions are applied through shared/kafka/config_log.py, the writer of `streamrag config
 set|rollback`: tier 1 is `set <variant>.weight=0`, tier 2 `rollback <stable version>`,
-both with the guard as author, so history shows them and a person can undo them.
+both with the guard as author, so history shows them and a person can undo them; tier 0
+writes nothing, its incident is the report.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class GuardRunner:
         self.send_sample, self.send_incident = send_sample, send_incident
         self.guard = Guard(Objectives(settings.guard_p99_ms, settings.guard_max_error_rate,
                                       settings.guard_quality_ratio, settings.guard_min_calls),
-                           settings.guard_windows, settings.guard_grace_s)
+                           settings.guard_windows, settings.guard_grace_s,
+                           settings.guard_rollback_main)
         self.size = settings.guard_window_s
         self._closed = self._probed = -math.inf
 
@@ -108,7 +110,7 @@ class GuardRunner:
     async def apply(self, decision: Decision) -> GuardIncident:
         written: QueryConfig | None = None
         try:
-            if decision.content is not None and decision.tier == 1:
+            if decision.content is not None and decision.kind == "stop":
                 written = await set_config(self.config_log, [f"{decision.variant}.weight=0"],
                                            [], AUTHOR, decision.note)
             elif decision.content is not None and decision.rollback_of is not None:
@@ -117,7 +119,7 @@ class GuardRunner:
         except InvalidInput as exc:  # a concurrent writer: history shows what happened
             log.warning("slo guard: version not written: %s (%s)", exc.reason, exc.detail)
         self.metrics.guard_actions.labels(tier=str(decision.tier)).inc()
-        log.warning("slo guard, tier %d: %s", decision.tier, decision.note)
+        log.warning("slo guard, tier %d (%s): %s", decision.tier, decision.kind, decision.note)
         incident = incident_of(decision, written, time.time())
         await self.send_incident(incident)
         return incident
@@ -129,10 +131,12 @@ def incident_of(decision: Decision, written: QueryConfig | None, at: float) -> G
         start=w.start, end=w.end, calls=w.figures.calls, errors=w.figures.errors,
         p99_ms=w.figures.p99_ms, probe_hit_rate=w.figures.probe_hit_rate,
         reference_probe_hit_rate=w.reference.probe_hit_rate if w.reference else None,
-        clicks=w.figures.clicks, skips=w.figures.skips, breaches=w.breaches)
+        clicks=w.figures.clicks, skips=w.figures.skips, breaches=w.breaches, shared=w.shared,
+        slow=w.figures.slow, overdue=w.figures.overdue, cancelled=w.figures.cancelled)
         for w in decision.windows)
     return GuardIncident(
-        incident=decision.incident, variant=decision.variant, tier=decision.tier, at=at,
+        incident=decision.incident, variant=decision.variant, tier=decision.tier,
+        kind=decision.kind, needed_qps=decision.needed_qps, at=at,
         from_version=decision.from_config.version if decision.from_config else 0,
         version=written.version if written else None,
         rollback_of=written.rollback_of if written else None, note=decision.note[:512],

@@ -1,9 +1,10 @@
 """What the SLO guard counts per variant, and the window figures read back from the counts.
 
-Pure. Every inference instance sends a GuardSample per finished routed call and per
-feedback event, and the guard's probe task one per probe, to guard.samples.v1 (one
-partition); the guard's agent adds them to a tumbling window table keyed
-`<variant>/<figure>` (`table_keys`), and `figures` reads one window back into Figures.
+Pure. Every inference instance sends a GuardSample per routed call (finished, failed,
+cancelled by its caller or deadline, or still in flight past the latency objective:
+guard/inflight.py) and per feedback event, and the guard's probe task one per probe, to
+guard.samples.v1 (one partition); the guard's agent adds them to a tumbling window table
+keyed `<variant>/<figure>` (`table_keys`), and `figures` reads one window back into Figures.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from services.inference.guard.objectives import Figures
 from services.inference.telemetry.latency import bucket_of, stats
 from shared.contract.records import Record
 
-Kind = Literal["call", "error", "probe", "click", "skip"]
+# call: finished; error: found no shards or no queue room; cancelled: its caller cancelled
+# it or its deadline passed; overdue: still in flight past the latency objective.
+CALL_KINDS = ("call", "error", "cancelled", "overdue")
+Kind = Literal["call", "error", "cancelled", "overdue", "probe", "click", "skip"]
 
 
 class GuardSample(Record):
@@ -27,18 +31,24 @@ class GuardSample(Record):
     config_version: int = Field(default=0, ge=0)
     kind: Kind
     at: float
-    latency_ms: float = Field(default=0.0, ge=0)  # call, error
+    latency_ms: float = Field(default=0.0, ge=0)  # the call kinds: how long it ran so far
+    # The call kinds: it ran longer than the latency objective of the instance serving it.
+    slow: bool = False
     hit: bool = False  # probe: the judged document was among the first 10
 
 
 def table_keys(sample: GuardSample) -> Iterator[str]:
     """The window-table counters one sample adds 1 to."""
     v = sample.variant
-    if sample.kind in ("call", "error"):
+    if sample.kind in CALL_KINDS:
         yield f"{v}/calls"
         yield f"{v}/b{bucket_of(sample.latency_ms)}"
-        if sample.kind == "error":
+        if sample.slow:
+            yield f"{v}/slow"
+        if sample.kind in ("error", "cancelled"):  # a cancelled call is its variant's error
             yield f"{v}/errors"
+        if sample.kind in ("cancelled", "overdue"):
+            yield f"{v}/{sample.kind}"
     elif sample.kind == "probe":
         yield f"{v}/probes"
         if sample.hit:
@@ -56,5 +66,6 @@ def figures(variant: str, count: Callable[[str], int]) -> Figures | None:
     p99 = stats(lambda b: count(f"{variant}/b{b}")).p99_ms if calls else 0.0
     return Figures(calls=calls, errors=count(f"{variant}/errors"), p99_ms=p99,
                    probe_hit_rate=count(f"{variant}/probe_hits") / probes if probes else None,
-                   clicks=clicks, skips=skips)
-
+                   clicks=clicks, skips=skips, slow=count(f"{variant}/slow"),
+                   overdue=count(f"{variant}/overdue"),
+                   cancelled=count(f"{variant}/cancelled"))

@@ -35,6 +35,10 @@ SCORE = Gauge("streamrag_drift_score", "Log of the centroid statistic of the las
 Z = Gauge("streamrag_drift_z", "z-score of the last judged window against the last K", LABELS)
 WINDOWS = Counter("streamrag_drift_windows", "Closed drift windows by status", [*LABELS, "status"])
 EVENTS = Counter("streamrag_drift_events", "Drift events raised", LABELS)
+LATE = Counter("streamrag_drift_late_samples", "Samples that arrived after their window "
+               "closed: counted in the next window still open, or dropped", LABELS)
+DROPPED = Counter("streamrag_drift_dropped_samples", "Late samples of the past (a replay) "
+                  "counted in no window", LABELS)
 
 monitor = restore(settings.drift_snapshot, settings.drift_config())
 boundary = Boundary("retrieval.drift", dlq)
@@ -53,6 +57,8 @@ async def publish(reports: list[DriftReport]) -> None:
     for report in reports:
         labels = (report.source, report.domain, report.model_id)
         WINDOWS.labels(*labels, report.status).inc()
+        LATE.labels(*labels).inc(report.late)
+        DROPPED.labels(*labels).inc(report.dropped)
         if report.score is not None:
             SCORE.labels(*labels).set(report.score)
         if report.z is not None:

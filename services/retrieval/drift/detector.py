@@ -14,7 +14,7 @@ judged nor kept.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -41,11 +41,18 @@ class DriftConfig:
     threshold: float = 2.5  # z above which a window is a drift event
     min_docs: int = 20  # documents a window needs to be judged
     min_history: int = 5  # scored windows the reference needs before judging
-    grace_s: float = 10.0  # a window stays open this long past its end (see Detector)
+    # A window stays open this long past its end (see Detector); None: grace_share of the
+    # window, so lateness scales with it.
+    grace_s: float | None = None
+    grace_share: float = 0.5
     std_floor: float = 0.25  # least std of the log statistic (see docs/design/drift.md)
     top_docs: int = 3
     top_terms: int = 8
     max_keys: int = 1_000  # detectors kept; the least recently fed is dropped beyond
+
+    @property
+    def grace(self) -> float:
+        return self.grace_s if self.grace_s is not None else self.grace_share * self.window_s
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,18 @@ class Sample:
 class Detector:
     """One (source, domain, model): its open windows and the reference behind them.
 
-    A window stays open `grace_s` past its end, so samples that come a little out of order
-    (from different partitions upstream) still count: it closes when a sample at least that
-    much later arrives, or, for a key gone quiet, when the wall clock minus the pipeline's
-    delay (how far behind the wall clock the newest sample arrived) gets there. Until then
-    the next window may be open beside it.
+    A window stays open the grace past its end, so samples that come out of order (from
+    different partitions upstream, each at its own pace) still count. With the wall clock
+    known it closes when the wall clock minus the pipeline's delay gets there: the delay is
+    the largest of the recent samples' (wall clock at arrival minus ingest time, over the
+    last window and grace), so the slowest partition upstream sets the pace, not the
+    fastest. Without the wall clock (a stream replayed by a test or a benchmark) a sample
+    that much later closes it. Until then the next window may be open beside it.
+
+    A sample whose window has closed all the same is counted in the first window still
+    open (`late` in its report): a window is judged on what arrived while it was open.
+    Only a sample of the past (its window closed more than a window ago, or a delay a
+    window longer than the pipeline's: a replay) is dropped, and counted (`dropped`).
     """
 
     def __init__(self, key: Key, config: DriftConfig, reference: Reference | None = None,
@@ -75,26 +89,36 @@ class Detector:
         self.scores = (scores or [])[-config.history:]  # log statistic of stable windows
         self.open: dict[float, Window] = {}  # by start
         self.horizon = horizon  # end of the last closed window
-        self.late = 0  # samples for closed windows since the last report
-        self.lag = 0.0  # wall clock minus ingest time, when the newest sample arrived
+        self.dropped = 0  # samples of the past, counted in no window, since the last report
+        self.lag = 0.0  # the pipeline's delay: the largest recent wall clock - ingest time
+        self._delays: deque[tuple[float, float]] = deque()  # (arrival, delay), delays falling
+        self._closed_seen: dict[float, set[tuple[str, int]]] = {}  # the last closed window's
         self._mu = self.reference.centroid()
 
     def add(self, sample: Sample, now: float | None = None) -> list[DriftReport]:
         """Take a sample (arriving at wall clock `now`, when known); the reports of the
         windows it closes."""
-        reports = self._close_until(sample.at, sample.at if now is None else now)
-        if sample.at < self.horizon:  # its window is closed: counted, not added
-            self.late += 1
-            return reports
-        if now is not None:  # a late sample (a replay) says nothing of the delay now
-            self.lag = max(0.0, now - sample.at)
-        start = math.floor(sample.at / self.config.window_s) * self.config.window_s
+        if now is not None and sample.at >= self.horizon:  # a late one says nothing of now
+            self._observe(now, max(0.0, now - sample.at))
+        reports = self._close_until(sample.at if now is None else now - self.lag,
+                                    sample.at if now is None else now)
+        size, key = self.config.window_s, (sample.doc_id, sample.version)
+        own = math.floor(sample.at / size) * size
+        start = own
+        if sample.at < self.horizon:  # its window is closed
+            if key in self._closed_seen.get(own, ()):
+                return reports  # a replayed record its window counted
+            if not self._recent(sample, now):
+                self.dropped += 1
+                return reports
+            start = math.ceil(self.horizon / size) * size  # the first window still open
         window = self.open.get(start)
         if window is None:
-            window = self.open[start] = Window(start, start + self.config.window_s)
-        if (sample.doc_id, sample.version) in window.seen:
+            window = self.open[start] = Window(start, start + size)
+        if key in window.seen:
             return reports  # a replayed record: at least once upstream
-        window.seen.add((sample.doc_id, sample.version))
+        window.seen.add(key)
+        window.late += start != own
         far = None if self._mu is None else Far(
             cosine_distance(sample.vector, self._mu), sample.doc_id, sample.version,
             sample.title, sample.vector.astype(np.float32))
@@ -105,16 +129,35 @@ class Detector:
         """Close what a quiet key's windows would have closed by now (wall clock)."""
         return self._close_until(now - self.lag, now)
 
+    def _observe(self, now: float, delay: float) -> None:
+        """The pipeline's delay: the largest of the samples' that arrived in the last window
+        and grace (a sliding maximum; kept as it was while the key is quiet)."""
+        while self._delays and self._delays[0][0] < now - self.config.window_s \
+                - self.config.grace:
+            self._delays.popleft()
+        while self._delays and self._delays[-1][1] <= delay:
+            self._delays.pop()
+        self._delays.append((now, delay))
+        self.lag = self._delays[0][1]
+
+    def _recent(self, sample: Sample, now: float | None) -> bool:
+        """A late sample of now, not of the past: its window closed at most a window ago,
+        and it is no more than a window later than the pipeline's delay and the grace."""
+        size = self.config.window_s
+        return sample.at >= self.horizon - size and (
+            now is None or now - sample.at <= self.lag + self.config.grace + size)
+
     def _close_until(self, at: float, now: float) -> list[DriftReport]:
         """Close, oldest first, the windows whose end plus the grace is at or before `at`
         (of ingest time); `now` is the closing time the reports carry."""
         return [self.close(start, now) for start in sorted(self.open)
-                if self.open[start].end + self.config.grace_s <= at]
+                if self.open[start].end + self.config.grace <= at]
 
     def close(self, start: float, at: float) -> DriftReport:
         window, ref, cfg = self.open.pop(start), self.reference, self.config
-        window.late, self.late = window.late + self.late, 0
+        window.dropped, self.dropped = self.dropped, 0
         self.horizon = max(self.horizon, window.end)
+        self._closed_seen = {window.start: window.seen}
         base: dict[str, object] = {"history": len(self.scores)}
         if window.count < cfg.min_docs:
             return self._report("too_few_docs", window, at, base)
@@ -150,7 +193,7 @@ class Detector:
         return DriftReport.model_validate({
             "source": source, "domain": domain, "model_id": model_id,
             "window_start": window.start, "window_end": window.end, "docs": window.count,
-            "late": window.late, "status": status,
+            "late": window.late + window.dropped, "dropped": window.dropped, "status": status,
             "threshold": self.config.threshold, "at": at, **fields})
 
 

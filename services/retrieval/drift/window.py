@@ -45,7 +45,8 @@ class Window:
     terms: Counter[str] = field(default_factory=Counter)
     far: list[Far] = field(default_factory=list)  # min-heap of the farthest documents
     seen: set[tuple[str, int]] = field(default_factory=set)  # (doc id, version): no repeats
-    late: int = 0  # samples for windows already closed, since the previous report
+    late: int = 0  # of `count`: samples of earlier windows that arrived after those closed
+    dropped: int = 0  # samples of the past counted in no window, since the previous report
     reservoir: list[Far] = field(default_factory=list)
 
     def add(self, vector: np.ndarray, terms: Mapping[str, int], far: Far | None,

@@ -7,7 +7,6 @@ import importlib
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from shared.contract.topics import SERVICES
 from shared.errors import ConfigError
@@ -52,8 +51,36 @@ def test_a_retired_name_stops_a_service_naming_its_replacement(
     assert replacement(old) == new
     monkeypatch.setenv(old, "x")
     from services.chunking.settings import ChunkingSettings
-    with pytest.raises(ValidationError, match=f"{old} is no longer read: set {new} "):
+    # A ConfigError, not pydantic's ValidationError, whose text logs withhold.
+    with pytest.raises(ConfigError, match=f"^{old} is no longer read: set {new} instead$"):
         ChunkingSettings()
+
+
+@pytest.mark.parametrize("command", [["up", "--no-demo"], ["status"], ["worker", "onebox"]])
+def test_every_command_refuses_a_retired_name_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        command: list[str]) -> None:
+    from shared.cli.main import EXIT_CONFIG, main
+
+    monkeypatch.setenv("STREAMRAG_ONEBOX_DATA_DIR", "/srv/streamrag")
+    monkeypatch.setenv("STREAMRAG_INGEST_LOG_LEVEL", "DEBUG")
+    assert main(command) == EXIT_CONFIG
+    assert capsys.readouterr().err == (
+        f"streamrag {command[0]}: ConfigError: STREAMRAG_INGEST_LOG_LEVEL is no longer read: "
+        "set STREAMRAG_LOG_LEVEL instead; STREAMRAG_ONEBOX_DATA_DIR is no longer read: set "
+        "STREAMRAG_DATA_DIR instead\n")
+
+
+def test_a_bad_value_names_its_variable_not_the_value(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from shared.cli.main import EXIT_CONFIG, main
+
+    monkeypatch.setenv("STREAMRAG_KAFKA_REPLICATION_FACTOR", "three-ish")
+    assert main(["up", "--no-demo"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err.startswith("streamrag up: ConfigError: STREAMRAG_KAFKA_REPLICATION_FACTOR: "
+                          "Input should be a valid integer"), err
+    assert "three-ish" not in err and "withheld" not in err
 
 
 def test_names_still_read_are_not_retired() -> None:

@@ -427,7 +427,7 @@ class DriftState(_message.Message):
     def __init__(self, source: _Optional[str] = ..., domain: _Optional[str] = ..., model_id: _Optional[str] = ..., latest: _Optional[_Union[DriftWindow, _Mapping]] = ..., last_event: _Optional[_Union[DriftWindow, _Mapping]] = ...) -> None: ...
 
 class DriftWindow(_message.Message):
-    __slots__ = ("window_start", "window_end", "docs", "status", "score", "z", "mean", "std", "history", "threshold", "documents", "terms", "late", "closed_at")
+    __slots__ = ("window_start", "window_end", "docs", "status", "score", "z", "mean", "std", "history", "threshold", "documents", "terms", "late", "closed_at", "dropped")
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_FIELD_NUMBER: _ClassVar[int]
     DOCS_FIELD_NUMBER: _ClassVar[int]
@@ -442,6 +442,7 @@ class DriftWindow(_message.Message):
     TERMS_FIELD_NUMBER: _ClassVar[int]
     LATE_FIELD_NUMBER: _ClassVar[int]
     CLOSED_AT_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
     window_start: float
     window_end: float
     docs: int
@@ -456,7 +457,8 @@ class DriftWindow(_message.Message):
     terms: _containers.RepeatedScalarFieldContainer[str]
     late: int
     closed_at: float
-    def __init__(self, window_start: _Optional[float] = ..., window_end: _Optional[float] = ..., docs: _Optional[int] = ..., status: _Optional[str] = ..., score: _Optional[float] = ..., z: _Optional[float] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., history: _Optional[int] = ..., threshold: _Optional[float] = ..., documents: _Optional[_Iterable[_Union[DriftDocument, _Mapping]]] = ..., terms: _Optional[_Iterable[str]] = ..., late: _Optional[int] = ..., closed_at: _Optional[float] = ...) -> None: ...
+    dropped: int
+    def __init__(self, window_start: _Optional[float] = ..., window_end: _Optional[float] = ..., docs: _Optional[int] = ..., status: _Optional[str] = ..., score: _Optional[float] = ..., z: _Optional[float] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., history: _Optional[int] = ..., threshold: _Optional[float] = ..., documents: _Optional[_Iterable[_Union[DriftDocument, _Mapping]]] = ..., terms: _Optional[_Iterable[str]] = ..., late: _Optional[int] = ..., closed_at: _Optional[float] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class DriftDocument(_message.Message):
     __slots__ = ("doc_id", "version", "title", "distance")

@@ -102,18 +102,21 @@ def test_no_stable_version_known_writes_nothing_at_tier_two() -> None:
     assert tier2.content is None and "no version judged stable" in tier2.note
 
 
-def test_the_only_routed_variant_is_rolled_back_at_once() -> None:
-    guard = Guard(Objectives(), consecutive=2)
-    slow = Figures(calls=50, p99_ms=5000.0)
+def test_the_only_routed_variant_is_reported_and_rolled_back_only_where_configured() -> None:
+    slow = Figures(calls=50, p99_ms=5000.0, slow=50)
     ok = Figures(calls=50, p99_ms=100.0)
     base_ok = config(2)
-    guard.close_window(0, W, {"base": ok}, base_ok)
-    guard.close_window(W, 2 * W, {"base": ok}, base_ok)
     bad = config(3).model_copy(update={"knobs": config(3).knobs.model_copy(
         update={"shard_timeout_s": 0.001})})  # no variants: queries go to "base"
-    out = [d for i in range(3) for d in guard.close_window(
-        (2 + i) * W, (3 + i) * W, {"base": slow}, bad)]
-    assert [(d.tier, d.rollback_of) for d in out] == [(2, 2)]
+    for rollback_main, expect in ((False, [(0, "alert", None)]),
+                                  (True, [(2, "rollback", 2)])):
+        guard = Guard(Objectives(), consecutive=2, rollback_main=rollback_main)
+        guard.close_window(0, W, {"base": ok}, base_ok)
+        guard.close_window(W, 2 * W, {"base": ok}, base_ok)
+        out = [d for i in range(3) for d in guard.close_window(
+            (2 + i) * W, (3 + i) * W, {"base": slow}, bad)]
+        assert [(d.tier, d.kind, d.rollback_of) for d in out] == expect
+        assert all(d.variant == "base" for d in out)
 
 
 def test_a_guard_version_is_never_the_stable_one() -> None:

@@ -69,9 +69,9 @@ def test_no_judgement_before_the_reference_holds_min_history_scored_windows() ->
     assert [r.status for r in reports] == ["warming_up"] * 5  # the switch came too early
 
 
-def test_a_window_takes_samples_until_its_grace_then_counts_them_late() -> None:
+def test_a_window_takes_samples_until_its_grace_then_the_next_one_takes_them_late() -> None:
     rng = np.random.default_rng(6)
-    v = docs(rng, topic(rng), 5)
+    v = docs(rng, topic(rng), 7)
     detector = Detector(KEY, DriftConfig(min_docs=1, grace_s=10.0))
     detector.add(Sample("a", 1, 10.0, v[0], {}))
     detector.add(Sample("a", 1, 11.0, v[0], {}))  # the same version replayed
@@ -79,9 +79,34 @@ def test_a_window_takes_samples_until_its_grace_then_counts_them_late() -> None:
     detector.add(Sample("c", 1, 59.0, v[2], {}))  # out of order, within the grace: counted
     (first,) = detector.add(Sample("d", 1, 70.0, v[3], {}))  # 60 + grace: 0-60 closes
     assert (first.window_start, first.window_end, first.docs, first.late) == (0, 60, 2, 0)
-    detector.add(Sample("e", 1, 58.0, v[4], {}))  # too late now
+    detector.add(Sample("e", 1, 58.0, v[4], {}))  # late: counted in the window still open
+    detector.add(Sample("c", 1, 59.0, v[2], {}))  # a repeat of one 0-60 counted: ignored
     (second,) = detector.tick(120.0 + 10.0)
-    assert (second.window_start, second.docs, second.late) == (60, 2, 1)
+    assert (second.window_start, second.docs, second.late, second.dropped) == (60, 3, 1, 0)
+    detector.add(Sample("f", 1, 30.0, v[5], {}))  # of a window closed a window ago: the past
+    detector.add(Sample("g", 1, 125.0, v[6], {}))
+    (third,) = detector.tick(180.0 + 10.0)
+    assert (third.window_start, third.docs, third.late, third.dropped) == (120, 1, 1, 1)
+
+
+def test_the_grace_scales_with_the_window_unless_set() -> None:
+    assert DriftConfig(window_s=60.0).grace == 30.0
+    assert DriftConfig(window_s=3600.0, grace_share=0.1).grace == 360.0
+    assert DriftConfig(window_s=60.0, grace_s=5.0).grace == 5.0
+
+
+def test_the_slowest_partition_sets_the_pace_not_the_newest_sample() -> None:
+    """Two paces upstream: a fast partition 2 s behind, a slow one 40 s behind. A window
+    stays open until the slow one's samples of it are in."""
+    rng = np.random.default_rng(14)
+    v = docs(rng, topic(rng), 4)
+    detector = Detector(KEY, DriftConfig(min_docs=1, grace_s=10.0))
+    detector.add(Sample("slow", 1, 50.0, v[0], {}), now=90.0)  # 40 s behind
+    # The fast partition is 20 s into the next window plus the grace: 0-60 stays open.
+    assert detector.add(Sample("fast", 1, 80.0, v[1], {}), now=82.0) == []
+    assert detector.add(Sample("slow2", 1, 59.0, v[2], {}), now=99.0) == []
+    (first,) = detector.tick(110.0)  # 60 + grace + the slow partition's 40 s
+    assert (first.window_start, first.docs, first.late) == (0, 2, 0)
 
 
 def test_an_idle_window_closes_only_after_its_grace() -> None:
@@ -145,31 +170,32 @@ def test_a_replayed_late_sample_does_not_hold_quiet_windows_open() -> None:
     rng = np.random.default_rng(13)
     v = docs(rng, topic(rng), 3)
     detector = Detector(KEY, DriftConfig(grace_s=10.0, min_docs=1))
-    detector.add(Sample("a", 1, 5.0, v[0], {}), now=6.0)
-    detector.add(Sample("b", 1, 75.0, v[1], {}), now=76.0)  # closes 0-60
-    detector.add(Sample("old", 1, 30.0, v[2], {}), now=3600.0)  # a replay, an hour behind
-    assert [r.window_end for r in detector.tick(131.0)] == [120.0]
+    detector.add(Sample("a", 1, 3605.0, v[0], {}), now=3606.0)
+    detector.add(Sample("b", 1, 3675.0, v[1], {}), now=3676.0)  # closes 3600-3660
+    detector.add(Sample("old", 1, 30.0, v[2], {}), now=3680.0)  # a replay, an hour behind
+    assert detector.lag == 1.0  # its delay is not the pipeline's
+    (closed,) = detector.tick(3731.0)
+    assert (closed.window_end, closed.docs, closed.late, closed.dropped) == (3720.0, 1, 1, 1)
 
 
 @settings(max_examples=50, deadline=None)
 @given(times=st.lists(st.floats(0, 600), min_size=1, max_size=120),
        jitter=st.lists(st.floats(-20, 20), min_size=120, max_size=120),
        repeats=st.lists(st.booleans(), min_size=120, max_size=120))
-def test_every_sample_is_counted_once_in_a_window_or_as_late_or_repeated(
+def test_every_sample_is_counted_once_in_a_window_or_as_dropped(
         times: list[float], jitter: list[float], repeats: list[bool]) -> None:
     rng = np.random.default_rng(0)
     vectors = docs(rng, topic(rng), len(times))
     detector = Detector(KEY, DriftConfig(min_docs=1, grace_s=10.0))
-    reports, sent, repeated = [], 0, 0
+    reports, sent = [], 0
     for i, t in enumerate(sorted(times)):  # ingest order, arriving out of order by jitter
         at = max(0.0, t + jitter[i])
         reports += detector.add(Sample(f"d{i}", 1, at, vectors[i], {}))
         sent += 1
-        if repeats[i]:
-            before = detector.late
+        if repeats[i]:  # a repeat is never counted twice, nor dropped
             reports += detector.add(Sample(f"d{i}", 1, at, vectors[i], {}))
-            repeated += detector.late == before  # not late: ignored as a repeat
     reports += detector.tick(10_000.0)
-    assert sum(r.docs for r in reports) + sum(r.late for r in reports) == sent + (
-        sum(repeats[:len(times)]) - repeated)
+    assert sum(r.docs for r in reports) + sum(r.dropped for r in reports) == sent
+    assert all(r.dropped <= r.late for r in reports)
+    assert sum(r.dropped for r in reports) == 0  # jitter under a window: none is the past
     assert [r.window_start for r in reports] == sorted({r.window_start for r in reports})

@@ -32,6 +32,7 @@ SIGNATURES = {
     "Channel.prepare_headers": "(self, headers)",
     "Producer._settings_extra": "(self)",
     "Service._crash": "(self, reason)",
+    "App._on_agent_error": "(self, agent, exc)",
     "Collection._changelog_topic_name": "(self)",
 }
 # Private methods the fixes call without replacing them.
@@ -40,10 +41,10 @@ CALLED = {
     ("faust.transport.drivers.aiokafka", "AIOKafkaConsumerThread", "seek_wait"):
         "(self, partitions)",
     ("faust.streams", "Stream", "_set_current_event"): "(self, event=None)",
-}
     ("aiokafka.consumer.group_coordinator", "GroupCoordinator", "_send_req"):
         "(self, request)",
     ("mode.threads", "QueueServiceThread", "call_thread"): "(self, fun, *args, **kwargs)",
+}
 
 
 def owner(module: str, cls: str) -> type:

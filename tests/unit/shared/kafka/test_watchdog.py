@@ -1,9 +1,12 @@
-"""A crashed worker exits even when Faust's stop hangs ("Wait for streams...")."""
+"""A crashed worker exits even when Faust's stop hangs ("Wait for streams..."), and so does
+one whose agent raised, committing nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
+from typing import Any
 from unittest.mock import AsyncMock
 
 import faust
@@ -13,7 +16,9 @@ from faust.types import TP
 from faust.types.tuples import ConsumerMessage
 
 from shared.kafka import delivery
-from shared.kafka.watchdog import exit_after_crash
+from shared.kafka.app import make_app
+from shared.kafka.watchdog import exit_after_crash, exit_on_agent_error
+from shared.settings import KafkaSettings
 from shared.worker.boundary import exit_now
 
 
@@ -106,3 +111,95 @@ def test_a_crash_mid_batch_never_commits_the_batch(monkeypatch: pytest.MonkeyPat
     acked, commits = asyncio.run(go())
     assert acked and all(acked)  # what Faust does; the barrier must not let it through
     assert commits == []
+
+
+def _run_an_agent_that_raises_mid_batch(monkeypatch: pytest.MonkeyPatch, guarded: bool,
+                                        ) -> tuple[list[bool], list[dict[TP, int]],
+                                                   list[BaseException]]:
+    """A real agent takes docs.normalized.v1/0@33..35 with take_events and raises outside
+    any record boundary; then the commit timer's commit. The acks of the batch, the
+    commits that reached the broker's side, the exits asked for."""
+    tp = TP("docs.normalized.v1", 0)
+    exited: list[BaseException] = []
+    monkeypatch.setattr(delivery, "gate", delivery.DeliveryGate())
+
+    async def go() -> tuple[list[bool], list[dict[TP, int]]]:
+        delivery.install(on_refused=exit_now)  # what make_app does
+        app = faust.App(f"agent-error-{id(exited)}", broker="kafka://127.0.0.1:1",
+                        store="memory://", web_enabled=False, autodiscover=False)
+        exit_after_crash(app, grace_s=30, exit_process=exited.append)
+        if guarded:
+            exit_on_agent_error(app, exit_process=exited.append)
+        consumer, commits = app.consumer, []
+
+        async def commit(offsets: dict[TP, int]) -> bool:  # the broker's side of a commit
+            commits.append(dict(offsets))
+            return True
+        monkeypatch.setattr(consumer, "_commit", commit)
+        monkeypatch.setattr(consumer, "assignment", lambda: {tp})
+        monkeypatch.setattr(app.producer, "flush", AsyncMock())
+        monkeypatch.setattr(app.topics, "acks_enabled_for", lambda topic: topic == tp.topic)
+        consumer._committed_offset[tp] = 33
+        app.flow_control.resume()
+        channel, batch, raised, runs = app.channel(), [], asyncio.Event(), []
+
+        @app.agent(channel)
+        async def stage(stream: Any) -> None:
+            runs.append(stream)
+            async for events in stream.take_events(10, within=0.01):
+                batch.extend(events)
+                raised.set()
+                raise KeyError("a bug between the records' boundaries")
+
+        await stage.start()
+        for offset in (33, 34, 35):
+            message = ConsumerMessage(tp.topic, tp.partition, offset, 0.0, 0, None, b"k",
+                                      b"v", None, generation_id=app.consumer_generation_id)
+            await channel.put(Event(app, b"k", b"v", {}, message))
+        await asyncio.wait_for(raised.wait(), 10)
+        for _ in range(200):  # the abandoned take_events generator acks the batch
+            if batch and all(e.message.acked for e in batch):
+                break
+            await asyncio.sleep(0.01)
+        await consumer.commit_and_end_transactions()  # the commit timer's next round
+        # Faust's supervisor replaces the crashed actor; a stop before the new one has
+        # started would never cancel it, and the agent's stop would wait for it for ever.
+        for _ in range(1000):
+            if len(runs) > 1 and all(a.started for a in stage.supervisor._services):
+                break
+            await asyncio.sleep(0.01)
+        await stage.stop()
+        return [e.message.acked for e in batch], commits
+    acked, commits = asyncio.run(go())
+    return acked, commits, exited
+
+
+def test_an_agent_that_raises_mid_batch_exits_and_never_commits_the_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    acked, commits, exited = _run_an_agent_that_raises_mid_batch(monkeypatch, guarded=True)
+    assert acked == [True, True, True]  # what Faust does; the barrier must not let it through
+    assert commits == []
+    assert [type(e) for e in exited] == [KeyError]
+
+
+def test_without_the_guard_faust_commits_the_batch_an_agent_raised_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loss the guard prevents, so the test above can fail."""
+    acked, commits, exited = _run_an_agent_that_raises_mid_batch(monkeypatch, guarded=False)
+    assert acked == [True, True, True]
+    assert {TP("docs.normalized.v1", 0): 36} in commits
+    assert exited == []
+
+
+def test_every_agent_of_a_made_app_is_guarded(tmp_path: Path) -> None:
+    """make_app arms the guard before any agent is declared; each agent takes it as its
+    on_error (Faust's own handler would commit)."""
+    app = make_app("test-guarded-app", KafkaSettings(), tmp_path)
+
+    @app.agent(app.channel())
+    async def stage(stream: Any) -> None:
+        async for _ in stream:
+            pass
+
+    assert stage._on_error is app._on_agent_error
+    assert stage._on_error.__qualname__ == "exit_on_agent_error.<locals>.on_agent_error"
