@@ -13,6 +13,11 @@ Prints tables and writes bench-results/redaction.json.
 seeds), with PERSON precision on technical prose when `--beir` is given; writes
 bench-results/redaction-locales.json, and `--before FILE` (an earlier such file, e.g. from
 the code before a change) adds its figures beside the new ones.
+
+`--forms`: instead, PII planted in every form a reader still recognises (digits as words,
+other digit scripts, separator runs, spelled "@", look-alike letters, URLs, JSON, CSV, chat
+labels ...) per form, type and locale, ordinary business tokens left alone, and docs/s,
+each beside a baseline commit's redactor (scripts/benchlib/pii_bench.py).
 """
 
 from __future__ import annotations
@@ -361,7 +366,13 @@ def report_locales(args: argparse.Namespace, tuned: Redactor) -> int:
 
 
 def main() -> int:
+    if "--forms" in sys.argv[1:]:
+        from scripts.benchlib import pii_bench
+        return pii_bench.main([a for a in sys.argv[1:] if a != "--forms"])
     ap = argparse.ArgumentParser(prog="bench_redaction", description=__doc__.splitlines()[0])
+    ap.add_argument("--forms", action="store_true", help="instead: planted PII in every form, "
+                    "ordinary business tokens and speed beside a baseline commit "
+                    "(scripts/benchlib/pii_bench.py; --forms --help for its flags)")
     ap.add_argument("--docs-1k", type=int, default=64)
     ap.add_argument("--docs-20k", type=int, default=4)
     ap.add_argument("--eval-texts", type=int, default=300)
