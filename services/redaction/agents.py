@@ -168,7 +168,7 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
     done = await _redacted(ready, await _valid(fresh)) if fresh else []
     if not done:
         return
-    await _still_owned(partition)
+    await _still_owned(partition, tip)
     leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red in done]
     offsets = (fresh[0].message.offset, fresh[-1].message.offset)
     batch = sign(build_batch(DOCS_NORMALIZED.name, partition, offsets, leaves,
@@ -181,7 +181,7 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
             sent.append(await _deliver(redacted_topic, red.doc_id.encode(),
                                        encode(red.model_copy(update={"batch_id": batch.batch_id}))))
     await asyncio.gather(*sent)
-    await _still_owned(partition)
+    await _still_owned(partition, tip)
     await (await _deliver(audit_topic, str(partition).encode(), encode(batch)))
     counted = [await _deliver(stats_topic, c.source.encode(), encode(c))
                for c in pii_counts([red for _, _, red in done])]
@@ -191,17 +191,32 @@ async def redact_partition(ready: Redactor, partition: int, events: list[Any]) -
              batch.root[:16])
 
 
-async def _still_owned(partition: int) -> None:
-    """Exit mid-batch unless the group coordinator confirms this worker still owns its
-    partitions (shared/kafka/membership.py): a worker stopped past its session timeout
-    wakes up with a batch another worker has since audited from the same chain end, and its
-    audit record would fork the chain, giving the documents a second leaf. Exiting writes
-    nothing more and acks nothing: the batch replays on the partition's owner, as after
-    kill -9 (returning would ack it)."""
+async def _still_owned(partition: int, tip: Tip) -> None:
+    """Exit mid-batch if another worker may have audited this partition past `tip`, the
+    chain end this batch extends: a worker stopped past its session timeout wakes up with a
+    batch the partition's new owner has since audited from the same end, and its audit
+    record would fork the chain, giving the documents a second leaf.
+
+    The group coordinator confirming this worker's membership (shared/kafka/membership.py)
+    settles it. Unconfirmed (evicted, or rejoining after a stall that starved its
+    heartbeats, as a lone worker under heavy load is), the chain end on the audit topic
+    decides: moved past `tip`, the batch is another's and this worker exits, writing
+    nothing more and acking nothing (it replays on the owner, as after kill -9); still at
+    `tip`, nobody has audited these offsets and the batch goes on. Left open: a new owner
+    that read the same end and sends in the moment after this one checks."""
     why = await membership.confirm(app)
-    if why is not None:
-        _exit_mid_batch(f"membership of {app.conf.id} unconfirmed with partition {partition} "
-                        f"in hand: {why}", EXIT_INFRA)
+    if why is None:
+        return
+    def found(records: list[Any]) -> bool:
+        return partition in tips_from(_decoded(records), SIGNER)
+    records = await read_back(kafka, AUDIT_BATCHES, found)
+    now = tips_from(_decoded(records), SIGNER).get(partition, Tip.genesis())
+    if (now.root, now.last_offset) == (tip.root, tip.last_offset):
+        log.warning("membership of %s unconfirmed (%s) with partition %d in hand; its chain "
+                    "end is unchanged, so the batch goes on", app.conf.id, why, partition)
+        return
+    _exit_mid_batch(f"membership of {app.conf.id} unconfirmed with partition {partition} "
+                    f"in hand ({why}) and its chain end moved past this batch's", EXIT_INFRA)
 
 
 def _exit_mid_batch(why: str, code: int) -> NoReturn:

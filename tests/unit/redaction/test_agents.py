@@ -240,20 +240,31 @@ def test_a_partition_loaded_but_never_owned_reloads_when_a_rebalance_hands_it_ov
     assert asyncio.run(go()) == 8 and len(reads) == 2
 
 
-def test_a_worker_the_group_no_longer_confirms_exits_before_its_audit_record() -> None:
-    """Woken past its session timeout, the partition is another worker's: nothing more is
-    written and nothing acked (the batch replays there), so no chain end is extended twice."""
+def test_an_unconfirmed_worker_exits_if_its_chain_end_moved_and_goes_on_if_not() -> None:
+    """Woken past its session timeout: if the partition's new owner audited it already (the
+    chain end moved), nothing more is written and nothing acked (the batch replays there);
+    if nobody did (a lone worker whose heartbeats a stall starved), the batch goes on."""
     exits: list[str] = []
 
     def exit_mid_batch(why: str, code: int) -> None:
         exits.append(why)
         raise asyncio.CancelledError  # os._exit in the real worker: stop right here
     evicted = AsyncMock(return_value="UnknownMemberIdError")
+    first = sign(build_batch("docs.normalized.v1", 3, (0, 20), [], [], Tip.genesis("ep"),
+                             "f" * 64), SecretStr(DEV_SIGNING_KEY))
+    ours = agents.tips_from([first], agents.SIGNER)[3]  # the chain end this batch extends
+    theirs = sign(build_batch("docs.normalized.v1", 3, (21, 22), [], [], ours, "f" * 64),
+                  SecretStr(DEV_SIGNING_KEY))
 
-    async def main() -> None:
+    async def run(history: list[AuditBatch]) -> None:
+        async def read_back(_kafka: object, _topic: object, enough: object) -> list[Record]:
+            return [Record(encode(b)) for b in history]
         with patch.object(agents.membership, "confirm", evicted), \
+                patch.object(agents, "read_back", read_back), \
                 patch.object(agents, "_exit_mid_batch", exit_mid_batch), \
                 contextlib.suppress(asyncio.CancelledError):
-            await agents._still_owned(3)
-    asyncio.run(main())
+            await agents._still_owned(3, ours)
+    asyncio.run(run([first]))  # nobody audited partition 3 past our end: it goes on
+    assert exits == []
+    asyncio.run(run([first, theirs]))  # the new owner did: exit, write nothing
     assert exits and "partition 3" in exits[0] and "UnknownMemberIdError" in exits[0]
