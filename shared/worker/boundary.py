@@ -154,23 +154,30 @@ class Boundary:
                 heartbeat.in_hand.leave(token)
 
     async def give_up(self, key: str, event: Any) -> None:
-        """Dead-letter a record that hung or killed the worker MAX_FAILURES times running;
-        the stream processor (`skip_exhausted`) calls this instead of the agent."""
+        """Dead-letter a record that hung or killed the worker MAX_FAILURES times running,
+        or a copy of one at another offset (`key` is then the original's); the stream
+        processor (`skip_exhausted`) calls this instead of the agent."""
         error = poison.journal.entries.get(key, {}).get("error", poison.HANG)
         msg = event.message
-        if poison.journal.already_dead_lettered(key):
+        own = poison.record_key(self.stage, msg)
+        if poison.journal.already_dead_lettered(own):
             log.warning("%s: %s/%s@%s is on the dead-letter topic already (the worker stopped "
                         "before committing past it): skipped", self.stage, msg.topic,
                         msg.partition, msg.offset)
             return
-        log.error("%s: %s/%s@%s was in hand at %d deaths of the worker running (%s): "
-                  "dead-lettering it unhandled", self.stage, msg.topic, msg.partition,
-                  msg.offset, poison.MAX_FAILURES, error)
+        if own == key:
+            log.error("%s: %s/%s@%s was in hand at %d deaths of the worker running (%s): "
+                      "dead-lettering it unhandled", self.stage, msg.topic, msg.partition,
+                      msg.offset, poison.MAX_FAILURES, error)
+        else:
+            log.error("%s: %s/%s@%s is a copy of %s, given up (%s): dead-lettering it "
+                      "unhandled", self.stage, msg.topic, msg.partition, msg.offset,
+                      key.split("|", 1)[1].replace("|", "/", 1).replace("|", "@"), error)
         PROCESSED.labels(self.stage).inc()
         metrics.received(self.stage, msg.topic)
         await self._dead_letter(InvalidInput(
             poison.REPEATED_FAILURE, detail=f"{self.stage}: {error}"), event)
-        poison.journal.dead_lettered(key)
+        poison.journal.dead_lettered(own)
 
     async def _gave_up(self, exc: Exception, event: Any) -> bool:
         """Dead-letter the record if this is its MAX_FAILURES-th same fatal failure."""
@@ -268,15 +275,16 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0, *,
 
 async def skip_exhausted(value: Any) -> Any:
     """Stream processor: a record marked to dead-letter on sight (it hung or killed the
-    worker MAX_FAILURES times running) is dead-lettered by its stage's boundary and
-    skipped (Faust acks a skipped event), so no agent handles it again."""
+    worker MAX_FAILURES times running, or it is a copy of one) is dead-lettered by its
+    stage's boundary and skipped (Faust acks a skipped event), so no agent handles it again."""
     if not poison.journal.skips:
         return value
     event = current_event()
     if event is None:
         return value
     msg = event.message
-    key = poison.journal.skipped(msg.topic, msg.partition, msg.offset)
+    key = poison.journal.skipped(msg.topic, msg.partition, msg.offset) \
+        or poison.journal.copy_of(msg)
     boundary = Boundary.by_stage.get(key.split("|", 1)[0]) if key else None
     if key is None or boundary is None:
         return value

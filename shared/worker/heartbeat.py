@@ -89,6 +89,9 @@ class Held:
     key: str  # shared.worker.poison.record_key: stage|topic|partition|offset
     task: Any  # the asyncio task handling it (the one a blocked loop is stuck in)
     since: float  # time.monotonic()
+    # shared.worker.poison.identity, for a record that failed before (a suspect): its copies
+    # at other offsets go with it once it is given up
+    identity: str | None = None
 
 
 @dataclass
@@ -118,9 +121,10 @@ class InHand:
             task = asyncio.current_task()
         except RuntimeError:  # not on a loop (a test calling the boundary by hand)
             task = None
+        key = poison.record_key(stage, message)
+        suspect = poison.identity(message) if key in poison.journal.entries else None
         with self._lock:
-            self._held[token] = Held(stage, poison.record_key(stage, message), task,
-                                     time.monotonic())
+            self._held[token] = Held(stage, key, task, time.monotonic(), suspect)
             progress = self.stages.setdefault(stage, StageProgress())
             progress.in_flight += 1
             progress.topics.add(message.topic)
@@ -157,7 +161,8 @@ class InHand:
                             "oldest_in_hand_s": round(oldest.get(stage, 0.0), 3),
                             "topics": sorted(p.topics)} for stage, p in self.stages.items()}
 
-    # The file: {"ended": bool, "records": {key: what to count if the process dies now}}.
+    # The file: {"ended": bool, "records": {key: what to count if the process dies now},
+    # "ids": {key: identity of a suspect among them}}.
 
     def open(self, stage_dir: Path) -> list[str]:
         """Join the stage's workers (shared/worker/members.py), counting what the dead ones
@@ -166,6 +171,7 @@ class InHand:
         if self._fd is not None:  # Faust sends on_worker_init twice: count one death once
             return []
         records: dict[str, str] = {}
+        identities: dict[str, str] = {}
         died: list[str] = []
 
         def dead(folder: Path) -> None:
@@ -175,6 +181,9 @@ class InHand:
             died.append(folder.name)
             records.update({k: v for k, v in left.get("records", {}).items()
                             if v in poison.DEATHS})
+            ids = left.get("ids", {})
+            identities.update({k: v for k, v in ids.items() if isinstance(v, str)}
+                              if isinstance(ids, dict) else {})
 
         self.member = members.join(stage_dir, on_dead=dead)
         exhausted: list[str] = []
@@ -183,7 +192,7 @@ class InHand:
                 log.warning("%d worker(s) here died with %d record(s) in hand: %s",
                             len(died), len(records),
                             ", ".join(f"{k} ({v})" for k, v in records.items()))
-            exhausted = poison.journal.after_death(records)
+            exhausted = poison.journal.after_death(records, identities)
             for key in exhausted:
                 log.error("%s was in hand at %d deaths of the worker running: it will be "
                           "dead-lettered %s", key, poison.MAX_FAILURES,
@@ -206,13 +215,22 @@ class InHand:
         """The process is about to end for a reason already accounted for: count only
         `records` ({key: Hang}) at the next start, not everything in hand."""
         with self._lock:
-            self._write({"ended": False, "records": records})
+            self._write(self._marks(records))
             self._final = True
 
     def _mark(self) -> None:  # under the lock
         if self._fd is not None and not self._final:
-            self._write({"ended": False, "records": {
-                h.key: poison.PROCESS_DIED for h in self._held.values()}})
+            self._write(self._marks({h.key: poison.PROCESS_DIED
+                                     for h in self._held.values()}))
+
+    def _marks(self, records: dict[str, str]) -> dict[str, Any]:  # under the lock
+        """The file's content for `records`, with the identity of each suspect among them."""
+        marks: dict[str, Any] = {"ended": False, "records": records}
+        ids = {h.key: h.identity for h in self._held.values()
+               if h.identity is not None and h.key in records}
+        if ids:
+            marks["ids"] = ids
+        return marks
 
     def _write(self, marks: dict[str, Any]) -> None:
         if self._fd is None:

@@ -28,11 +28,21 @@ A dead-lettered record keeps its `skip` mark for DEAD_LETTERED_KEEP_S: the worke
 before it commits past the record (the next record hangs at once), and the replay must skip
 it again (it is on the dead-letter topic already), not hang or fail MAX_FAILURES more times.
 The mark then goes, so an offset reused by a re-created topic is never skipped for long.
+
+A record can also come again at another offset: a stage upstream that died before its
+commit writes its output again (at-least-once), and in one process the hang itself is such
+a death, so every hang can make one more copy of the document that hangs. Each copy
+counted from zero would cost MAX_FAILURES more hangs and could go on as long as copies
+come. So a record in hand at a second death is written down with its `identity` (the same
+document version, or the same key and bytes), and once it is given up every copy of it on
+the same topic is dead-lettered on sight as well, each with its own letter, without
+hanging the worker again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -52,6 +62,7 @@ HANG = "Hang"  # the worker's event loop stopped turning while the record was in
 PROCESS_DIED = "ProcessDied"  # the process ended unannounced (kill -9, OOM) with it in hand
 DEATHS = frozenset({HANG, PROCESS_DIED})
 DEAD_LETTERED_KEEP_S = 600.0  # many commit intervals: past it, the offset is committed
+UNREACHED_KEEP_S = 86400.0  # a mark never reached (the topic re-created) goes in a day
 REREAD_S = 1.0  # how often `skipped` looks whether another worker changed the file
 
 
@@ -72,6 +83,35 @@ def record_key(stage: str, message: Any) -> str:
     return f"{stage}|{message.topic}|{message.partition}|{message.offset}"
 
 
+def identity(message: Any) -> str:
+    """What two records that are copies of one another share: the same key and the same
+    document version ({doc_id, version, op} in a JSON value, as every stage after ingest
+    writes; a replay upstream may change the rest, a batch id), or else the same key and
+    value bytes. `kind:keydigest:digest`, digests only: the journal holds no document id
+    or content."""
+    value = message.value if isinstance(message.value, bytes) else b""
+    try:
+        data = json.loads(value) if value[:1] == b"{" else None
+    except (ValueError, RecursionError):
+        data = None
+    digest = hashlib.blake2b(digest_size=16)
+    if isinstance(data, dict) and isinstance(data.get("doc_id"), str) \
+            and isinstance(data.get("version"), int):
+        kind = "doc"
+        digest.update(json.dumps([data["doc_id"], data["version"], data.get("op")]).encode())
+    else:
+        kind = "bytes"
+        digest.update(value)
+    return f"{kind}:{key_digest(message)}:{digest.hexdigest()}"
+
+
+def key_digest(message: Any) -> str:
+    """A digest of the record's key: copies share it, so only a record whose key matches
+    a given-up one's is read whole for its `identity`."""
+    key = message.key if isinstance(message.key, bytes) else b""
+    return hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
 class FailureJournal:
     """Fatal failures per record, in memory and (once `open`ed) in a file that every worker
     of the stage shares: each change is made under the file's lock on what the file holds
@@ -84,6 +124,9 @@ class FailureJournal:
         self.entries: dict[str, dict[str, Any]] = {}
         # (topic, partition, offset) -> key of each record to dead-letter on sight
         self.skips: dict[tuple[str, int, int], str] = {}
+        # (topic, key digest) -> {identity: key} of the records given up whose copies go
+        # on sight too
+        self.copies: dict[tuple[str, str], dict[str, str]] = {}
         self._read_at = 0.0  # monotonic time of the last look at the file
         self._mtime: int | None = None  # st_mtime_ns of the file as last read
         if path is not None:
@@ -140,24 +183,33 @@ class FailureJournal:
             del self.entries[next(iter(self.entries))]
         return count
 
-    def after_death(self, in_hand: dict[str, str]) -> list[str]:
+    def after_death(self, in_hand: dict[str, str],
+                    identities: dict[str, str] | None = None) -> list[str]:
         """Count the deaths of workers of the stage against the records they had in hand
-        ({key: Hang or ProcessDied}); the keys now to dead-letter on sight.
+        ({key: Hang or ProcessDied}, with the `identity` of those that were suspects
+        already); the keys now to dead-letter on sight.
 
         A death that did not find a record in hand breaks that record's run: its Hang or
-        ProcessDied count goes (fatal errors keep theirs, counted by `failed`).
+        ProcessDied count goes (fatal errors keep theirs, counted by `failed`; a record
+        marked to skip is never in hand, and keeps its mark).
         """
+        identities = identities or {}
         with self._changing():
             for key in [k for k, v in self.entries.items()
                         if v.get("error") in DEATHS and k not in in_hand
-                        and "dead_lettered_at" not in v]:
+                        and not v.get("skip")]:
                 del self.entries[key]
             self._prune()
             exhausted = []
             for key, error in in_hand.items():
                 if self.already_dead_lettered(key):
                     continue  # skipped on sight, never in hand; kept as it is
-                if self.exhausted(self._count(key, error)):
+                count = self._count(key, error)
+                if isinstance(ident := identities.get(key), str):
+                    self.entries[key]["id"] = ident
+                if self.exhausted(count):
+                    self.entries[key]["marked_at"] = time.time()
+                if self.exhausted(count):
                     self.entries[key]["skip"] = True
                     exhausted.append(key)
             self._index_skips()
@@ -177,12 +229,26 @@ class FailureJournal:
                 self._reload()
         return self.skips.get((topic, partition, offset))
 
+    def copy_of(self, message: Any) -> str | None:
+        """The key of a record given up of which `message` is a copy (another offset, the
+        same `identity`), if any; None for the record itself."""
+        given_up = self.copies.get((message.topic, key_digest(message)))
+        if not given_up:
+            return None
+        key = given_up.get(identity(message))
+        if key is None or key == record_key(key.split("|", 1)[0], message):
+            return None
+        return key
+
     def _index_skips(self) -> None:
-        self.skips = {}
+        self.skips, self.copies = {}, {}
         for key, entry in self.entries.items():
             if entry.get("skip"):
                 _, topic, partition, offset = key.rsplit("|", 3)
                 self.skips[(topic, int(partition), int(offset))] = key
+                ident = entry.get("id")
+                if isinstance(ident, str) and ident.count(":") == 2:
+                    self.copies.setdefault((topic, ident.split(":")[1]), {})[ident] = key
 
     def exhausted(self, count: int) -> bool:
         return count >= self.max_failures
@@ -195,6 +261,8 @@ class FailureJournal:
             self.entries[key] = {"error": entry.get("error", HANG),
                                  "count": entry.get("count", 0), "skip": True,
                                  "dead_lettered_at": time.time() if now is None else now}
+            if "id" in entry:  # its copies still go on sight
+                self.entries[key]["id"] = entry["id"]
             self._prune(now)
             self._index_skips()
 
@@ -202,9 +270,11 @@ class FailureJournal:
         return "dead_lettered_at" in self.entries.get(key, {})
 
     def _prune(self, now: float | None = None) -> None:
-        cutoff = (time.time() if now is None else now) - DEAD_LETTERED_KEEP_S
+        now = time.time() if now is None else now
+        cutoff, unreached = now - DEAD_LETTERED_KEEP_S, now - UNREACHED_KEEP_S
         for key in [k for k, v in self.entries.items()
-                    if float(v.get("dead_lettered_at", cutoff + 1)) < cutoff]:
+                    if float(v.get("dead_lettered_at", cutoff + 1)) < cutoff
+                    or float(v.get("marked_at", unreached + 1)) < unreached]:
             del self.entries[key]
 
     def forget(self, stage: str, message: Any) -> None:

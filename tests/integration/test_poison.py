@@ -3,9 +3,11 @@ heartbeat ends the worker each time (naming the record), supervision restarts it
 third time running the record is dead-lettered repeated_failure unhandled while a document
 produced after it is processed. In one process the hang stops redaction too, and it may stop
 it between a redacted document and that batch's audit record: redaction then redoes the
-batch (at-least-once), the stuck document reaches chunking twice, and each copy is
-dead-lettered after its own three hangs; a copy dead-lettered is skipped on a replay (the
-worker may stop again before committing past it), never hung on three more times. The hang
+batch (at-least-once) and the stuck document reaches chunking again, once more at each
+hang. Every copy is dead-lettered with its own letter, but only the first costs hangs: a
+copy of a record given up (the same document version) goes on sight, and a copy
+dead-lettered is skipped on a replay (the worker may stop again before committing past
+it), never hung on three more times. The hang
 is injected by a test-only sitecustomize (tests/support/faults) on the worker's PYTHONPATH,
 so production code has no backdoor."""
 
@@ -80,7 +82,14 @@ def test_a_record_that_hangs_a_stage_is_dead_lettered_and_the_partition_moves_on
     # its dead letter.
     copies, given_up = eventually(each_copy_given_up, "a dead letter for each redacted copy",
                                   timeout_s=240)
-    assert given_up == sorted(copies) and len(copies) in (1, 2)  # each copy once
+    # Each copy given up once. How many copies there are is replay, not loss: redaction in
+    # the same process commits its input only while the loop turns, and the hang stops it
+    # at once, so a death can come before that commit and redaction writes the document
+    # again (1 copy on a quiet machine, 2 or 3 seen under the whole suite's load). Three
+    # hangs in all, however many copies: each copy counted afresh cost three more, and
+    # under load the copies outran the test's four minutes.
+    assert given_up == sorted(copies) and len(copies) >= 1
     log = (mesh.run_dir / "logs" / "onebox.log").read_text()
-    assert log.count("the event loop has not turned") == 3 * len(copies)
+    assert log.count("the event loop has not turned") == 3
+    assert log.count("is a copy of docs.redacted.v1/") == len(copies) - 1
     assert "chunking on docs.redacted.v1/" in log and "pump" not in log

@@ -23,8 +23,9 @@ from shared.worker.status_files import PROGRESS_FILE
 
 
 def message(offset: int = 7, topic: str = "t.v1") -> SimpleNamespace:
+    """A distinct record at each offset (the same bytes at two offsets are copies)."""
     return SimpleNamespace(topic=topic, partition=1, offset=offset, key=b"k",
-                           value=b"secret payload text")
+                           value=f"secret payload text {offset}".encode())
 
 
 @pytest.fixture
@@ -188,6 +189,66 @@ def test_a_record_to_skip_is_dead_lettered_by_its_stage_and_never_handled(
         asyncio.run(skip_exhausted(b"value"))
     assert dlq.send.await_count == 1
     assert journal.entries["stage-skip|t.v1|1|8"]["count"] == 1
+
+
+def redacted(offset: int, *, key: bytes = b"doc-1", version: int = 1,
+             batch: str = "b1") -> SimpleNamespace:
+    """A redacted document version as an upstream replay writes it again: another offset,
+    another batch id, the same key and document version."""
+    value = json.dumps({"doc_id": key.decode(), "version": version, "op": "upsert",
+                        "text": "secret payload text", "batch_id": batch}).encode()
+    return SimpleNamespace(topic="docs.redacted.v1", partition=0, offset=offset, key=key,
+                           value=value)
+
+
+def test_copies_of_a_record_given_up_go_on_sight_without_hanging_the_worker_again(
+        tmp_path: Path, journal: poison.FailureJournal, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each death made one more copy upstream (offsets 11, 12): once the first is given up
+    every copy is dead-lettered with its own letter, and no copy costs three more deaths."""
+    dlq = SimpleNamespace(send=AsyncMock())
+    Boundary("stage-copies", dlq)
+    for life in range(poison.MAX_FAILURES):
+        held = heartbeat.InHand()
+        assert held.open(tmp_path) == []
+        held.enter("stage-copies", redacted(10, batch=f"b{life}"))
+        die(held)
+    assert start(tmp_path) == ["stage-copies|docs.redacted.v1|0|10"]
+    assert "secret" not in (tmp_path / poison.FAILURES_FILE).read_text()  # digests only
+
+    def sees(msg: SimpleNamespace) -> bool:
+        """True when the stream processor dead-lettered `msg` instead of passing it on."""
+        monkeypatch.setattr(boundary, "current_event", lambda: SimpleNamespace(message=msg))
+        try:
+            asyncio.run(skip_exhausted(b"value"))
+        except Skip:
+            return True
+        return False
+
+    assert [sees(redacted(o, batch=f"c{o}")) for o in (10, 11, 12)] == [True] * 3
+    assert [letter["offset"] for letter in
+            (json.loads(c.kwargs["value"]) for c in dlq.send.await_args_list)] == [10, 11, 12]
+    # Not copies: the next version, another document with the same bytes, another topic.
+    other_topic = redacted(13)
+    other_topic.topic = "chunks.v1"
+    assert not any(sees(m) for m in (redacted(13, version=2), redacted(14, key=b"doc-2"),
+                                     other_topic))
+    # A replay of a copy (the worker stopped before committing past it) gets no second
+    # letter; a new worker reads the same marks from the file.
+    monkeypatch.setattr(poison, "journal", poison.FailureJournal(tmp_path / poison.FAILURES_FILE))
+    assert sees(redacted(11, batch="again")) and dlq.send.await_count == 3
+
+
+def test_a_mark_to_skip_outlives_deaths_that_did_not_reach_it(
+        tmp_path: Path, journal: poison.FailureJournal) -> None:
+    """Marked, then the worker dies on something else before the stream reaches it: still
+    skipped, not hung on MAX_FAILURES more times."""
+    for _ in range(poison.MAX_FAILURES):
+        die_holding(tmp_path, 7)
+    assert start(tmp_path) == ["chunking|t.v1|1|7"]
+    die_holding(tmp_path, 3)
+    start(tmp_path)
+    assert journal.skipped("t.v1", 1, 7) == "chunking|t.v1|1|7"
 
 
 def test_every_stream_of_the_app_checks_for_records_to_skip() -> None:

@@ -143,3 +143,24 @@ def test_a_damaged_journal_starts_afresh(tmp_path: Path) -> None:
     path = tmp_path / poison.FAILURES_FILE
     path.write_text("{not json")
     assert poison.FailureJournal(path).entries == {}
+
+
+def doc(offset: int, value: dict | bytes, key: bytes = b"doc-1") -> SimpleNamespace:
+    raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+    return SimpleNamespace(topic="t.v1", partition=0, offset=offset, key=key, value=raw)
+
+
+def test_copies_share_an_identity_and_nothing_else_does() -> None:
+    version = {"doc_id": "doc-1", "version": 3, "op": "upsert", "text": "x"}
+    same = poison.identity(doc(1, {**version, "batch_id": "a"}))
+    assert same == poison.identity(doc(9, {**version, "batch_id": "b", "text": "y"}))
+    assert len({same,
+                poison.identity(doc(1, {**version, "version": 4})),
+                poison.identity(doc(1, {**version, "op": "delete"})),
+                poison.identity(doc(1, version, key=b"doc-2")),
+                poison.identity(doc(1, b'{"not": "a document"}')),
+                poison.identity(doc(1, b"raw bytes")),
+                poison.identity(doc(1, b"raw bytes", key=b"k2"))}) == 7
+    # Not a document version: the bytes decide, whatever offset.
+    assert poison.identity(doc(1, b"{bad json")) == poison.identity(doc(2, b"{bad json"))
+    assert "doc-1" not in same and same.startswith("doc:")
