@@ -173,7 +173,7 @@ def generate(slice_name: str, n: int) -> list[Labelled]:
 
 
 # Conversations: chat transcripts, e-mails and tickets where people are named by speaker
-# labels, headers and signatures, then by given name or surname alone (issue 30). Seeds
+# labels, headers and signatures, then by given name or surname alone. Seeds
 # TUNE_SEEDS are what the name rules were tuned on; HELDOUT_SEED is only ever reported.
 TUNE_SEEDS = (101, 102)
 HELDOUT_SEED = 9001

@@ -72,6 +72,17 @@ ISSUER_RANGES: tuple[IssuerRange, ...] = (
     _r("maestro", "56", "69", range(12, 20)),
     _r("mir", "2200", "2204", range(16, 20)),
     _r("rupay", "60", None, range(16, 20)),
+    _r("rupay", "65", None, range(16, 20)),
+    _r("rupay", "81", "82", range(16, 20)),
+    # Elo (Brazil): its published IIN ranges.
+    *(_r("elo", low, high, (16,)) for low, high in (
+        ("401178", "401179"), ("431274", None), ("438935", None), ("451416", None),
+        ("457393", None), ("457631", "457632"), ("504175", None), ("506699", "506778"),
+        ("509000", "509999"), ("627780", None), ("636297", None), ("636368", None),
+        ("650031", "650033"), ("650035", "650051"), ("650405", "650439"),
+        ("650485", "650538"), ("650541", "650598"), ("650700", "650718"),
+        ("650720", "650727"), ("650901", "650978"), ("651652", "651679"),
+        ("655000", "655019"), ("655021", "655058"))),
     _r("rupay", "508", None, range(16, 20)),
     _r("rupay", "353", None, (16,)),
     _r("rupay", "356", None, (16,)),
@@ -98,9 +109,31 @@ def brand_of(digits: str) -> str | None:
     return None
 
 
+_HEX_TOKEN = re.compile(r"[0-9A-Fa-f]+")
+MIN_HEX_ID = 32  # hex digests: MD5 32, git and SHA-1 40, SHA-256 64
+
+
+def _in_hex(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] is part of a hex digest (32 or more hex characters,
+    letters beside the digits)."""
+    glued = (start > 0 and text[start - 1] in "abcdefABCDEF") or (
+        end < len(text) and text[end] in "abcdefABCDEF")
+    if not glued:
+        return False
+    a = start
+    while a > 0 and text[a - 1] in "0123456789abcdefABCDEF":
+        a -= 1
+    token = _HEX_TOKEN.match(text, a)
+    return token is not None and token.end() >= end and token.end() - a >= MIN_HEX_ID and (
+        token.end() == len(text) or not text[token.end()].isalnum()) and (
+        a == 0 or not text[a - 1].isalnum())
+
+
 def find_cards(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, brand) of every card number in `text`, longest first where they nest."""
     for run in _RUN.finditer(text):
+        if _in_hex(text, run.start(), run.end()):
+            continue  # digits of a commit id or digest ("2f5bee638948037574a60c43...")
         groups = [(m.start() + run.start(), m.end() + run.start())
                   for m in re.finditer(r"\d+", run.group())]
         yield from _cards_in_groups(text, groups)

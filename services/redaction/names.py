@@ -41,6 +41,7 @@ from pathlib import Path
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
+from services.redaction.native_names import NATIVE, native_name_spans
 from services.redaction.recognizers import finding
 
 _UP = r"[^\W\d_a-zß-ÿ]"  # an upper-case letter (any script with case)
@@ -48,29 +49,60 @@ WORD = rf"{_UP}[\w'’]*(?:-{_UP}[\w'’]*)*"
 PARTICLES = (r"(?:van|von|de|del|della|der|den|di|da|du|le|la|ter|ten|bin|al|dos|das|y|en|"
              r"op|het|'t|zu|af|av|Ó|Ní|Nic|Uí|Ua|ibn|bint|binti|el)")
 # A capitalised word then up to three more (particles allowed between them).
+# Closings of the served languages other than English.
+_CLOSINGS_ELSEWHERE = ("mit freundlichen grüßen|viele grüße|beste grüße|grüße|lg|danke|"
+                       "atenciosamente|abraços|abraço|obrigad[oa]|saludos|atentamente|gracias|"
+                       "cordialement|merci|с уважением|спасибо|всего доброго|с наилучшими "
+                       "пожеланиями|감사합니다|고맙습니다|よろしくお願い(?:いた)?します|以上|"
+                       "谢谢|謝謝|此致|धन्यवाद|सादर|شكرا|شكراً|مع التحية|تحياتي")
 _SEQUENCE = re.compile(
     rf"(?<![\w@.])({WORD})((?:[ \t]+(?:{PARTICLES}[ \t]+){{0,3}}{WORD}){{0,3}})")
 _GREETING = re.compile(
-    rf"(?m)^[ \t]*(?i:hi|hello|hey|dear|good (?:morning|afternoon|evening)|greetings)"
+    rf"(?m)^[ \t]*(?i:hi|hello|hey|dear|good (?:morning|afternoon|evening)|greetings|hallo|"
+    rf"liebe|lieber|sehr geehrte|sehr geehrter|guten (?:tag|morgen)|olá|ola|oi|prezad[oa]|"
+    rf"car[oa]|bom dia|boa tarde|hola|estimad[oa]|buenos días|bonjour|salut|cher|chère|"
+    rf"здравствуйте|привет|уважаем(?:ый|ая)|добрый день|доброе утро)"
     rf"[ \t,]+({WORD}(?:[ \t]+{WORD}){{0,2}})[ \t]*[,!:]")
 _CLOSING = re.compile(
     rf"(?m)^[ \t]*(?:(?i:thanks|thank you|many thanks|cheers|best|best regards|kind regards|"
-    rf"warm regards|regards|sincerely|yours|br|greetings)[ \t]*[,!.]?|--|—|–)[ \t]*\n[ \t]*"
+    rf"warm regards|regards|sincerely|yours|br|greetings|{_CLOSINGS_ELSEWHERE})"
+    rf"[ \t]*[,!.。，،]?|--|—|–)[ \t]*\n[ \t]*"
     rf"({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+)?{WORD}){{0,2}})[ \t]*$")
+# The signature's next line when it is a name as well, two or three words ("Hayun Nam\n
+# Yeongsug Go": two people sign); a title there ("Support Engineer") is not a name.
+# Words of a title or a team's name on a signature's line ("Platform Team", "Head of Sales").
+_SIGNATURE_TITLE = frozenset(str.split(
+    "team group department dept platform support engineering engineer operations ops sales "
+    "office desk lead director manager head officer president founder owner staff service "
+    "services inc ltd gmbh llc corp co company ag sa plc center centre unit division"))
+_SIGNED_TOO = re.compile(rf"\n[ \t]*({WORD}(?:[ \t]+{WORD}){{1,2}})[ \t]*$", re.M)
+# A closing, then a name in a script without case on its own line ("감사합니다.\n최미숙"):
+# the lines after it may sign in Latin letters ("Go Hyeonjeong").
+_CLOSING_NATIVE = re.compile(
+    rf"(?m)^[ \t]*(?i:thanks|thank you|best regards|kind regards|regards|best|"
+    rf"{_CLOSINGS_ELSEWHERE})[ \t]*[,!.。，،]?[ \t]*\n[ \t]*"
+    r"[\u0900-\u097f\u0600-\u06ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]"
+    r"[^\n\x00-\x7f]{0,20}[ \t]*$")
 # A closing and the name on one line, the line's last words: "Thanks, Priya".
 _CLOSING_INLINE = re.compile(
     r"(?m)^[ \t]*(?i:thanks|thank you|many thanks|cheers|best|best regards|kind regards|"
-    rf"warm regards|regards|br)[ \t]*,[ \t]*({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+)?{WORD}){{0,2}})"
+    rf"warm regards|regards|br|{_CLOSINGS_ELSEWHERE})[ \t]*,[ \t]*"
+    rf"({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+)?{WORD}){{0,2}})"
     r"[ \t]*[.!]?[ \t]*$")
 _NAME_RUN = rf"{WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+){{0,2}}{WORD}){{0,2}}"
 # A chat line's time stamp: [09:15], 09:15, [2026-01-02 09:15:03], 02/01/2026, 9:15 AM -
 _STAMP = (r"(?:\[[^\]\n]{0,24}?\d{1,2}:\d{2}[^\]\n]{0,12}\]|"
           r"(?:\d{4}-\d{2}-\d{2}[ T]|\d{1,2}[/.]\d{1,2}[/.]\d{2,4},?[ \t])?"
           r"\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]?[AaPp]\.?[Mm]\.?)?)")
+_STAMPED_LINE = re.compile(rf"(?m)^[ \t]*{_STAMP}[ \t]*(?:[-–|][ \t]*)?\S[^\n:]{{0,40}}:")
+# A time stamp after the speaker: "Simone (19:17): ..."
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]?[AaPp]\.?[Mm]\.?)?"
 # A line that starts with a speaker: an optional stamp, then <nick> or "Given Surname:".
 _LABEL_LINE = re.compile(
     rf"(?m)^[ \t]*(?:(?P<stamp>{_STAMP})[ \t]*(?:[-–|][ \t]*)?)?"
-    rf"(?:<(?P<nick>[^\W\d_][\w.'’-]{{0,30}})>|(?P<label>{_NAME_RUN})[ \t]*:)(?=[ \t]|$)")
+    rf"(?:<(?P<nick>[^\W\d_][\w\u0900-\u097f\u0600-\u06ff.'’-]{{0,30}}"
+    rf"(?: {_UP}[\w'’-]{{1,30}})?)>|(?P<label>{_NAME_RUN})"
+    rf"(?:[ \t]*\((?P<after>{_CLOCK})\))?[ \t]*:)(?=[ \t]|$)")
 # E-mail: a display name before an address, anywhere ("Priya Raman <p@example.in>",
 # '"Raman, Priya" <p@example.in>'), and the names on From/To/Cc lines of a header block.
 _ADDRESSED = re.compile(
@@ -89,6 +121,33 @@ _HONORIFIC = re.compile(  # not after a number: "1.0 M. Transformation" is molar
     r"(?<![\d.,] )(?<![\d.,])\b(?:Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Sir|Madam|Herr|Frau|Mme|Mlle|M)"
     rf"\.?[ \t]+"
     rf"({WORD}(?:[ \t]+{WORD}){{0,2}})")
+# A record's or form's name field: '"name": "Anna Weber"', 'name=Anna Weber' (a query
+# string, read decoded), 'Nome: Anna Weber'. Not a thing's name field ("product name:").
+_NAME_FIELD = re.compile(
+    r"(?<![\w-])[\"']?(?i:name|full[_ -]?name|display[_ -]?name|customer[_ -]?name|"
+    r"contact[_ -]?name|client[_ -]?name|first[_ -]?name|last[_ -]?name|given[_ -]?name|"
+    r"family[_ -]?name|surname|nome|nome[_ ]completo|nombre|nom|vorname|nachname|"
+    r"contact|contact[_ -]?person|persona de contacto|pessoa de contato|contato|contacto|"
+    r"ansprechpartner(?:in)?|контактное лицо|контакт|"
+    r"kundenname|имя|фио|фамилия|氏名|姓名|이름|नाम|الاسم)(?:[_-]?\d{1,2})?[\"']?"
+    rf"[ \t]*[:=：][ \t]*[\"']?({_NAME_RUN})")
+_THING_FIELD = re.compile(r"(?i)(?:product|service|project|app|host|file|pod|team|cluster|"
+                          r"model|topic|queue|table|bucket|database|repo|branch|company|org|"
+                          r"brand|code|image|package|job|node|device|field|column|key|tag)"
+                          r"[ \t_-]?[\"']?$")
+# A Latin-script name before a Japanese, Korean or Chinese honorific: "Tsubasa様",
+# "Junseo 님께", "Wang先生".
+_HONORIFIC_AFTER = re.compile(
+    r"(?<![\w@.])([A-ZÀ-ÖØ-ÞĀ-Ž](?:[a-zß-öø-ÿā-ž'’]+|(?=[ \t][A-ZÀ-ÖØ-ÞĀ-Ž][a-z]))"
+    r"(?:[ \t][A-ZÀ-ÖØ-ÞĀ-Ž][a-zß-öø-ÿā-ž'’]+)?)"
+    r"[ \t]?(?:様|さま|さん|くん|ちゃん|殿|先生|女士|小姐|님께|님|씨|께|जी|ji\b|"
+    r"[,，]?[ \t]*(?:您好|你好))")
+# A Latin-script name introduced by a Chinese word and followed by one: "该工单由He Jie于周一
+# 创建", "已升级给Li Na，等待回复" (the English words of "He Jie" hide it from NER).
+_CJK_INTRO = re.compile(
+    r"(?:由|给|交给|转给|升级给|联系|感谢|抄送|負責人|负责人|經由|轉給)[ \t]*"
+    r"([A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ'’]+(?:[ \t][A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ'’]+){1,2})"
+    r"(?=[ \t]*(?:[于於在，,。、的已将]|$))")
 SCORE = 0.6
 # Where a lone word is a name surely enough to find it again elsewhere in the text.
 STRONG = frozenset({"speaker label", "mention", "e-mail address name", "e-mail header",
@@ -106,7 +165,16 @@ _INTRO = re.compile(
     rf"{'|'.join(ROLES)}|"
     r"(?:call|meeting|spoke|speaking|chat|sync|talked|met) with|"
     r"(?:escalation|e-?mail|mail|message|call|note|reply|update|request|complaint|"
-    r"feedback) from))[ \t]*:?[ \t]+"
+    r"feedback) from|"
+    # The same in the served languages: German, Portuguese, Spanish, French, Russian,
+    # Arabic, Hindi, Chinese, Japanese, Korean.
+    r"eskaliert an|weitergeleitet an|übergeben an|danke an|geöffnet von|erstellt von|"
+    r"escalado para|encaminhado para|aberto por|obrigad[oa]|escalado a|abierto por|"
+    r"gracias a|asignado a|escaladé à|transmis à|ouvert par|merci à|assigné à|"
+    r"передано|эскалировано|открыл(?:\(а\)|а)?|спасибо|"
+    r"تم التصعيد إلى|التصعيد إلى|بواسطة|من قبل|عزيزي|عزيزتي|مرحبا|السيد|السيدة|"
+    r"नमस्ते|धन्यवाद|प्रिय|श्री|श्रीमती|由|给|升级给|感谢|尊敬的|亲爱的))"
+    r"[ \t]*:?[ \t]+"
     rf"({WORD}(?:[ \t]+(?:{PARTICLES}[ \t]+){{0,2}}{WORD}){{0,2}})")
 _MORE_WORDS = re.compile(rf"(?:[ \t]+{WORD})*")
 _POSSESSIVE = re.compile(rf"(?<![\w@.])({WORD})['’]s\b")
@@ -130,6 +198,7 @@ _CUE_AFTER = re.compile(
     r"mentioned|noted|suggested|approved|agreed|joined|left|called|emailed|is on call|"
     r"is on leave|is out)\b|[ \t]*\((?:she|he|they)\b)")
 _ROMAN = re.compile(r"^[IVXLC]+$")
+_CYRILLIC = re.compile(r"^[\u0400-\u04ff'’-]+$")
 _INITIALS = re.compile(r"^(?:[^\W\d_a-z]\.)+$")
 _UP1, _LO1 = r"[^\W\d_a-z]", r"[^\W\d_A-Z]"  # one upper-case, one lower-case letter
 _TITLE_WORD = re.compile(rf"^(?:{_UP1}['’])?{_UP1}{_LO1}+(?:['’-]?{_UP1}?{_LO1}+)*$")
@@ -199,6 +268,42 @@ def eponym(text: str, end: int) -> bool:
     sampler", "Cox models", "Bowman's capsule"."""
     m = _NEXT_WORD.match(text, end)
     return m is not None and m.group(1) in thing_words()
+
+
+# Words after a name that make it a system's or product's, not a place: "the Orion
+# ingestion cluster", "Atlas gateway", "Phoenix team".
+SYSTEM_NOUNS = frozenset(str.split("""
+cluster clusters service services pipeline pipelines api apis gateway gateways ingestion
+dashboard dashboards team teams project projects bucket buckets node nodes database databases
+db queue queues topic topics job jobs server servers instance instances replica replicas release
+releases build builds app apps application applications platform backend frontend module modules
+library sdk cli endpoint endpoints deployment deployments environment env stack repo repository
+worker workers engine feature features migration rollout integration connector connectors plugin
+tool tools portal index indexer scheduler cache proxy broker brokers consumer consumers producer
+controller operator agent agents bot runner runners store warehouse lake console monitor alert
+alerts sprint epic board channel workspace tenant namespace container containers image images
+"""))
+_SYSTEM_BEFORE = re.compile(r"(?i)(?<![a-z])(?:project|codename|code name|product|service|"
+                            r"system|tool|app|team|cluster|release|operation)"
+                            r"(?:[ \t]+|[_ -]?(?:name|id)?[\"']?[ \t]*[:=][ \t]*[\"']?)$")
+_SYSTEM_WORD = re.compile(r"(?i)(?:project|codename|product|service|system|team|cluster|"
+                          r"operation)[ \t]+")
+
+
+def names_a_system(text: str, start: int, end: int) -> bool:
+    """Whether a place-like name is a system's or product's: a system noun after it, a
+    word like "project" or "codename" before it, or a short code in capitals before a
+    number."""
+    m = _NEXT_WORD_ANY.match(text, end)
+    if m is not None and m.group(1).lower() in SYSTEM_NOUNS:
+        return True
+    if _CODE_BEFORE_NUMBER.search(text[start:end]) and re.match(r"[ \t#:-]*\d", text[end:]):
+        return True  # "PO 4188185869", "SKU 1234": a record's code, not a place
+    return bool(_SYSTEM_BEFORE.search(text, max(0, start - 24), start))
+
+
+_CODE_BEFORE_NUMBER = re.compile(r"(?:^|\s)[A-Z]{2,4}$")
+_NEXT_WORD_ANY = re.compile(r"(?:['’]s)?[ \t]+([A-Za-z]+)")
 
 
 def names_a_thing(run: str) -> bool:
@@ -290,6 +395,8 @@ class NameRecognizer(LocalRecognizer):
     def _rules(self, text: str, lower: frozenset[str]) -> list[RecognizerResult]:
         """The rules' own findings; `lower`: the text's lower-case words."""
         spans: dict[tuple[int, int], str] = {}
+        # A greeting word is no given name even where a list holds it ("Olá Joana", "Ola").
+        greets = [(g.start(), g.start(1)) for g in _GREETING.finditer(text)]
         for m in _SEQUENCE.finditer(text):
             # The first known given name in a run of capitalised words starts a name
             # ("Customer Anna Weber") when a word written as a name follows it; every such
@@ -304,6 +411,8 @@ class NameRecognizer(LocalRecognizer):
                 continue  # "San Francisco Young Men's Health Study"
             for k, w in enumerate(words[:-1]):
                 word = w.group()
+                if any(a <= m.start() + w.start() < b for a, b in greets):
+                    continue
                 if (word[0].isupper() and fold(word) not in self.allowed
                         and _is_given_name(word)):
                     end = k
@@ -315,15 +424,21 @@ class NameRecognizer(LocalRecognizer):
                         end += 1
                     while end > k and _PARTICLE_WORD.match(words[end].group()):
                         end -= 1
-                    if end > k:
-                        spans.setdefault((m.start() + w.start(), m.start() + words[end].end()),
-                                         "known given name")
+                    first = k
+                    if k and _CYRILLIC.match(words[k - 1].group()) and self.surname_like(
+                            words[k - 1].group(), lower, tech_ok=True):
+                        first = k - 1  # "Самойлова Анна Тимуровна": the surname first
+                    if end > k or first < k:
+                        spans.setdefault((m.start() + words[first].start(),
+                                          m.start() + words[end].end()), "known given name")
                     break
         for m in _POSSESSIVE.finditer(text):  # "Anna's laptop"
             if names_a_thing(_more_words(text, m.end())):
                 continue  # "Men's Health Study"
             if self.surname_like(m.group(1), lower) and _is_given_name(m.group(1)):
                 spans.setdefault((m.start(1), m.end(1)), "given name, possessive")
+        for m in _CLOSING_NATIVE.finditer(text):
+            self._more_signing(text, m.end(), lower, spans)
         for m in _FULL_NAME_ACTS.finditer(text):  # "Wazir Baral rolled back the deploy"
             mention = m.group(1).split()
             start = m.start(1)
@@ -338,6 +453,21 @@ class NameRecognizer(LocalRecognizer):
             for m in rule.finditer(text):
                 if not self.only_allowed(m.group(1)):
                     spans.setdefault((m.start(1), m.end(1)), why)
+                if rule is _CLOSING:
+                    self._more_signing(text, m.end(), lower, spans)
+        for m in _NAME_FIELD.finditer(text):
+            if (not _THING_FIELD.search(text[max(0, m.start() - 12):m.start()])
+                    and self.field_name(m.group(1))):
+                spans.setdefault((m.start(1), m.end(1)), "name field")
+        for m in _CJK_INTRO.finditer(text):
+            if all(self.surname_like(w, lower) and fold(w) not in thing_words()
+                   and fold(w) not in ROLES for w in m.group(1).split()):
+                spans.setdefault((m.start(1), m.end(1)), "introduced")
+        for m in _HONORIFIC_AFTER.finditer(text):
+            # a one-letter family name ("U Minsu 님") is judged by the given name after it
+            judged = re.sub(r"^[^\W\d_][ \t]+", "", m.group(1))
+            if self.speaker_name(judged, lower, honorific=True):
+                spans.setdefault((m.start(1), m.end(1)), "honorific")
         for a, b, why in (*self.speakers(text, lower), *self.addressed(text, lower)):
             spans.setdefault((a, b), why)
         return [finding(self, "PERSON", a, b, SCORE, why)
@@ -348,19 +478,39 @@ class NameRecognizer(LocalRecognizer):
         a time stamp or a <nick> and a speaker, or three or more "Name:" lines with one
         name at least twice (a form's "Note:", "Status:" lines do not repeat)."""
         lines = list(_LABEL_LINE.finditer(text))
-        stamped = sum(bool(m["stamp"] or m["nick"]) for m in lines)
-        plain = [m["label"] for m in lines if not (m["stamp"] or m["nick"])]
+        # Lines stamped in any script count: a chat may mix Latin and native names.
+        stamped = max(sum(bool(m["stamp"] or m["nick"] or m["after"]) for m in lines),
+                      len(_STAMPED_LINE.findall(text)))
+        plain = [m["label"] for m in lines if not (m["stamp"] or m["nick"] or m["after"])]
         if stamped < 2 and not (len(plain) >= 3 and len(set(plain)) < len(plain)):
             return []
         out = []
+        unsure = []
         for m in lines:
             group = "nick" if m["nick"] else "label"
             if self.speaker_name(m[group], lower, nick=group == "nick"):
                 out.append((m.start(group), m.end(group), "speaker label"))
+            elif m["stamp"] or m["after"]:
+                unsure.append(m)
+        # Where people speak (a label is a name, or in a script without case: "باسمة
+        # السروري (19:06):"), a stamped label that is a dictionary word is one too ("Qadi");
+        # in a log whose labels are components ("Scheduler", "Worker") none is.
+        if unsure and (out or NATIVE.search(text)):
+            out += [(m.start("label"), m.end("label"), "speaker label") for m in unsure
+                    if self._stamped_speaker(m["label"], lower)]
         for m in _MENTION.finditer(text):
             if self.speaker_name(m.group(1), lower, nick=True):
                 out.append((m.start(1), m.end(1), "mention"))
         return out
+
+    def _stamped_speaker(self, label: str, lower: frozenset[str]) -> bool:
+        """A time-stamped chat line's label that is a dictionary word ("Qadi (19:07):"):
+        a person's unless it is a role, a team's, a thing's or a technology's word."""
+        words = label.split()
+        return len(words) <= 3 and all(
+            _TITLE_WORD.match(w) and w.lower() not in lower and fold(w) not in stop_words()
+            and fold(w) not in thing_words() and fold(w) not in self.allowed
+            and fold(w) not in ROLES and fold(w) not in _SIGNATURE_TITLE for w in words)
 
     def addressed(self, text: str, lower: frozenset[str]) -> list[tuple[int, int, str]]:
         """Display names before an e-mail address, and names on the From/To/Cc lines of
@@ -383,10 +533,12 @@ class NameRecognizer(LocalRecognizer):
                         out.append((a, a + len(m.group(1)), "e-mail header"))
         return out
 
-    def speaker_name(self, label: str, lower: frozenset[str], nick: bool = False) -> bool:
+    def speaker_name(self, label: str, lower: frozenset[str], nick: bool = False,
+                     honorific: bool = False) -> bool:
         """Whether a speaker label, nick or display name is a person's: no technology,
         function or field word ("Kafka", "Note", "Root Cause", "Agent"), and a known given
-        name first or a word no dictionary holds. A nick may be written in lower case."""
+        name first or a word no dictionary holds. A nick may be written in lower case.
+        Before an honorific a family name may be a stop word ("Gyeongsu No 님")."""
         if nick:
             words = [w for w in re.split(r"[._'’-]+", label) if w]
             if label.isupper() or label.lower() in _HTML_TAGS:
@@ -397,13 +549,59 @@ class NameRecognizer(LocalRecognizer):
                 return False  # "ERROR", "INFO", "iOS"
         if self.only_allowed(" ".join(words)) and not _is_given_name(words[0]):
             return False
-        if any(fold(w) in stop_words() or fold(w) in thing_words() or fold(w) in self.allowed
-               for w in words):
+        if any((fold(w) in stop_words() and not (honorific and i > 0))
+               or fold(w) in thing_words() or fold(w) in self.allowed
+               for i, w in enumerate(words)):
             return False
         if _is_given_name(words[0].capitalize()):
             return True
         # A nick's own lower-case spelling is no sign of a common word.
         return any(not common_word(w) and (nick or w.lower() not in lower) for w in words)
+
+    def field_name(self, value: str) -> bool:
+        """Whether a name field's value is a person's name: words written as names, none a
+        function or thing word, and a known given name first or a word that is neither a
+        dictionary word nor a technology word ("Aurora Monteiro": Aurora is a database too,
+        Monteiro is no word), or a particle between them ("Thales da Costa")."""
+        words = [w for w in value.split() if not _PARTICLE_WORD.match(w)]
+        if not words or not all(_TITLE_WORD.match(w) for w in words):
+            return False
+        if any(fold(w) in thing_words() for w in words) or all(
+                fold(w) in stop_words() for w in words):
+            return False  # "Cunja An": a name's word may be a stop word elsewhere
+        if _is_given_name(words[0]) and fold(words[0]) not in self.allowed:
+            return True
+        if len(words) >= 2 and len(value.split()) > len(words) and \
+                not _PARTICLE_WORD.match(value.split()[0]):
+            return True  # a particle between its words: "Thales da Costa"
+        return any(not common_word(w) and fold(w) not in self.allowed for w in words)
+
+    def _more_signing(self, text: str, end: int, lower: frozenset[str],
+                      spans: dict[tuple[int, int], str]) -> None:
+        """The lines after a signature's name (ending at `end`) that are names too: up to
+        three more people sign, a line each."""
+        more = _SIGNED_TOO.match(text, end)
+        for _ in range(3):
+            if more is None or not self._signs_too(more.group(1).split(), lower):
+                return
+            spans.setdefault((more.start(1), more.end(1)), "signature")
+            more = _SIGNED_TOO.match(text, more.end())
+
+    def _signs_too(self, words: list[str], lower: frozenset[str]) -> bool:
+        """Whether the words of a signature's second line are a name, not a title: the
+        first a given name or no English word, or the others none ("Site Reliability"), the
+        others written as names (after a given name a surname may be a word: "Yeongsug
+        Go"), none a role."""
+        first = fold(words[0])
+        # a given name that is also a word ("Tit Nikolaev") is told by a surname after it
+        rest_names = not any(common_word(w) for w in words[1:])  # "Go Hyeonjeong"
+        return (self.surname_like(words[0], lower)
+                and (first not in stop_words() or rest_names)
+                and first not in thing_words()
+                and (_is_given_name(words[0]) or not common_word(words[0]) or rest_names)
+                and all(self.surname_like(w, lower, tech_ok=True) for w in words[1:])
+                and not any(fold(w) in ROLES or fold(w) in _SIGNATURE_TITLE
+                            or fold(w) in thing_words() for w in words))
 
     def surname_like(self, word: str, lower: frozenset[str], tech_ok: bool = False) -> bool:
         """Written as a name (Weber, McDonald, O'Brien, WEBER), not a technology word
@@ -443,13 +641,23 @@ class NameRecognizer(LocalRecognizer):
                     or _CUE_BEFORE.search(text, max(0, r.start - 40), r.start)
                     or _CUE_AFTER.match(text, r.end)):
                 out.append(r)
-        out = [r for r in out if not (r.entity_type == "PERSON" and eponym(text, r.end))]
-        rules = [r for r in rules if not eponym(text, r.end)]
+        # "Project Ingrid", "the Rosalind ingestion cluster", "owner_team: Clara": a system
+        # named after a person is no person.
+        out = [r for r in out if not (r.entity_type == "PERSON" and (
+                   eponym(text, r.end) or _SYSTEM_WORD.match(text, r.start, r.end)
+                   or names_a_system(text, r.start, r.end)))
+               and not (r.entity_type == "LOCATION" and (
+                   names_a_system(text, r.start, r.end)
+                   or _SYSTEM_WORD.match(text, r.start, r.end)))]
+        rules = [r for r in rules if not (eponym(text, r.end) or _SYSTEM_WORD.match(
+            text, r.start, r.end) or names_a_system(text, r.start, r.end))]
         places = [r for r in out if r.entity_type == "LOCATION"]
         rules = [r for r in rules if not any(  # "San Francisco" is a place, not "San"
             p.start <= r.start and r.end <= p.end for p in places)]
         others = [r for r in out if r.entity_type != "PERSON"]
-        people = rules + self.introduced(text, lower) + [
+        native = [finding(self, "PERSON", a, b, SCORE, why)
+                  for a, b, why in native_name_spans(text)]
+        people = rules + native + self.introduced(text, lower) + [
             r for r in out if r.entity_type == "PERSON"]
         return others + people + self.mentioned_again(text, people, lower)
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
@@ -25,6 +26,7 @@ from services.redaction.cards import CardRecognizer
 from services.redaction.ibans import Mod97IbanRecognizer
 from services.redaction.labels import ACL_ENTITIES, checked, refusal
 from services.redaction.names import NameRecognizer
+from services.redaction.national_ids import NationalIdRecognizer
 from services.redaction.nlp import (
     BisectContextEnhancer,
     TrimmedSpacyNlpEngine,
@@ -36,9 +38,13 @@ from services.redaction.settings import RedactionSettings
 from services.redaction.windows import merge, shifted, windows
 from shared.contract.records import Document, RedactedDocument
 from shared.errors import InvalidInput
-from shared.text.visible import View, reading_view
+from shared.text.encoded import blobs, payloads
+from shared.text.reader import normalised_view
+from shared.text.visible import View
 
 WHOLE_TEXT = "SECRET"  # matched over the whole text, never cut by a window edge
+# Below every recognizer's score: a blob that is a key too is typed SECRET.
+ENCODED_SCORE = 0.45
 # Presidio's debug logs quote the words around each finding: never let them reach a log,
 # whatever level the service runs at.
 for _name in ("presidio-analyzer", "presidio-anonymizer"):
@@ -79,12 +85,13 @@ class Redactor:
         analyzer.registry.add_recognizer(Mod97IbanRecognizer())
         analyzer.registry.remove_recognizer("EmailRecognizer")
         analyzer.registry.add_recognizer(MailboxRecognizer())
+        analyzer.registry.add_recognizer(NationalIdRecognizer())
         self.names = NameRecognizer(settings.allow_list)
         self.names.load()  # the gazetteer (~1.7 s) at start-up, not in the first batch
         self.secrets = secret_recognizer()
         self.batch = BatchAnalyzerEngine(analyzer_engine=analyzer)
         self.anonymizer = AnonymizerEngine()
-        self.windowed = [e for e in settings.entities if e != WHOLE_TEXT]
+        self.windowed = [e for e in settings.entities if e not in (WHOLE_TEXT, "ENCODED")]
         key = settings.pseudonym_key
         self._key = key.get_secret_value().encode() if key is not None else None
         self.fingerprint = hashlib.sha256(json.dumps({
@@ -101,14 +108,39 @@ class Redactor:
     def analyze(self, texts: list[str]) -> list[list[RecognizerResult]]:
         """Non-overlapping findings per text, as spans of the original text.
 
-        What is analysed is each text as a reader sees it (shared.text.visible): a value hidden
-        by invisible characters, look-alike digits or table cells is found there, and its
-        whole original span, hidden characters included, is masked.
+        What is analysed is each text as a person reads it (shared.text.reader): a value
+        hidden by invisible characters, look-alike letters or digits, spelled digits, odd
+        separators, percent-encoding or table cells is found there, and its whole original
+        span, hidden characters included, is masked. A token that decodes from base64 or
+        hex to text is analysed decoded too, and masked whole when that text holds personal
+        data; base64 that decodes to no text is masked as ENCODED (shared.text.encoded).
         """
-        views = [reading_view(t) for t in texts]
-        found = self._analyze_views([v.text for v in views])
-        return [r if v.identical else merge(_mapped(v, r))
-                for v, r in zip(views, found, strict=True)]
+        views = [normalised_view(t) for t in texts]
+        decoded = [payloads(v.text) for v in views]
+        inner = [d for found in decoded for _, _, d in found]
+        found = self._analyze_views([v.text for v in views] + inner)
+        in_payloads = iter(found[len(texts):])
+        out = []
+        for view, results, tokens in zip(views, found[:len(texts)], decoded, strict=True):
+            results = [*results, *self._encoded(view.text, tokens, in_payloads)]
+            out.append(merge(results if view.identical else _mapped(view, results)))
+        return out
+
+    def _encoded(self, text: str, tokens: list[tuple[int, int, str]],
+                 in_payloads: Iterator[list[RecognizerResult]]) -> list[RecognizerResult]:
+        """Each decoded token that holds personal data as one finding over the token, and
+        the blobs that decode to nothing readable."""
+        out = []
+        for a, b, _ in tokens:
+            hits = next(in_payloads)
+            if hits:
+                best = max(hits, key=lambda r: r.score)
+                out.append(RecognizerResult(best.entity_type, a, b, best.score,
+                                            best.analysis_explanation,
+                                            best.recognition_metadata))
+        if "ENCODED" in self.settings.entities:
+            out += [RecognizerResult("ENCODED", a, b, ENCODED_SCORE) for a, b in blobs(text)]
+        return out
 
     def _analyze_views(self, texts: list[str]) -> list[list[RecognizerResult]]:
         """Non-overlapping findings per text, windows analysed together in one batch."""

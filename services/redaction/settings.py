@@ -13,6 +13,10 @@ from shared.settings import ServiceSettings
 DEFAULT_ENTITIES = (
     "PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "US_SSN",
     "IP_ADDRESS", "LOCATION", "CRYPTO", "SECRET",
+    # National numbers of the served locales (services/redaction/national_ids.py).
+    "BR_CPF", "BR_CNPJ", "IN_AADHAAR", "CN_RESIDENT_ID", "KR_RRN", "DE_TAX_ID", "RU_PASSPORT",
+    # Base64 that decodes to no text: data that cannot be checked (shared.text.encoded).
+    "ENCODED",
 )
 
 
@@ -34,7 +38,8 @@ class RedactionSettings(ServiceSettings):
     # regions the documents come from (docs/benchmarks.md, "Redaction settings").
     phone_regions: tuple[str, ...] = ("US", "CA", "GB", "IE", "DE", "AT", "CH", "FR", "BE",
                                       "NL", "ES", "IT", "PT", "DK", "SE", "NO", "FI", "PL",
-                                      "CZ", "IN", "AU", "NZ")
+                                      "CZ", "IN", "AU", "NZ", "BR", "CN", "JP", "KR", "RU",
+                                      "SA", "AE", "EG")
     # The most documents in one redaction micro-batch.
     batch_max_docs: int = Field(default=32, ge=1)
     # How long a micro-batch waits for more documents once one is in. Under a backlog the

@@ -1,4 +1,4 @@
-"""Issue 30's findings on the real one-process mesh, produced the way a user's client would:
+"""Edge inputs on the real one-process mesh, produced the way a user's client would:
 hidden characters around a card number, personal data in identifier fields, names in a
 chat transcript's speaker labels (and alone after them), CDC rows of two tables with one
 key, a CDC row taking a plain document's id, invisible-only text, C1 controls, duplicate

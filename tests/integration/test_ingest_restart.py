@@ -153,7 +153,7 @@ def test_positions_survive_kills_and_replayed_old_changes_are_refused(
         letters, regressed, short = outcome(final=True)
     assert not regressed, f"old changes applied after the restart: {regressed}"
     assert {reason for _, reason in letters} <= {"stale_version"}
-    # A change neither refused nor applied was lost (issue 11); say whether it reached
+    # A change neither refused nor applied was lost (it once was); say whether it reached
     # ingest's ordering step (docs.parsed.v1) or vanished before it.
     reached = old_on_parsed(mesh, run)
     assert not short, {d: ("reached ordering unrefused" if reached[d] >= w

@@ -1,4 +1,4 @@
-"""Ingest at the edges (issue 30's findings): invisible-only text, C1 controls, duplicate
+"""Ingest at the edges: invisible-only text, C1 controls, duplicate
 keys and headers, Debezium truncates, personal data in identifier fields, identities of
 CDC rows across tables and sources, replays after a crash, and dead letters of huge keys.
 

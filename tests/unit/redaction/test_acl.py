@@ -170,7 +170,9 @@ def test_a_label_outside_the_grammar_is_refused_as_bad_acl(redactor: Redactor,
 
 def test_views_read_separators_as_spaces() -> None:
     assert label_views("payments") == ["payments"]
-    assert label_views("tel:020.7946.0958") == ["tel:020.7946.0958", "tel 020 7946 0958"]
+    assert label_views("tel:020.7946.0958") == ["tel:020.7946.0958", "tel 020 7946 0958",
+                                                "phone tel 020 7946 0958"]
+    assert label_views("team-42") == ["team-42", "team 42"]
 
 
 # -- audit ----------------------------------------------------------------------------------

@@ -153,7 +153,7 @@ def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
 
 
 def test_a_stop_while_the_analyzer_loads_acks_no_batch() -> None:
-    """Issue 37: a batch taken while the redactor loaded was acked by the stop that
+    """A batch taken while the redactor loaded was acked by the stop that
     cancelled the agent there (outside its own error handling), with nothing sent, and the
     crashed worker's stop committed it."""
     async def go() -> tuple[list[bool], int, list[int]]:

@@ -84,3 +84,11 @@ def test_any_number_in_any_range_is_found_whole(issuer, data, sep, left, right) 
     text = f"{left}{value}{right}"
     assert (len(left), len(left) + len(value)) in found(text)
     assert [start for start, _, _ in find_cards(text)] == [len(left)]
+
+
+def test_digits_inside_a_hex_digest_are_no_card() -> None:
+    # 638948037574a... holds 12+ digits that pass Luhn inside a git commit id
+    for digest in ("2f5bee638948037574a60c43bbcdb6984cd4d452",
+                   "9f" + "4111111111111111" + "ab" * 7 + "c"):
+        assert found(f"rollback to {digest} started") == [], digest
+    assert found("card 4111111111111111abc") == [(5, 21)]  # a short tail is no digest

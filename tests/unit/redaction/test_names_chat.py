@@ -1,4 +1,4 @@
-"""Names in chat transcripts, e-mail headers and signatures, and found again alone (issue 30).
+"""Names in chat transcripts, e-mail headers and signatures, and found again alone.
 
 The given names here are made up, so no gazetteer knows them: only where they stand
 (a speaker label, a From line, a signature) says they are names.
@@ -68,6 +68,22 @@ def test_email_headers_signatures_and_later_mentions() -> None:
     for word in ("Zorvanta", "Kepuli", "Mbekezi", "Thandolwe", "Ilvaro", "Quenzi"):
         assert word not in out, out
     assert "Site Reliability" in out and "Subject: rollback" in out
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("감사합니다.\nHayun Nam\nYeongsug Go\n☎ 010", "감사합니다.\n<PERSON>\n<PERSON>\n☎ 010"),
+    ("Best regards,\nZorvanta Kepuli\nMbekezi Thandolwe",
+     "Best regards,\n<PERSON>\n<PERSON>"),
+    # a title or a team on the next line is not a name
+    ("Best regards,\nZorvanta Kepuli\nSupport Engineer",
+     "Best regards,\n<PERSON>\nSupport Engineer"),
+    ("--\nZorvanta Kepuli\nSite Reliability", "--\n<PERSON>\nSite Reliability"),
+    ("Thanks,\nZorvanta Kepuli\nPlatform Team", "Thanks,\n<PERSON>\nPlatform Team"),
+    ("以上\nHayun Nam", "以上\n<PERSON>"),
+])
+def test_a_signature_of_two_names_and_a_closing_in_any_served_language(
+        text: str, expected: str) -> None:
+    assert masked(text) == expected
 
 
 def test_a_closing_and_a_name_on_one_line() -> None:

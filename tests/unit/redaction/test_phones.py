@@ -31,6 +31,7 @@ def covered(rec: PossiblePhoneRecognizer, text: str, start: int, end: int) -> bo
 
 
 IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @settings(max_examples=60, deadline=None)
@@ -44,13 +45,15 @@ def test_finds_everything_presidio_finds_and_the_prefilter_changes_nothing(
         parts: list[str], sep: str) -> None:
     """Presidio matches that run into an IPv4 address are held to their part outside it:
     digits glued to an address are no phone number (NOT_PHONES), and the address is
-    masked as IP_ADDRESS anyway, but a number beside the address must still be found."""
+    masked as IP_ADDRESS anyway, but a number beside the address must still be found.
+    Dates Presidio takes for phones are the exception: a date is never masked
+    (test_business_text.py)."""
     text = sep.join(parts)
     ours = spans(OURS, text)
     assert ours == spans(UNFILTERED, text)
     for a, b in spans(PRESIDIO, text):
         a, b = outside_addresses(text, a, b)
-        if sum(c.isdigit() for c in text[a:b]) >= 7:
+        if sum(c.isdigit() for c in text[a:b]) >= 7 and not ISO_DATE.fullmatch(text[a:b]):
             assert any(x <= a and b <= y for x, y in ours), (text, (a, b))
 
 
@@ -144,7 +147,10 @@ def test_possible_numbers_of_every_configured_region_in_every_format() -> None:
                         # phonenumbers leaves an unassigned number unformatted, without
                         # the trunk prefix a person dialling it nationally would write
                         value = prefix.national_prefix + value
-                    text = f"Customer wrote: {value}. Please follow up."
+                    # Digits alone read as a phone only after a cue (an order or PO
+                    # number looks the same): test_bare_digits_need_a_cue.
+                    lead = "Customer phone: " if value.isdigit() else "Customer wrote: "
+                    text = f"{lead}{value}. Please follow up."
                     if not covered(rec, text, 16, 16 + len(value)):
                         missed.append((region, value))
     assert missed == []
@@ -179,3 +185,26 @@ def test_a_region_is_skipped_only_below_its_shortest_possible_number() -> None:
     # A German 5-digit local number is found although only a few regions run on it.
     assert spans(OURS_ALL, "Tel. 030 12345") == [(5, 14)] == spans(UNFILTERED_ALL,
                                                                   "Tel. 030 12345")
+
+
+def test_bare_digits_need_a_cue() -> None:
+    """Digits alone are as often an order or PO number as a phone: they are one after a
+    cue, alone on a line, with a trunk prefix, in a served mobile shape, or in a table
+    with a phone column; never as a record's number, a date or a time stamp."""
+    rec = PossiblePhoneRecognizer(["US", "GB", "IN", "CN", "BR"])
+    for text in ("call me on 4155550123", "4155550123", "ring 02079460958 today",
+                 "note 9876543210 (an Indian mobile)", "微信 13812345678",
+                 "id,phone\n1,4155550123\n2,6175550111",
+                 "write to ana@example.net or 1366870945 today"):
+        assert spans(rec, text), text
+    for text in ("PO 4500123456 approved", "PO number 4155550123", "order 4155550123 shipped",
+                 "ORD-2026-595105", "build 20261210.3", "ts 1735689600", "batch 4155550123",
+                 "total EUR 344.648,56", "at 2026-02-25 22:04:05.666+05:30",
+                 "opened (20220302)", "order,total\n4155550123,12"):
+        assert spans(rec, f"We saw {text} in the logs.") == [], text
+
+
+def test_russian_phone_labels_in_any_case_and_order_numbers_first() -> None:
+    ru = PossiblePhoneRecognizer(["RU"])
+    assert spans(ru, "номер телефона: 83014161851") == [(16, 27)]
+    assert spans(ru, "Номер заказа: 4500123456, номер счёта: 9123456789.") == []
