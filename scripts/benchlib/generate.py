@@ -97,7 +97,8 @@ async def serve(lm: CausalLM, max_batch: int, max_new: int,
                 asks: list[tuple[str, list[str]]]) -> dict[str, Any]:
     """Every ask sent at once to an answerer batching up to `max_batch` rows."""
     s = settings(max_batch, max_new)
-    answerer = GenerativeAnswerer(lm, s, InferenceMetrics())
+    metrics = InferenceMetrics()
+    answerer = GenerativeAnswerer(lm, s, metrics)
     answerer.start()
     try:
         started = time.perf_counter()
@@ -110,7 +111,11 @@ async def serve(lm: CausalLM, max_batch: int, max_new: int,
     pace = [(t - 1) / (d.total_s - d.first_s) for t, d in zip(tokens, done, strict=True)
             if t > 1 and d.total_s > d.first_s]
     ttft = [d.first_s for d in done]
+    steps = metrics.sample("streamrag_inference_decode_rows_count")
+    rows = metrics.sample("streamrag_inference_decode_rows_sum")
     return {"max_batch": max_batch, "streams": len(asks), "tokens": sum(tokens),
+            # decode step occupancy: the mean rows (answers) one decode step served
+            "rows_per_step": rows / steps if steps else float("nan"),
             "wall_s": wall, "aggregate_tok_s": sum(tokens) / wall,
             "stream_tok_s": statistics.median(pace) if pace else float("nan"),
             "ttft_p50_s": pct(ttft, 50), "ttft_p95_s": pct(ttft, 95),
@@ -118,7 +123,8 @@ async def serve(lm: CausalLM, max_batch: int, max_new: int,
 
 
 def row(label: str, r: dict[str, Any]) -> str:
-    return (f"{r['streams']:>3} {label:<9} {r['max_batch']:>5} {r['tokens']:>6} "
+    return (f"{r['streams']:>3} {label:<9} {r['max_batch']:>5} {r['rows_per_step']:>9.2f} "
+            f"{r['tokens']:>6} "
             f"{r['aggregate_tok_s']:>9.1f} {r['stream_tok_s']:>10.1f} {r['ttft_p50_s']:>8.2f} "
             f"{r['ttft_p95_s']:>8.2f} {r['wall_s']:>7.1f}")
 
@@ -153,7 +159,7 @@ def main() -> int:
     print(f"\n{lm.model_id}, CPU, torch threads {threads}, load {load_s:.1f} s, "
           f"max_new {args.max_new}, greedy"
           + (", stopping at end-of-sequence" if args.stop_at_eos else ", end-of-sequence ignored"))
-    print(f"{'N':>3} {'mode':<9} {'batch':>5} {'tokens':>6} {'agg tok/s':>9} "
+    print(f"{'N':>3} {'mode':<9} {'batch':>5} {'rows/step':>9} {'tokens':>6} {'agg tok/s':>9} "
           f"{'strm tok/s':>10} {'TTFT p50':>8} {'TTFT p95':>8} {'wall s':>7}")
     for r in results:
         print(row(r["mode"], r))

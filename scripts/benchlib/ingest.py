@@ -434,7 +434,7 @@ def print_modes(res: dict[str, Any]) -> None:
         print(f"{mode:<12}{out['docs_per_s']:>10.2f}{out['docs_per_s'] / raw:>7.2f}x"
               f"{len(out['lost']):>6}{out['peak_rss_gib']:>14.2f}   "
               + ", ".join(f"{h:.0f}" for h in hops))
-    print("targets (issue 16): end to end >= 0.8 x raw and >= 7.9 docs/s (Pathway, 2,000 "
+    print("targets: end to end >= 0.8 x raw and >= 7.9 docs/s (Pathway, 2,000 "
           "documents); peak RSS 1.5 GiB one-process, 2.5 GiB multi-process")
     for mode, out in res["modes"].items():
         cpu = out.get("cpu_s_per_doc", {})

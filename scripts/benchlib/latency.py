@@ -317,7 +317,7 @@ def print_table(res: dict[str, Any], modes: list[str]) -> None:
     floor = res["floor"]
     print(f"\nin-process floor: redact+chunk+embed+index p50 {floor['ingest']['p50']:.1f} ms "
           f"per document; encode+search p50 {floor['query']['p50']:.1f} ms per query")
-    print("targets (issue 16): RSS 1.5 GiB one-process, 2.5 GiB multi-process; freshness with "
+    print("targets: RSS 1.5 GiB one-process, 2.5 GiB multi-process; freshness with "
           "redaction on, light load")
 
 

@@ -32,7 +32,7 @@ two one-process meshes, one searching its own shards in-process (the default) an
 forced through the broker (STREAMRAG_INFERENCE_LOCAL_SEARCH=false), written to
 bench-results/retrieve-search-path.json.
 
---retrieve --tuning measures the query path's tuning (issue 16) on three one-process meshes
+--retrieve --tuning measures the query path's tuning on three one-process meshes
 side by side: the baseline "fp32" (the query encoder's fp32 graph), "int8" (its int8
 graph), and "int8 dense" (int8 with hybrid search off, for the p99 of hybrid against
 dense-only search); everything else at today's defaults. Every mesh runs with the

@@ -1,6 +1,7 @@
-"""A query end to end without gRPC: embed, scatter-gather, feedback boost, rerank, answer.
+"""The search and answer steps of a query: embed, scatter-gather, feedback boost, rerank,
+answer. pipeline.py walks a call through them (and the answer cache around them).
 
-The coordinator only: each step lives in its own module. Encoder calls go through one
+Each step lives in its own module. Encoder calls go through one
 shared.batching Batcher (queries ahead of bulk Embed calls); the answer is extractive
 (answer/extractor.py) or generated (answer/generative/answerer.py), per query as
 answer/modes.py decides; either way its citations are checked (answer/citations.py).
@@ -40,6 +41,10 @@ from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetric
 from shared.batching.batcher import Batcher
 from shared.batching.queue import INTERACTIVE, BatchLimits
 from shared.contract.records import SearchHit
+
+# Of auto's generation budget, the seconds (at most a fifth of it) kept back for the quoted
+# answer that replaces a generation still running at its end.
+EXTRACT_RESERVE_S = 1.0
 
 if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
     from services.inference.answer.generative.model import CausalLM
@@ -116,6 +121,8 @@ class QueryEngine:
         """The answer path of one query (answer/modes.py), counted by mode and reason."""
         load = None if self.generative is None else self.generative.load(params)
         default = params.settings(self.settings).answer_mode
+        if time_left_s is None:  # auto still judges a call with no deadline of its own
+            time_left_s = self.settings.auto_deadline_ms / 1000
         choice = modes.choose(params.answer_mode, default, load, time_left_s)
         self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
         return choice
@@ -250,23 +257,52 @@ class QueryEngine:
         return tuple(out)
 
     async def answer_stream(self, retrieval: Retrieval, choice: ModeChoice | None = None,
-                            ) -> AsyncIterator[str | Answer]:
+                            streamed: bool = True) -> AsyncIterator[str | Answer]:
         """The answer's text deltas, then the Answer itself as the last item, its citations
-        checked. `choice` None: chosen now, without a deadline."""
+        checked. `choice` None: chosen now, without a deadline. A generation that outlasts
+        auto's budget ends there: cut short where deltas were `streamed` to a reader, else
+        replaced by the quoted answer."""
         hits = retrieval.result.hits
         choice = choice or self.choose_mode(retrieval.params, None)
-        texts = [h.text for h in hits]
         if choice.mode == modes.GENERATIVE and self.generative is not None:
-            async for event in self.generative.stream(retrieval.params, texts):
+            stream = self.generative.stream(retrieval.params, [h.text for h in hits])
+            deadline = _generation_deadline(choice)
+            sent: list[str] = []
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        event = await anext(stream)
+                except TimeoutError:  # auto's budget ran out: the stream freed its row
+                    await stream.aclose()
+                    cut = bool(sent) and streamed  # what the caller has read stands
+                    late = self._late(choice, sent, cut)
+                    self.metrics.answer_modes.labels(
+                        mode=modes.GENERATIVE if cut else modes.EXTRACTIVE,
+                        reason="deadline_passed").inc()
+                    if cut:
+                        yield self._checked(late, hits)
+                        return
+                    break
                 if isinstance(event, Answer):
                     yield self._checked(event, hits)
-                else:
-                    yield event
-            return
-        answer = await self._extract(retrieval)
+                    return
+                sent.append(event)
+                yield event
+            answer = replace(await self._extract(retrieval), replaced=late.replaced)
+        else:
+            answer = await self._extract(retrieval)
         for piece in answer.pieces:
             yield piece
         yield self._checked(answer, hits)
+
+    def _late(self, choice: ModeChoice, sent: Sequence[str], cut: bool) -> Answer:
+        """What stands of a generation auto's budget `cut` short: the pieces already
+        streamed (finish_reason "deadline"); and why, for the quoted answer otherwise."""
+        why = (f"deadline: the generation outlasted the {choice.budget_s:.1f}s auto "
+               "judged it by")
+        why += ", cut short" if cut else ", extractive served"
+        return Answer(tuple(sent), "deadline", 0, len(sent), 0.0, modes.GENERATIVE, "tokens",
+                      replaced=why)
 
     def _checked(self, answer: Answer, hits: Sequence[SearchHit]) -> Answer:
         ids, texts = [h.chunk_id for h in hits], [h.text for h in hits]
@@ -304,10 +340,30 @@ class QueryEngine:
             retrieval = replace(retrieval, encoder_epoch=-1)  # encode the question again
 
     async def answer(self, retrieval: Retrieval, choice: ModeChoice | None = None) -> Answer:
-        async for event in self.answer_stream(retrieval, choice):
+        """The whole answer; a generated one whose sources do not support it (below
+        generation_min_support) replaced by the extractive answer, which quotes them."""
+        async for event in self.answer_stream(retrieval, choice, streamed=False):
             if isinstance(event, Answer):
-                return event
+                return await self._supported(retrieval, event)
         raise AssertionError("answer_stream ended without an Answer")
+
+    async def _supported(self, retrieval: Retrieval, answer: Answer) -> Answer:
+        share = answer.citations.supported_share if answer.citations is not None else 1.0
+        if answer.mode != modes.GENERATIVE or share >= self.settings.generation_min_support:
+            return answer
+        self.metrics.answer_modes.labels(mode=modes.EXTRACTIVE, reason="unsupported").inc()
+        quoted = self._checked(await self._extract(retrieval), retrieval.result.hits)
+        return replace(quoted, replaced=f"unsupported: {share:.0%} of the generated "
+                       "answer's sentences were grounded in its sources, extractive served")
+
+
+def _generation_deadline(choice: ModeChoice) -> float | None:
+    """The loop time by which auto's generation must end (None: unbounded here), a share of
+    its budget kept back for the quoted answer that replaces a late one."""
+    if choice.budget_s is None:
+        return None
+    reserve = min(EXTRACT_RESERVE_S, choice.budget_s / 5)
+    return asyncio.get_running_loop().time() + choice.budget_s - reserve
 
 
 def question_key(question: str) -> str:

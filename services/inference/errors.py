@@ -4,6 +4,8 @@ shared.errors.InfrastructureError     (the API answers UNAVAILABLE)
  +-- NotReadyError                    the encoder is loading or the reply reader is not reading
  +-- NoShardsError                    no retrieval shard returned a usable reply in time
 shared.batching.queue.QueueFullError  (RESOURCE_EXHAUSTED) comes from the batchers.
+ +-- GenerationBusyError              a generation asked for by name that the queued work
+                                      would keep past the call's deadline
 shared.errors.InvalidInput            (INVALID_ARGUMENT)
  +-- OutOfRangeError                  (OUT_OF_RANGE) a valid ask beyond what is kept
  +-- NoGeneratorError                 (FAILED_PRECONDITION) generative asked, none loaded
@@ -14,6 +16,7 @@ shared.errors.InvalidInput            (INVALID_ARGUMENT)
 
 from __future__ import annotations
 
+from shared.batching.queue import QueueFullError
 from shared.errors import InfrastructureError, InvalidInput
 
 
@@ -23,6 +26,11 @@ class NotReadyError(InfrastructureError):
 
 class NoShardsError(InfrastructureError):
     """No retrieval shard returned a usable reply in time."""
+
+
+class GenerationBusyError(QueueFullError):
+    """Generation was asked for, and the jobs queued ahead would keep it past the call's
+    deadline: refused at once rather than queued to fail later."""
 
 
 class OutOfRangeError(InvalidInput):

@@ -154,6 +154,17 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # extractive is the more faithful and faster answer with the bundled model on a CPU
     # (docs/design/inference.md, "Which default").
     answer_mode: Literal["extractive", "generative", "auto"] = "auto"
+    # A generated Query answer whose supported_share (its sentences grounded in their
+    # sources, numbers and names included) is below this is replaced by the extractive
+    # answer, saying so in answer_mode_reason ("unsupported"); 0: never replaced.
+    generation_min_support: float = Field(default=1.0, ge=0, le=1)
+    # The deadline auto assumes for a call that sets none (ms): it generates only when the
+    # estimated generation time fits in it, so a default caller never waits on a long queue.
+    auto_deadline_ms: int = Field(default=30_000, ge=1)
+    # The deadline of any call that sets neither deadline_ms nor a gRPC deadline (ms; 0:
+    # none): past it the call ends DEADLINE_EXCEEDED and its generation row is freed, so no
+    # caller waits without end (a generative answer asked for by name included).
+    default_deadline_ms: int = Field(default=120_000, ge=0)
     # The most rows (answers) in one generation batch.
     gen_max_batch: int = Field(default=8, ge=1)
     # The most padded tokens of a generation batch: rows x the longest (prompt + new tokens).

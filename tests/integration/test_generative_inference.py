@@ -121,6 +121,10 @@ def generative(mesh: Endpoints, lm_dir: Path,
            "STREAMRAG_DATA_DIR": str(work / "data"),
            "STREAMRAG_INFERENCE_GENERATOR_PATH": str(lm_dir),
            "STREAMRAG_INFERENCE_ANSWER_MODE": "generative",
+           # Its model has random weights, so no answer is grounded: these tests are about
+           # decoding and batching, and serve what it writes (the replacement of unsupported
+           # answers is tests/unit/inference/answer/test_supported_answers.py).
+           "STREAMRAG_INFERENCE_GENERATION_MIN_SUPPORT": "0",
            # The reference decodes on the CPU in fp32; so must the worker, to match it.
            "STREAMRAG_INFERENCE_DEVICE": "cpu",
            "STREAMRAG_INFERENCE_PROMPT_TOKEN_BUDGET": str(PROMPT_BUDGET),

@@ -6,13 +6,15 @@ document that went through ingest, redaction, chunking and embedding. The model 
 and its wording is its own, so the checks are on what a wrong program would not produce:
 the answer streams in several deltas, says what the document says (its cause), is cited
 to that document, keeps redaction's placeholders and never the planted PII, and auto mode
-falls back to quoting when the deadline is too short to generate.
+falls back to quoting when the deadline is too short to generate; a call with no deadline
+of its own ends at the server's default and its generation stops with it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ PII = ("Maria", "Gonzalez", "maria.gonzalez", "415-555", "0132")
 QUESTION = "What caused the payments outage?"
 CAUSE = re.compile(r"migration|index|CONCURRENTLY|lock", re.I)
 TIMEOUT_S = 120  # per call: a busy 2-core machine generates ~10-25 tokens/s
+DEFAULT_DEADLINE_MS = 4000
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,9 @@ def worker(mesh: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterato
            "STREAMRAG_DATA_DIR": str(work / "data"),
            "STREAMRAG_INFERENCE_GENERATOR_BUNDLED": "true",
            "STREAMRAG_INFERENCE_DEVICE": "cpu",
-           "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5"}
+           "STREAMRAG_INFERENCE_SHARD_TIMEOUT_S": "5",
+           # for a call that sets no deadline (every other call here sets one)
+           "STREAMRAG_INFERENCE_DEFAULT_DEADLINE_MS": str(DEFAULT_DEADLINE_MS)}
     child = spawn("inference-smollm2", service_argv("inference"), work / "run", env)
     target = f"127.0.0.1:{port}"
     try:
@@ -142,3 +147,26 @@ def test_extractive_on_request_and_auto_quotes_when_the_deadline_is_short(
         metrics = page.read().decode()
     assert 'streamrag_inference_answer_modes_total{mode="extractive",reason="deadline"}' \
         in metrics
+
+
+def _decode_steps(worker: Worker) -> float:
+    with urllib.request.urlopen(worker.metrics_url, timeout=10) as page:
+        metrics = page.read().decode()
+    found = re.search(r"^streamrag_inference_decode_rows_count (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_call_without_a_deadline_ends_at_the_default_and_frees_its_generation(
+        worker: Worker) -> None:
+    with (grpc.insecure_channel(worker.target) as channel,
+          pytest.raises(grpc.RpcError) as failed):  # no timeout: the server's default
+        pb_grpc.InferenceStub(channel).Query(pb.QueryRequest(
+            question=QUESTION, source=worker.source, answer_mode="generative",
+            max_new_tokens=512))
+    assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert f"default deadline of {DEFAULT_DEADLINE_MS} ms passed" in failed.value.details()
+    # 512 tokens take far longer than 4 s here; once the call ended no step decodes for it.
+    time.sleep(1)  # a step already running when the call ended finishes
+    steps = _decode_steps(worker)
+    time.sleep(3)
+    assert steps > 0 and _decode_steps(worker) == steps

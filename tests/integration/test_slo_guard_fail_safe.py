@@ -72,9 +72,11 @@ def load(mesh: Endpoints, per_variant: dict[str, tuple[int, float]],
         stop.wait(offset_s)
         while not stop.is_set():
             try:
-                stub.Retrieve(pb.RetrieveRequest(question=QUESTION, client_id=client),
-                              timeout=timeout_s)
-                outcomes[(variant, "OK")] += 1
+                reply = stub.Retrieve(pb.RetrieveRequest(question=QUESTION, client_id=client),
+                                      timeout=timeout_s)
+                # counted under the variant that answered: one that finished before inference
+                # applied the configuration routed by it is not the canary's
+                outcomes[(reply.variant or variant, "OK")] += 1
             except grpc.RpcError as exc:
                 outcomes[(variant, exc.code().name)] += 1
                 time.sleep(0.05)
@@ -95,6 +97,17 @@ def load(mesh: Endpoints, per_variant: dict[str, tuple[int, float]],
                 t.join(timeout=60)
 
 
+def applied(mesh: Endpoints, version: int) -> None:
+    """Waits until inference answers under configuration `version`: the load starts on the
+    configuration it is about, not on the one before it (inference reads the log a little
+    later, more so on a loaded machine)."""
+    with grpc.insecure_channel(mesh.grpc_target) as channel:
+        stub = pb_grpc.InferenceStub(channel)
+        eventually(lambda: stub.Retrieve(
+            pb.RetrieveRequest(question=QUESTION, client_id="fail-safe-probe"),
+            timeout=30).config_version >= version, f"configuration {version} applied", 60)
+
+
 @contextmanager
 def shipped_canary(mesh: Endpoints, settle: bool = True,
                    ) -> Iterator[tuple[KafkaConfigLog, QueryConfig, QueryConfig]]:
@@ -106,6 +119,7 @@ def shipped_canary(mesh: Endpoints, settle: bool = True,
         time.sleep(3 * WINDOW_S + 2.5)  # two clean windows under it, and the close's lag
     canary = asyncio.run(set_config(log, SHIP, [], "itest", "fail-safe test: canary"))
     try:
+        applied(mesh, canary.version)
         yield log, baseline, canary
     finally:
         last = current(asyncio.run(log.read()))

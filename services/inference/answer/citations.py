@@ -10,10 +10,16 @@ holds the largest share of its words, if that share reaches SUPPORT (`cited_by` 
 which way the citations were found).
 
 `supported_share` is the faithfulness signal on every answer: the share of the answer's
-sentences whose content words are at least SUPPORT covered by one cited chunk. Word
-overlap rather than an entailment model because no NLI model is installable here; it
-credits a sentence copied or closely paraphrased from a passage and fails one that adds
-facts the passage does not hold, which is the failure that matters in a small model.
+sentences grounded in one cited chunk. A sentence is grounded in a passage when the
+passage holds at least SUPPORT of its content words *and every fact it states*: each number
+(`35`, `2.5`, `1,200`, `20%`, a date's parts and month names), each name or term written
+with a capital (the first word too, "Dingo follows ...", unless it is a stop word or an
+opener), and each quoted term must stand in that same passage (`facts`). Word
+overlap alone credited "retention is 30 days" against a passage saying 35 days, and an
+answer that took a service's name from one passage and its number from another. Overlap
+and facts rather than an entailment model because no NLI model is installable here; it
+credits a sentence copied or closely paraphrased from a passage and fails one that adds or
+changes facts, which is the failure that matters in a small model.
 
 Pure: no model, no I/O.
 """
@@ -43,6 +49,91 @@ class CitationCheck:
     uncited: bool  # passages were given and the model's text names none of them
     unknown_markers: tuple[int, ...]  # "[n]" naming no passage the model was shown
     supported_share: float  # answer sentences grounded in a cited chunk (1.0: no sentence)
+
+
+# A number as written (thousands separators and decimals), read as its digits.
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+_QUOTED = re.compile(r"[\"“”«»]([^\"“”«»\n]{2,80})[\"“”«»]")
+_CAPITALISED = re.compile(r"(?<![\w'’-])[A-Z][\w'’-]*")
+
+
+# Words that start a sentence of an answer without stating anything themselves.
+OPENERS = frozenset(str.split(
+    "according based here however therefore thus sure yes okay ok overall in on at per "
+    "both all none one another usually typically generally currently today answer"))
+MONTHS = {name: n for n, names in enumerate((
+    "january jan", "february feb", "march mar", "april apr", "may", "june jun", "july jul",
+    "august aug", "september sep sept", "october oct", "november nov", "december dec"), 1)
+    for name in names.split()}
+
+
+def _number(written: str) -> str:
+    """`1,200` and `1200` alike; `2.50` as `2.5`; a trailing separator dropped."""
+    digits = written.rstrip(".,")
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", digits):
+        digits = digits.replace(",", "")
+    if "." in digits and re.fullmatch(r"\d+\.\d+", digits):
+        digits = digits.rstrip("0").rstrip(".")
+    return str(int(digits)) if digits.isdigit() else digits
+
+
+def facts(sentence: str) -> set[str]:
+    """What a sentence states that a passage must hold for it to be grounded: its numbers
+    ("#35"), the words it writes with a capital ("name:tamarin"; its first word too unless
+    a stop word or an opener such as "According"), and its quoted terms ("term:lazy
+    eviction")."""
+    sentence = MARKER.sub("", sentence)
+    out = {f"#{_number(m.group())}" for m in _NUMBER.finditer(sentence)}
+    first = _WORD.search(sentence)
+    for m in _CAPITALISED.finditer(sentence):
+        word = m.group().lower()
+        if first is not None and m.start() == first.start() and (
+                word in STOP_WORDS or word in OPENERS):
+            continue  # "The", "According": capitalised only because they start it
+        # A sentence's first word is often its subject ("Dingo follows ..."): a fact.
+        if word in MONTHS:  # "5 March 2026" is the date 2026-03-05 of a passage too
+            out.add(f"#{MONTHS[word]}")
+        elif word not in STOP_WORDS:
+            out.add(f"name:{word}")
+    out.update(f"term:{' '.join(m.group(1).lower().split())}"
+               for m in _QUOTED.finditer(sentence))
+    return out
+
+
+def passage_facts(passage: str) -> tuple[set[str], set[str], str]:
+    """(numbers, words, lowered text) of a passage, to look a sentence's facts up in."""
+    numbers = {f"#{_number(m.group())}" for m in _NUMBER.finditer(passage)}
+    # A dotted date's parts too ("05.03.2026" holds 5, 3 and 2026); not a decimal's or a
+    # thousands group's ("2.5" does not say 5, "25,000" does not say 0).
+    numbers |= {f"#{int(part)}" for m in _NUMBER.finditer(passage)
+                if len(re.findall(r"[.,]", m.group().rstrip(".,"))) >= 2
+                and not re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", m.group().rstrip(".,"))
+                for part in re.split(r"[.,]", m.group()) if part.isdigit()}
+    lowered = passage.lower()
+    words = {m.group() for m in _WORD.finditer(lowered)}
+    numbers |= {f"#{MONTHS[w]}" for w in words if w in MONTHS}  # "March 5": month 3 too
+    return numbers, words, " ".join(lowered.split())
+
+
+def unsupported_facts(sentence: str, passage: str) -> set[str]:
+    """The facts of `sentence` that `passage` does not hold."""
+    return _missing(facts(sentence), passage_facts(passage))
+
+
+def _missing(stated: set[str], held: tuple[set[str], set[str], str]) -> set[str]:
+    numbers, words, text = held
+    out = set()
+    for fact in stated:
+        kind, _, value = fact.partition(":")
+        if fact.startswith("#"):
+            if fact not in numbers:
+                out.add(fact)
+        elif kind == "name":
+            if value not in words and not all(w in words for w in _WORD.findall(value)):
+                out.add(fact)
+        elif value not in text:
+            out.add(fact)
+    return out
 
 
 def content_words(text: str) -> set[str]:
@@ -119,12 +210,20 @@ def attribute(answer: str, chunk_ids: Sequence[str], texts: Sequence[str],
 
 def supported(answer: str, cited: Sequence[str], chunk_ids: Sequence[str],
               texts: Sequence[str]) -> float:
-    """The share of the answer's sentences at least SUPPORT covered by one cited chunk."""
+    """The share of the answer's sentences grounded in one cited chunk: at least SUPPORT
+    of its content words and every fact it states (module docstring) in that chunk."""
     said = sentences(answer)
     if not said:
         return 1.0
     by_id = dict(zip(chunk_ids, texts, strict=True))
-    passages = [content_words(by_id[c]) for c in cited if c in by_id]
-    grounded = sum(1 for s in said
-                   if any(_covered(content_words(s), p) >= SUPPORT for p in passages))
+    passages = [(content_words(by_id[c]), passage_facts(by_id[c])) for c in cited
+                if c in by_id]
+    grounded = sum(1 for s in said if _grounded(s, passages))
     return grounded / len(said)
+
+
+def _grounded(sentence: str, passages: Sequence[tuple[set[str], tuple[set[str], set[str], str]]],
+              ) -> bool:
+    words, stated = content_words(sentence), facts(sentence)
+    return any(_covered(words, p) >= SUPPORT and not _missing(stated, held)
+               for p, held in passages)

@@ -2,9 +2,13 @@
 
 `auto` writes a generated answer when a generator is loaded, its queue has room and the
 estimated generation time fits in what is left of the query's deadline; otherwise it
-quotes (extractive), and the reason is reported with the answer. Asking for `generative`
-where no generator is loaded is the caller's error (FAILED_PRECONDITION), never a silent
-change of mode.
+quotes (extractive), and the reason is reported with the answer. The time it judged by is
+the generation's budget: a generation still running at its end gives way to the quoted
+answer (the engine enforces it), so auto never waits past its deadline on a wrong
+estimate. Asking for `generative` where no generator is loaded is the caller's error
+(FAILED_PRECONDITION), never a silent change of mode; asking for it while work already
+queued would outlast the call's deadline is refused at once (RESOURCE_EXHAUSTED): the
+queue admits work at the pace it decodes, not more.
 
 Pure: the generator's state comes in as numbers.
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.inference.errors import NoGeneratorError
+from services.inference.errors import GenerationBusyError, NoGeneratorError
 
 EXTRACTIVE, GENERATIVE, AUTO = "extractive", "generative", "auto"
 MODES = (EXTRACTIVE, GENERATIVE, AUTO)
@@ -24,12 +28,16 @@ class GeneratorLoad:
     """What `auto` needs to know of a loaded generator."""
     overloaded: bool  # a new job would wait behind at least one full batch
     estimate_s: float  # queue wait, prefill and max_new_tokens steps at the recent pace
+    waiting: int = 0  # jobs queued for a row now
 
 
 @dataclass(frozen=True)
 class ModeChoice:
     mode: str  # EXTRACTIVE or GENERATIVE
     reason: str  # why: "requested", "default", "no_generator", "overload", "deadline", "fits"
+    # auto's generation must end within this many seconds, else the quoted answer is served
+    # ("deadline: ..."); None: no bound but the call's own deadline (asked for by name).
+    budget_s: float | None = None
 
 
 def choose(requested: str, default: str, load: GeneratorLoad | None,
@@ -46,10 +54,16 @@ def choose(requested: str, default: str, load: GeneratorLoad | None,
                                    "STREAMRAG_INFERENCE_GENERATOR_PATH, or install the "
                                    "bundled model with scripts/install)")
         return ModeChoice(EXTRACTIVE, "no_generator")
+    late = time_left_s is not None and load.estimate_s > time_left_s
     if wanted == GENERATIVE:
+        if late and load.waiting:
+            raise GenerationBusyError(
+                f"{load.waiting} generations queued: this one would take about "
+                f"{load.estimate_s:.1f}s, the call has {time_left_s:.1f}s left; retry later, "
+                "with a longer deadline, or ask for answer_mode extractive")
         return ModeChoice(GENERATIVE, why)
     if load.overloaded:
         return ModeChoice(EXTRACTIVE, "overload")
-    if time_left_s is not None and load.estimate_s > time_left_s:
+    if late:
         return ModeChoice(EXTRACTIVE, "deadline")
-    return ModeChoice(GENERATIVE, "fits")
+    return ModeChoice(GENERATIVE, "fits", time_left_s)

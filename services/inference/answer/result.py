@@ -23,6 +23,9 @@ class Answer:
     # Which chunks the answer cites and how well they ground it (answer/citations.py), set
     # by the engine once the answer is whole.
     citations: CitationCheck | None = None
+    # Why this answer replaced the one the chosen mode wrote ("" when it did not): a
+    # generated answer below generation_min_support is replaced by the extractive one.
+    replaced: str = ""
 
     @property
     def text(self) -> str:

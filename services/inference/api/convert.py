@@ -90,7 +90,8 @@ def query_response(retrieval: Retrieval, answer: Answer, choice: ModeChoice | No
         shard_errors=dict(result.errors), timings=_timings(retrieval, answer),
         finish_reason=answer.finish_reason, usage=_usage(answer),
         cited_chunk_ids=list(check.cited_ids), citation_check=citation_check(check),
-        answer_mode_reason=choice.reason if choice else "", **served(retrieval),
+        answer_mode_reason=answer.replaced or (choice.reason if choice else ""),
+        **served(retrieval),
     )
 
 
@@ -129,6 +130,7 @@ def stream_end(retrieval: Retrieval, answer: Answer) -> pb.StreamQueryResponse:
         finish_reason=answer.finish_reason, usage=_usage(answer),
         timings=_timings(retrieval, answer), cited_chunk_ids=list(check.cited_ids),
         citation_check=citation_check(check),
+        answer_mode=answer.mode if answer.replaced else "", answer_mode_reason=answer.replaced,
     ))
 
 

@@ -9,7 +9,6 @@ Access, the answer cache is scoped by it, and feedback and Stats are checked aga
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -28,18 +27,19 @@ from services.inference.api.auth import Authenticator, TokenVerifier
 from services.inference.api.status import DeadlineError, StatusMapper
 from services.inference.audit.recorder import recorder as query_audit
 from services.inference.cache.key import scope_of
-from services.inference.cache.serve import CachedQueries, Lookup, answer_events, no_generation
+from services.inference.cache.serve import CachedQueries, no_generation
 from services.inference.config.live import LiveConfig
 from services.inference.engine import QueryEngine, Retrieval
-from services.inference.errors import NoShardsError, NotFoundError, PermissionDeniedError
-from services.inference.guard.inflight import UNWATCHED, InFlight, Watch
+from services.inference.errors import NotFoundError, PermissionDeniedError
+from services.inference.guard.inflight import InFlight
+from services.inference.pipeline import LatencySink, QueryPipeline
 from services.inference.query import QueryParams
 from services.inference.search.feedback import check_feedback
-from services.inference.search.served import Receipts, ServedChunks
+from services.inference.search.served import Receipts
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
 from services.inference.telemetry.streamstats import StatsView, check_filter
-from shared.batching.queue import BULK, QueueFullError
+from shared.batching.queue import BULK
 from shared.contract.query_config import VARIANT_NAME
 from shared.errors import InfrastructureError, InvalidInput
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
@@ -47,16 +47,9 @@ from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from shared.tracing import spans
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Inference"].full_name
-# The share of a caller's remaining deadline the gather may use; the rest is for the
-# answer step and the reply, so a slow shard costs a partial answer, not a timeout.
-GATHER_SHARE = 0.75
 FEEDBACK_KINDS = {pb.FEEDBACK_KIND_CLICK: "click", pb.FEEDBACK_KIND_SKIP: "skip"}
 # (chunk id, kind, variant, config version) of one click or skip
 FeedbackSink = Callable[[str, str, str, int], Awaitable[None]]
-# (method, seconds, variant, config version) of a finished call
-# (method, seconds, variant, config version, failed): a failed call is one that found no
-# shards or no queue room, counted against its variant by the SLO guard.
-LatencySink = Callable[[str, float, str, int, bool], None]
 LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
 TIMED_METHODS = ("Query", "StreamQuery", "Retrieve", "Embed")
 STATS_WINDOWS = {pb.STATS_WINDOW_MINUTE: "minute", pb.STATS_WINDOW_HOUR: "hour"}
@@ -70,14 +63,11 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                  cache: CachedQueries | None = None, live: LiveConfig | None = None,
                  inflight: InFlight | None = None) -> None:
         self.engine, self.feedback_sink = engine, feedback_sink
-        self.inflight = inflight  # the SLO guard's view of routed calls (guard/inflight.py)
         self.live = live or LiveConfig(engine.settings)
-        self.latency_sink, self.latency_view = latency_sink, latency_view
-        self.stats_view = stats_view
-        self.metrics = engine.metrics
-        self.cache = cache or CachedQueries(engine, no_generation, enabled=False)
-        # Chunks shown to restricted callers: what their feedback may name (search/served.py).
-        self.served = ServedChunks(engine.settings.feedback_served_capacity)
+        self.latency_view, self.stats_view = latency_view, stats_view
+        self.pipeline = QueryPipeline(
+            engine, cache or CachedQueries(engine, no_generation, enabled=False),
+            latency_sink, inflight)
         # The same proof carried by the caller, checked on any instance sharing the key.
         key = engine.settings.feedback_key
         self.receipts = Receipts(key.get_secret_value().encode() if key is not None
@@ -85,67 +75,34 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
     async def Query(self, request: pb.QueryRequest,
                     context: grpc.aio.ServicerContext) -> pb.QueryResponse:
-        started = time.perf_counter()
+        clock = _CallClock(context, request.deadline_ms)
         async with self._guard(context, request.deadline_ms):
-            params = await self._params(request, context)
-            async with self._failures("Query", started, params):
-                found = await self._retrieve(params, context)
-                retrieval = found.retrieval
-                if found.choice is not None and found.answer is not None:
-                    choice, answer = found.choice, found.answer
-                else:
-                    choice = self.engine.choose_mode(
-                        retrieval.params, _time_left(context, request.deadline_ms, started))
-                    answer = await self.engine.answer(retrieval, choice)
-                    self.cache.store_answer(found, choice, answer)
-        self._shown(retrieval)
-        self._finished("Query", started, found.outcome, retrieval.params)
-        response = convert.query_response(retrieval, answer, choice)
-        self._receipts(retrieval, response.citations)
+            answered = await self.pipeline.query(await self._params(request, context), clock)
+        response = convert.query_response(answered.retrieval, answered.answer, answered.choice)
+        self._receipts(answered.retrieval, response.citations)
         query_audit.answered("Query", request.question, response)
         return response
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
-        started = last = time.perf_counter()
+        clock = _CallClock(context, request.deadline_ms)
         async with self._guard(context, request.deadline_ms):
-            params = await self._params(request, context)
-            async with self._failures("StreamQuery", started, params, ends=False) as call:
-                found = await self._retrieve(params, context)
-                retrieval = found.retrieval
-                if found.choice is not None and found.answer is not None:
-                    choice = found.choice
-                else:
-                    choice = self.engine.choose_mode(
-                        retrieval.params, _time_left(context, request.deadline_ms, started))
+            call = await self.pipeline.stream(await self._params(request, context), clock)
         # Citations first: the reader sees the sources early.
-        self._shown(retrieval)
-        start = convert.stream_start(retrieval, choice)
-        self._receipts(retrieval, start.start.citations)
+        start = convert.stream_start(call.retrieval, call.choice)
+        self._receipts(call.retrieval, start.start.citations)
         end: pb.StreamQueryResponse | None = None
         try:  # a stream cut off after its citations is audited too (finally)
             yield start
-            events = (answer_events(found.answer) if found.answer is not None
-                      else self.engine.answer_stream(retrieval, choice))
-            answer: Answer | None = None
-            first = True
-            while answer is None:
-                async with self._guard(context, request.deadline_ms, started):
+            events = call.events()
+            while end is None:
+                async with self._guard(context, request.deadline_ms, clock.started):
                     event = await anext(events)
                 if isinstance(event, Answer):
-                    answer = event
-                    break
-                now = time.perf_counter()
-                (self.metrics.ttft if first else self.metrics.inter_token).observe(
-                    now - (started if first else last))
-                first, last = False, now
-                yield pb.StreamQueryResponse(delta=event)
-            if found.answer is None:
-                self.cache.store_answer(found, choice, answer)
-            self._finished("StreamQuery", started, found.outcome, retrieval.params)
-            call.end("call")
-            end = convert.stream_end(retrieval, answer)
-            yield end
+                    end = convert.stream_end(call.retrieval, event)
+                    yield end
+                else:
+                    yield pb.StreamQueryResponse(delta=event)
         except (asyncio.CancelledError, GeneratorExit, DeadlineError):
             call.end("cancelled")  # the caller's cancel or deadline, mid-stream
             raise
@@ -156,17 +113,14 @@ class InferenceServicer(pb_grpc.InferenceServicer):
     async def Retrieve(self, request: pb.RetrieveRequest,
                        context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:
         """Query's retrieval alone: the question encoded once, no answer, no sentence encoded."""
-        started = time.perf_counter()
+        clock = _CallClock(context, request.deadline_ms)
         async with self._guard(context, request.deadline_ms):
             served = self.live.serve(_caller(context, request.client_id), request.question)
             params = replace(convert.retrieve_params(request, served.settings, time.time()),
                              served=served, access=principal.current().access)
-            async with self._failures("Retrieve", started, params):
-                found = await self._retrieve(params, context, call="retrieve")
-        self._shown(found.retrieval)
-        self._finished("Retrieve", started, found.outcome, params)
-        response = convert.retrieve_response(found.retrieval)
-        self._receipts(found.retrieval, response.chunks)
+            retrieval = await self.pipeline.retrieve(params, clock)
+        response = convert.retrieve_response(retrieval)
+        self._receipts(retrieval, response.chunks)
         query_audit.retrieved(request.question, response)
         return response
 
@@ -176,7 +130,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         async with self._guard(context, request.deadline_ms):
             texts = self._embed_texts(request)
             vectors = await self.engine.encode(texts, priority=BULK)
-        self._finished("Embed", started)
+        self.pipeline.finished("Embed", started)
         return convert.embed_response(self.engine, vectors)
 
     async def Feedback(self, request: pb.FeedbackRequest,
@@ -219,12 +173,6 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             counts = self.stats_view(window, request.at, source, domain)
         return convert.stats_response(request.window, counts)
 
-    def _shown(self, retrieval: Retrieval) -> None:
-        """Remember what a restricted caller was shown: the chunks its feedback may name."""
-        access = retrieval.params.access
-        if not access.all_access:
-            self.served.record(scope_of(access), (h.chunk_id for h in retrieval.result.hits))
-
     def _receipts(self, retrieval: Retrieval, citations: Iterable[pb.Citation]) -> None:
         """Each citation's feedback receipt, for the scope the call was served."""
         scope = scope_of(retrieval.params.access)
@@ -241,51 +189,9 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         scope = scope_of(access)
         if receipt and self.receipts.valid(scope, chunk_id, receipt):
             return
-        if not self.served.shown(scope, chunk_id):
+        if not self.pipeline.served.shown(scope, chunk_id):
             raise NotFoundError("unknown_chunk", "chunk_id",
                                 "no chunk by that id was recently shown to this caller")
-
-    def _finished(self, method: str, started: float, cache_outcome: str = "",
-                  params: QueryParams | None = None) -> None:
-        seconds = time.perf_counter() - started
-        self.metrics.latency.labels(method=method).observe(seconds)
-        if params is not None and params.served is not None:
-            self.metrics.variant_latency.labels(method=method,
-                                                variant=params.served.variant).observe(seconds)
-        if cache_outcome:
-            self.metrics.answer_cache_latency.labels(method=method,
-                                                     outcome=cache_outcome).observe(seconds)
-        if self.latency_sink is not None:
-            served = None if params is None else params.served
-            self.latency_sink(method, seconds, served.variant if served else "",
-                              served.version if served else 0, False)
-
-    @contextlib.asynccontextmanager
-    async def _failures(self, method: str, started: float, params: QueryParams,
-                        ends: bool = True) -> AsyncIterator[Watch]:
-        """A call that finds no shards or no queue room is its variant's error (the SLO
-        guard's error rate), and so is one its caller cancelled or whose deadline passed
-        (CancelledError here); a caller's mistake is not the variant's. The guard watches
-        the call from here (`ends`: to its end; else the caller ends the Watch yielded)."""
-        served = params.served
-        call = (self.inflight.begin(served.variant, served.version)
-                if self.inflight is not None and served is not None else UNWATCHED)
-        try:
-            yield call
-        except (NoShardsError, QueueFullError):
-            call.end("error")
-            if self.latency_sink is not None and params.served is not None:
-                self.latency_sink(method, time.perf_counter() - started,
-                                  params.served.variant, params.served.version, True)
-            raise
-        except (asyncio.CancelledError, GeneratorExit):
-            call.end("cancelled")
-            raise
-        except BaseException:
-            call.end(None)
-            raise
-        if ends:
-            call.end("call")
 
     def _embed_texts(self, request: pb.EmbedRequest) -> list[str]:
         s = self.engine.settings
@@ -300,7 +206,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
 
     def _guard(self, context: grpc.aio.ServicerContext, deadline_ms: int,
                since: float | None = None) -> _Guard:
-        return _Guard(deadline_ms, context, since)
+        return _Guard(deadline_ms, context, since, self.engine.settings.default_deadline_ms)
 
     async def _params(self, request: pb.QueryRequest,
                       context: grpc.aio.ServicerContext) -> QueryParams:
@@ -308,31 +214,26 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         return replace(convert.params(request, served.settings, time.time()), served=served,
                        access=principal.current().access)
 
-    async def _retrieve(self, params: QueryParams, context: grpc.aio.ServicerContext,
-                        call: str = "query") -> Lookup:
-        """The call's retrieval, and its answer when the answer cache holds a current one."""
-        remaining = _remaining(context)
-        budget = self.engine.settings.shard_timeout_s
-        if remaining is not None:
-            budget = min(budget, remaining * GATHER_SHARE)
-        if call == "retrieve":
-            return await self.cache.retrieve(params, budget)
-        return await self.cache.query(params, budget)
-
 
 class _Guard:
     """Enforces the request's own deadline_ms (from `since`, the call's start) and refuses a
-    call whose deadline is already gone; the status of any failure is StatusMapper's."""
+    call whose deadline is already gone; the status of any failure is StatusMapper's. A call
+    with neither deadline_ms nor a gRPC deadline gets the server's `default_ms` (0: none), so
+    no call waits without end."""
 
     def __init__(self, deadline_ms: int, context: grpc.aio.ServicerContext,
-                 since: float | None) -> None:
-        self.deadline_ms, self.context = deadline_ms, context
+                 since: float | None, default_ms: int = 0) -> None:
+        self.deadline_ms, self.context, self.default_ms = deadline_ms, context, default_ms
         self.since = since or time.perf_counter()
+        self.defaulted = False
         self._timeout: asyncio.Timeout | None = None
 
     async def __aenter__(self) -> None:
         if self.deadline_ms < 0:
             raise InvalidInput("negative", "deadline_ms", "must not be negative")
+        self.defaulted = not self.deadline_ms and _remaining(self.context) is None
+        if self.defaulted:
+            self.deadline_ms = self.default_ms
         if self.deadline_ms:
             left = self.deadline_ms / 1000 - (time.perf_counter() - self.since)
             self._timeout = asyncio.timeout(max(left, 0))
@@ -347,8 +248,28 @@ class _Guard:
             try:
                 await self._timeout.__aexit__(kind, exc, tb)
             except TimeoutError as timeout:
+                if self.defaulted:
+                    raise DeadlineError(
+                        f"the server's default deadline of {self.deadline_ms} ms passed (the "
+                        "call set none; set deadline_ms or a gRPC deadline for longer)",
+                    ) from timeout
                 raise DeadlineError(f"deadline_ms {self.deadline_ms} passed") from timeout
         return False
+
+
+class _CallClock:
+    """A call's time as gRPC knows it (pipeline.CallClock): the caller's gRPC deadline and
+    the request's own deadline_ms, from the call's start."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, deadline_ms: int) -> None:
+        self.context, self.deadline_ms = context, deadline_ms
+        self.started = time.perf_counter()
+
+    def remaining(self) -> float | None:
+        return _remaining(self.context)
+
+    def left(self) -> float | None:
+        return _time_left(self.context, self.deadline_ms, self.started)
 
 
 def _reported_variant(variant: str) -> str:

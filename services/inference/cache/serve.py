@@ -166,6 +166,7 @@ def _reusable(params: QueryParams, choice: ModeChoice | None, answer: Answer) ->
     degraded for a moment's load."""
     if choice is not None and choice.reason in TRANSIENT_REASONS:
         return False
-    if answer.finish_reason == "cancelled":
+    if answer.finish_reason in ("cancelled", "deadline") or answer.replaced.startswith(
+            "deadline"):  # a generation cut by the moment's time, not by what it said
         return False
     return answer.mode == EXTRACTIVE or params.temperature == 0.0

@@ -42,7 +42,7 @@ if _DELAYS:
     from types import ModuleType
     from typing import Any
 
-    _SERVER = "services.inference.api.server"
+    _PIPELINE = "services.inference.pipeline"
 
     def _delay(variant: str) -> float:
         try:
@@ -52,23 +52,22 @@ if _DELAYS:
         return float(delays.get(variant, delays.get("*", 0.0)))
 
     def _slow_down(module: ModuleType) -> None:
-        servicer = module.InferenceServicer
-        retrieve = servicer._retrieve
+        pipeline = module.QueryPipeline
+        search = pipeline.search
 
-        async def _late_retrieve(self: Any, params: Any, context: Any, *args: Any,
-                                 **kwargs: Any) -> Any:
+        async def _late_search(self: Any, params: Any, *args: Any, **kwargs: Any) -> Any:
             served = params.served
             if (seconds := _delay(served.variant if served else "")) > 0:
                 await asyncio.sleep(seconds)
-            return await retrieve(self, params, context, *args, **kwargs)
+            return await search(self, params, *args, **kwargs)
 
-        servicer._retrieve = _late_retrieve
+        pipeline.search = _late_search
 
     class _AfterImport(importlib.abc.MetaPathFinder):
-        """Patches the API server module right after it is first imported."""
+        """Patches the query pipeline's module right after it is first imported."""
 
         def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-            if name != _SERVER:
+            if name != _PIPELINE:
                 return None
             sys.meta_path.remove(self)
             spec = importlib.machinery.PathFinder.find_spec(name, path)

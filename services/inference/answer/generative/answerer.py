@@ -7,7 +7,7 @@ continuous batching the loop admits jobs that queue while it runs.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING
 
 from services.inference.answer.generative.decode import Finished, GenerationRunner, Job
@@ -61,10 +61,10 @@ class GenerativeAnswerer:
         estimate = (self.first_token_s + self.max_new_tokens(params) * self.per_token_s)
         # Each full batch ahead runs about one answer's time before this one starts.
         return GeneratorLoad(overloaded=waiting >= rows,
-                             estimate_s=estimate * (1 + waiting // rows))
+                             estimate_s=estimate * (1 + waiting // rows), waiting=waiting)
 
     async def stream(self, params: QueryParams, texts: Sequence[str],
-                     ) -> AsyncIterator[str | Answer]:
+                     ) -> AsyncGenerator[str | Answer, None]:
         """The answer's text deltas, then the Answer itself as the last item."""
         started, s = time.perf_counter(), self.settings
         max_new = self.max_new_tokens(params)

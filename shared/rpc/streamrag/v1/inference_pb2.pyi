@@ -231,18 +231,22 @@ class StreamStart(_message.Message):
     def __init__(self, citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., answer_mode: _Optional[str] = ..., partial: _Optional[bool] = ..., missing_shards: _Optional[_Iterable[int]] = ..., shard_errors: _Optional[_Mapping[int, str]] = ..., answer_mode_reason: _Optional[str] = ..., config_version: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class StreamEnd(_message.Message):
-    __slots__ = ("finish_reason", "usage", "timings", "cited_chunk_ids", "citation_check")
+    __slots__ = ("finish_reason", "usage", "timings", "cited_chunk_ids", "citation_check", "answer_mode", "answer_mode_reason")
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     CITED_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
     CITATION_CHECK_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_MODE_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_MODE_REASON_FIELD_NUMBER: _ClassVar[int]
     finish_reason: str
     usage: Usage
     timings: Timings
     cited_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
     citation_check: CitationCheck
-    def __init__(self, finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ..., citation_check: _Optional[_Union[CitationCheck, _Mapping]] = ...) -> None: ...
+    answer_mode: str
+    answer_mode_reason: str
+    def __init__(self, finish_reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., cited_chunk_ids: _Optional[_Iterable[str]] = ..., citation_check: _Optional[_Union[CitationCheck, _Mapping]] = ..., answer_mode: _Optional[str] = ..., answer_mode_reason: _Optional[str] = ...) -> None: ...
 
 class StreamQueryResponse(_message.Message):
     __slots__ = ("start", "delta", "end")

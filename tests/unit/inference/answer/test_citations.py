@@ -72,3 +72,45 @@ def test_citations_are_always_shown_chunks_and_copied_sentences_are_grounded(
     if check.cited_by == "overlap":  # every sentence copied from a shown passage is found
         assert {IDS[i] for i in copied_shown} == set(check.cited_ids)
         assert check.supported_share == len(copied_shown) / len(picks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 100_000), st.integers(0, 100_000),
+       st.sampled_from(["days", "seconds", "%", "requests per second"]),
+       st.sampled_from(["Tamarin", "Osprey", "the ledger"]))
+def test_a_sentence_is_grounded_only_where_its_number_stands_in_the_passage(
+        held: int, said: int, unit: str, name: str) -> None:
+    passage = f"After the upgrade {name} keeps cached pages for {held:,} {unit} at most."
+    sentence = f"After the upgrade {name} keeps cached pages for {said} {unit} at most."
+    share = citations.supported(sentence, ["c"], ["c"], [passage])
+    assert share == (1.0 if said == held else 0.0), (passage, sentence)
+
+
+def test_names_and_quoted_terms_must_stand_in_the_one_passage_that_grounds_a_sentence() -> None:
+    texts = ["Tamarin keeps cached pages for 35 days before eviction.",
+             "The Osprey gateway times out a request after 20 seconds."]
+    ids = ["t", "o"]
+    for sentence, share in (
+            ("Tamarin keeps cached pages for 35 days before eviction.", 1.0),
+            ("Tamarin keeps cached pages for 35 days before \"lazy eviction\".", 0.0),
+            ("Tamarin keeps cached pages for 35 days under the Lazy Eviction Policy.", 0.0),
+            # each fact is in a cited passage, but no one passage holds them both
+            ("The Osprey gateway keeps cached pages for 35 days.", 0.0),
+            ("The Osprey gateway times out a request after 20 seconds.", 1.0)):
+        assert citations.supported(sentence, ids, ids, texts) == share, sentence
+    assert citations.unsupported_facts(
+        "Tamarin keeps pages for 30 days, says Ana.", texts[0]) == {"#30", "name:ana"}
+    # A date's parts, thousands separators and trailing zeros read alike.
+    assert not citations.unsupported_facts("It began on 5 March 2026 with 1200 users at 2.50.",
+                                           "Since 2026-03-05, 1,200 users; price 2.5.")
+
+
+def test_a_subject_from_one_passage_with_a_fact_from_another_is_not_grounded() -> None:
+    texts = ["Dingo follows the Frozen Sweep Policy when its disk fills up.",
+             "Tamarin follows the Tiered Compaction Policy when its disk fills up."]
+    ids = ["d", "t"]
+    mixed = "Dingo follows the Tiered Compaction Policy when its disk fills up."
+    assert citations.supported(mixed, ids, ids, texts) == 0.0
+    assert citations.supported(texts[0], ids, ids, texts) == 1.0
+    # An opener is no fact; the name after it is.
+    assert citations.facts("According to the passage, Dingo keeps it.") == {"name:dingo"}
