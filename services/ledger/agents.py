@@ -10,40 +10,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from functools import partial
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 from prometheus_client import Histogram
 
+# Query audits (audit.queries.v1) are batched and anchored by the same path; their agent
+# lives in its own module and registers on this app when imported here.
+from services.ledger import queries  # noqa: F401
+from services.ledger.anchoring import (
+    anchor_root,
+    announce,
+    boundary,
+    connected,
+    fatal,
+    ledger_client,
+)
 from services.ledger.anchors import AnchorReceipt
-from services.ledger.app import anchored, anchors_topic, app, batches_topic, dlq, ledger, settings
-from services.ledger.chain import AnchorClient
-from services.ledger.errors import LedgerError, LedgerUnavailable
+from services.ledger.app import anchored, anchors_topic, app, batches_topic, settings
+from services.ledger.errors import LedgerError
 from services.ledger.reconcile import Checkpoint, recent, reconcile
 from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode, encode
-from shared.contract.records import Anchor, AuditBatch
+from shared.contract.records import AuditBatch
 from shared.errors import InvalidInput
 from shared.tracing import spans
-from shared.worker.boundary import Boundary, export_counts
+from shared.worker.boundary import export_counts
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-_client: AnchorClient | None = None
 # The last reconciliation round's checkpoint: anchors it verified are not asked for again
 # while the node keeps its block (services/ledger/reconcile.py).
 _checkpoint: Checkpoint | None = None
-_connecting = asyncio.Lock()  # one connect (and at most one deploy) per worker
 KNOWN_SIGNERS = AuditSignerSettings().known()
 
 
-def _stopping_already(exc: BaseException) -> None:
-    """The ledger stops itself through `_fatal` (app.crash), as its tests expect."""
-
-
-# Anchoring failures stop the worker (_fatal); the boundary handles the rest of a record.
-boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
 # The proof's delay: from redaction closing an audit batch to its root on chain.
 ANCHOR_LATENCY = Histogram(
     "streamrag_ledger_anchor_latency_seconds",
@@ -53,54 +52,9 @@ export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
               metrics_port=settings.metrics_port)
 
 
-async def _until_available(fn: Callable[..., T], *args: Any) -> T:
-    """Run blocking `fn` in a thread until the node answers.
-
-    The client already backs off up to its deadline; past it we keep waiting rather than
-    move on, because a skipped batch would be a hole in the audit trail, and anchoring
-    again is harmless.
-    """
-    while True:
-        try:
-            return await asyncio.to_thread(fn, *args)
-        except LedgerUnavailable as exc:
-            log.error("ledger node unavailable, still retrying: %s", exc)
-
-
-async def _ledger_client() -> AnchorClient:
-    """The worker's one node connection; the first caller connects (and deploys if need be)."""
-    global _client
-    async with _connecting:
-        if _client is None:
-            _client = await _until_available(AnchorClient.connect, ledger, settings)
-    return _client
-
-
 async def _anchor(batch: AuditBatch) -> AnchorReceipt:
     return await anchor_root(batch.batch_id, batch.root, batch.prev_root, len(batch.leaves),
                              batch.signer)
-
-
-async def anchor_root(batch_id: str, root: str, prev_root: str, leaf_count: int,
-                      signer: str) -> AnchorReceipt:
-    """Anchor one batch's root (documents' or queries'), waiting out a node that is down."""
-    client = await _ledger_client()
-    return await _until_available(partial(client.anchor, signer=signer),
-                                  batch_id, root, prev_root, leaf_count)
-
-
-async def announce(receipt: AnchorReceipt, batch_closed_at: float) -> Anchor:
-    """The anchor on ledger.anchors.v1, acknowledged by the broker when this returns.
-
-    The caller marks the batch done in the table only after: a kill between the two
-    replays the batch, anchored again ("already on chain") and announced again. The other
-    order lost announcements under kill -9: the table's changelog record went out at once,
-    the announcement only with the offset commit, seconds later.
-    """
-    record = receipt.record(batch_closed_at=batch_closed_at)
-    await (await anchors_topic.send(key=receipt.batch_id.encode(), value=encode(record),
-                                    force=True))
-    return record
 
 
 def authentic(batch: AuditBatch) -> AuditBatch:
@@ -128,20 +82,13 @@ def replay_of(batch: AuditBatch, recorded: dict[str, Any]) -> bool:
     return True
 
 
-async def _fatal(exc: Exception, context: str) -> NoReturn:
-    """Stop the whole worker: an agent crash would be restarted past the batch, acking it."""
-    log.critical("ledger cannot go on (%s), stopping the worker: %s", context, exc)
-    await app.crash(exc)
-    raise exc
-
-
 @app.task
 async def connect_ledger() -> None:
     """Connect at start, so a wrong key, chain or contract stops the worker before any batch."""
     try:
-        await _ledger_client()
+        await ledger_client()
     except Exception as exc:  # re-raised by _fatal, never swallowed
-        await _fatal(exc, "connecting")
+        await fatal(exc, "connecting")
 
 
 @app.agent(batches_topic)
@@ -167,7 +114,7 @@ async def _anchor_one(event: Any) -> None:
     except Exception as exc:  # re-raised by _fatal, never swallowed
         # A refused tx, a vanished contract, an RPC error: stop the worker, so the batch
         # is consumed again after the restart (anchoring twice is harmless).
-        await _fatal(exc, f"anchoring {batch.batch_id}")
+        await fatal(exc, f"anchoring {batch.batch_id}")
     record = await announce(receipt, batch.created_at)
     anchored[batch.batch_id] = record.model_dump(mode="json")
     if not receipt.already_anchored:
@@ -190,7 +137,8 @@ async def reconcile_once() -> None:
     never be written again. Timers cannot write tables in Faust 0.15, so the table keeps the
     first tx; the new one is announced on ledger.anchors.v1 (latest record per batch id wins).
     """
-    if _client is None:
+    client = connected()
+    if client is None:
         return  # still connecting; nothing anchored by this worker yet
     due = recent(list(anchored.values()), time.time(), settings.reconcile_window_s,
                  settings.reconcile_max_batches)
@@ -198,7 +146,7 @@ async def reconcile_once() -> None:
         return
     global _checkpoint
     try:
-        outcome = await asyncio.to_thread(reconcile, _client, due, _checkpoint)
+        outcome = await asyncio.to_thread(reconcile, client, due, _checkpoint)
     except LedgerError as exc:  # node down or a refusal: the next round tries again
         log.warning("reconciling %d recent anchors failed, retrying next round: %s",
                     len(due), exc)
@@ -210,7 +158,3 @@ async def reconcile_once() -> None:
         record = receipt.record(batch_closed_at=closed[receipt.batch_id])
         await anchors_topic.send(key=receipt.batch_id.encode(), value=encode(record))
 
-
-# Query audits (audit.queries.v1) are batched and anchored by the same path; the agent lives
-# in its own module and registers on this app when this module is imported.
-from services.ledger import queries  # noqa: E402,F401

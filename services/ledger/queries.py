@@ -24,7 +24,7 @@ import os
 import secrets
 from typing import Any, NoReturn
 
-from services.ledger.agents import anchor_root, announce, boundary
+from services.ledger.anchoring import anchor_root, announce, boundary
 from services.ledger.app import anchored, app, queries_topic, settings
 from services.ledger.errors import AnchorConflict
 from shared.batching.partitions import current_event, partition_batches

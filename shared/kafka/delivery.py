@@ -1,60 +1,28 @@
 """No input offset is committed before its record was processed and everything it produced
-is on the broker.
+is on the broker, nor past an offset not processed, nor by a worker that crashed.
 
-Two ways Faust (faust-streaming 0.15.3) commits an offset too early, both fixed here:
+Faust (faust-streaming 0.15.3) breaks this in four places; what was seen in each, with the
+traces, is in docs/design/delivery-and-ordering.md ("Where Faust commits too early"):
 
-Outputs. Faust commits after `producer.flush()`, and that flush waits for the records in
-aiokafka's accumulator but not for those still in Faust's own buffer (`send_soon`, table
-changelogs), and a record the broker refused resolves its future with an exception nobody
-reads. `DeliveryGate` follows every record the worker hands to Faust (each `FutureMessage`)
-until the broker answers; `settle()` is awaited before each commit, and a refused record
-stops the worker without the commit, so its input replays.
-
-Inputs. After a (re)start or rebalance Faust's recovery makes the stream partitions
-fetchable again before it seeks them to the committed offsets, while its fetcher already
-runs (it was started for the changelogs). Records fetched in that window reach the agents,
-the seek then moves the position back, the copies still queued are cleared when flow
-resumes, and their re-fetched copies are dropped as already read because the pre-seek
-batch had moved Faust's read offset past them; Faust also counts the jump in offsets that
-the seek causes as a "gap" and marks it committable, and its `_new_offset` lets a commit
-run over one missing offset right after the committed one. Seen with a per-record trace
-after kill -9 of ingest: 118 records parsed before the seek finished; docs.raw.v1/0@109..118
-(and 9 or 10 on each other partition) cleared from the queue, their re-fetched copies
-dropped, never parsed by that worker; "gap 81..119" marked committable. So here:
-- `SeekFence`: an assigned stream partition stays paused until the seek to its committed
-  offset is done; acks from before the seek are forgotten (those records are read again).
-- `committable()`: the next commit is one past the run of processed offsets that starts
-  exactly at the committed offset, never over a hole, and Faust's gap bookkeeping is off
-  (our input topics are neither compacted nor transactional, so offsets are contiguous).
-
-After a crash. A crashed worker's stop (the watchdog ends it within seconds) acks the
-micro-batches its agents still hold, whatever became of them, and commits: mode marks every
-service crashed, so Faust's `wait_empty` waits for nothing and only commits; the agents'
-stop throws StopAsyncIteration into each stream's channel (`Actor.cancel`), the stream's
-passive drainer leaves its loop and stops the stream, `Stream.on_stop` closes the
-`take_events` generator suspended at its `yield`, and that generator's `finally` acks every
-event of the batch in hand; `Consumer.on_stop` then commits them. Seen on redaction with two
-workers: a timer of a restarted worker raised FileNotFoundError, and a batch of
-five it held, none of it produced, was committed (33/43 -> 36/45); reproduced with a batch
-held while the redactor loads, where the stop cancels the agent outside its own error
-handling (tests/unit/shared/kafka/test_watchdog.py). So here:
-- `halt_commits(app, reason)`: the watchdog calls it the moment the app crashes (before
-  mode marks the app and its services crashed); from then on no commit of that app's
-  consumer goes to the broker. The input replays after the restart, as after kill -9.
-
-Fetches that skip offsets. Faust hands its live set of active partitions to the consumer
-thread, and aiokafka's `fetched_records` reads that set again each time it wakes: once the
-set is empty (recovery pauses the changelogs while the fence still holds the stream
-partitions) it returns the records of every partition, and Faust's `getmany` then drops
-those of partitions not active, silently, with aiokafka's position already past them. Seen
-after kill -9 of the ledger: sought to 2 on audit.batches.v1/3, nothing delivered, the next
-record 11 arrived 54 s later; the 48 documents a supervision run lost, all produced while
-ingest restarted, fit the same window. So here:
-- `_getmany` passes a copy of the active set, asks for nothing while it is empty, and moves
-  a partition that stopped being active meanwhile back to its first returned offset.
-- `getmany` checks each record against the next offset expected for its partition (the
-  committed offset after a seek, then one past the last record delivered): a record beyond
-  it moves the partition back to the first missing offset (`beyond`), whatever dropped them.
+- Outputs. `DeliveryGate` follows every record the worker hands to Faust (each
+  `FutureMessage`, table changelogs and `send_soon` included) until the broker answers;
+  `settle()` is awaited before each commit, and a refused record stops the worker without
+  the commit, so its input replays.
+- Inputs after a (re)start or rebalance. `SeekFence`: an assigned stream partition stays
+  paused until the seek to its committed offset is done; acks from before the seek are
+  forgotten (those records are read again). `committable()`: the next commit is one past
+  the run of processed offsets that starts exactly at the committed offset, never over a
+  hole, and Faust's gap bookkeeping is off (input topics are neither compacted nor
+  transactional, so offsets are contiguous).
+- After a crash. `halt_commits(app, reason)`: the watchdog calls it the moment the app
+  crashes; from then on no commit of that app's consumer reaches the broker (the stop
+  would otherwise ack the micro-batches the agents hold, whatever became of them), and the
+  input replays after the restart, as after kill -9.
+- Fetches that skip offsets. `_getmany` passes a copy of the active partition set, asks for
+  nothing while it is empty, and moves a partition that stopped being active meanwhile back
+  to its first returned offset; `getmany` checks each record against the next offset
+  expected for its partition and moves the partition back to the first missing offset
+  (`beyond`) whatever dropped them.
 """
 
 from __future__ import annotations

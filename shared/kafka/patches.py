@@ -13,8 +13,10 @@ silently drop the guarantee that no record is lost. The fixes, by module:
 - `watchdog` (per app, armed by `shared.kafka.app.make_app`): a crashed worker exits, and
   so does one whose agent raised, without committing.
 
-PATCHED lists every attribute replaced or overridden; tests/unit/shared/kafka/
-test_compat.py fails when one of them disappears or changes its signature.
+PATCHED lists every attribute replaced or overridden, CALLED the private methods called,
+DATA the private data attributes read or written; tests/unit/shared/kafka/test_compat.py
+fails when one of them disappears or changes its signature, or when code here reaches a
+private name none of them lists (`scripts/private_attrs` prints the count per module).
 """
 
 from __future__ import annotations
@@ -45,6 +47,29 @@ PATCHED = {
     ("faust.app.base", "App", "_on_agent_error"): "watchdog",  # on the app instance too
     ("faust.tables.base", "Collection", "_changelog_topic_name"): "app",  # ContractTable
 }
+
+# Private methods the fixes call without replacing them -> the module that calls them.
+CALLED = {
+    ("faust.transport.consumer", "Consumer", "_is_changelog_tp"): "delivery",
+    ("faust.transport.drivers.aiokafka", "AIOKafkaConsumerThread", "seek_wait"): "delivery",
+    ("faust.transport.drivers.aiokafka", "AIOKafkaConsumerThread", "_ensure_consumer"):
+        "membership",
+    ("faust.streams", "Stream", "_set_current_event"): "batching.partitions",
+    ("aiokafka.consumer.group_coordinator", "GroupCoordinator", "_send_req"): "membership",
+    ("mode.threads", "QueueServiceThread", "call_thread"): "membership",
+}
+# Private data attributes of the libraries' objects the fixes read or write -> the module.
+DATA = {
+    ("faust.transport.consumer", "Consumer", "_acked"): "delivery",
+    ("faust.transport.consumer", "Consumer", "_acked_index"): "delivery",
+    ("faust.transport.consumer", "Consumer", "_committed_offset"): "delivery",
+    ("faust.transport.consumer", "Consumer", "_read_offset"): "delivery",
+    ("faust.transport.consumer", "Consumer", "_buffered_partitions"): "delivery",
+    ("faust.transport.consumer", "ThreadDelegateConsumer", "_thread"): "delivery, membership",
+    ("aiokafka.consumer.consumer", "AIOKafkaConsumer", "_coordinator"): "membership",
+}
+# Marks this package sets on the libraries' objects (never the libraries' own names).
+OWN_MARK = "_streamrag_"
 
 # Modules whose fixes rely on a library's internals without replacing any of its methods:
 # delivery's commit barrier reads aiokafka's accumulator and its fetched-records path;

@@ -85,3 +85,65 @@ def test_only_the_command_line_imports_the_command_line() -> None:
              if "cli" not in p.relative_to(ROOT).parts
              for n in imports(p) if n.startswith("shared.cli")]
     assert not users, users
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of `known` that `path` imports when it is imported (statements at module
+    level, not under `if TYPE_CHECKING`, not inside functions)."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        out |= {n for n in names if n in known}
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """The import graph of services/ and shared/ has no cycle: which module registers
+    which agent never depends on import order (ledger's agents and queries once did)."""
+    paths = [p for top in ("services", "shared") for p in (ROOT / top).rglob("*.py")
+             if "_pb2" not in p.name]
+    known = {_module_name(p) for p in paths}
+    graph = {_module_name(p): _top_level_imports(p, known) - {_module_name(p)}
+             for p in paths}
+    # Tarjan's strongly connected components
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []

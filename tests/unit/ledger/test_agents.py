@@ -64,7 +64,7 @@ def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient
            ) -> Iterator[ModuleType]:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
     module = importlib.import_module("services.ledger.agents")
-    monkeypatch.setattr(module, "_client", client)
+    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
     yield module
     module.anchored.data.clear()
 
@@ -74,7 +74,8 @@ def run(agents: ModuleType, scenario: Any, anchors: Recorder | None = None,
     anchors, dlq = anchors or Recorder(), Recorder()
 
     async def main() -> None:
-        agents.anchors_topic.send, agents.dlq.send = anchors.send, dlq.send
+        dead = importlib.import_module("services.ledger.app").dlq
+        agents.anchors_topic.send, dead.send = anchors.send, dlq.send
         async with agents.anchor_batches.test_context() as agent:
             await scenario(agent, anchors, dlq)
 
@@ -176,7 +177,8 @@ def test_a_refused_anchor_stops_the_worker_instead_of_skipping_the_batch(
     async def crash(exc: BaseException) -> None:
         crashed.append(exc)
 
-    monkeypatch.setattr(agents, "_client", RefusingClient())
+    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client",
+                        RefusingClient())
     monkeypatch.setattr(agents.app, "crash", crash)
 
     async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:

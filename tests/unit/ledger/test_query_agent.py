@@ -64,10 +64,10 @@ def queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClien
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
     agents = importlib.import_module("services.ledger.agents")
     module = importlib.import_module("services.ledger.queries")
-    monkeypatch.setattr(agents, "_client", client)
+    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
     anchors, dlq, table = Sent(), Sent(), {}
     monkeypatch.setattr(agents.anchors_topic, "send", anchors.send)
-    monkeypatch.setattr(agents.dlq, "send", dlq.send)
+    monkeypatch.setattr(importlib.import_module("services.ledger.app").dlq, "send", dlq.send)
     monkeypatch.setattr(module, "anchored", table)
     monkeypatch.setattr(module, "chains", module.Chains())
     yield module, anchors, dlq, table

@@ -97,7 +97,7 @@ def test_the_agents_timer_reanchors_from_the_table_and_announces_it(
 ) -> None:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
     agents = importlib.import_module("services.ledger.agents")
-    monkeypatch.setattr(agents, "_client", client)
+    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
     monkeypatch.setattr(agents, "_checkpoint", None)
     tester = w3.provider.ethereum_tester  # type: ignore[attr-defined]
     snapshot = tester.take_snapshot()
