@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"processes": True})
     mesh = Mesh(settings, KafkaSettings(), LedgerSettings())
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # Ctrl-C stops the mesh even where `up` was started with SIGINT ignored, as a shell
+    # starts a background job (`streamrag up &`, nohup): Python then keeps it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     try:
         mesh.start_infrastructure()

@@ -83,7 +83,10 @@ def test_documents_at_the_limits_are_searchable_or_dead_lettered(small_mesh: End
     chunk_sets = eventually(lambda: [json.loads(r.value) for r in read_topic(mesh, "chunks.v1")
                                      if r.key == prose.encode()],
                             "the prose document's chunk set")
-    assert len(chunk_sets) == 1 and len(chunk_sets[0]["chunks"]) > 10
+    # At least once: a replay under load (seen once in CI) writes the same chunk set again,
+    # never another one.
+    assert all(c == chunk_sets[0] for c in chunk_sets), [c["version"] for c in chunk_sets]
+    assert len(chunk_sets[0]["chunks"]) > 10
     found = eventually(lambda: retrieved(mesh, "vasopressin infusion renal clearance", prose),
                        "the prose document at the input limit")
     assert {c.chunk_id for c in found} == {c["chunk_id"] for c in chunk_sets[0]["chunks"]}

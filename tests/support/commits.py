@@ -140,8 +140,10 @@ def passed(flow: Flow, samples: list[Sample], sources: list[Any], outputs: list[
         key = version_of(r.value)
         if key is not None:
             where[key].append(((r.topic, r.partition), r.offset))
-    letters = {(d.source_topic, d.partition, d.offset): (tp, o) for tp, o, d in dead
-               if d.source_topic == flow.source.name}
+    letters: dict[tuple[str, int, int], list[tuple[TP, int]]] = defaultdict(list)
+    for tp, o, d in dead:  # a record replayed is dead-lettered again: each copy counts
+        if d.source_topic == flow.source.name:
+            letters[(d.source_topic, d.partition, d.offset)].append((tp, o))
     by_part: dict[TP, list[Any]] = defaultdict(list)
     for r in sources:
         by_part[(r.topic, r.partition)].append(r)
@@ -155,13 +157,14 @@ def passed(flow: Flow, samples: list[Sample], sources: list[Any], outputs: list[
                     continue
                 key = version_of(r.value)
                 out = any(o < s.ends.get(p, 0) for p, o in where.get(key, [])) if key else False
-                letter = letters.get((tp[0], tp[1], r.offset))
-                if out or (letter is not None and letter[1] < s.ends.get(letter[0], 0)):
+                copies = letters.get((tp[0], tp[1], r.offset), [])
+                if out or any(o < s.ends.get(p, 0) for p, o in copies):
                     continue
                 found[(tp, r.offset)] = (
                     f"{flow.group} committed {tp[0]}/{tp[1]}@{committed} at t+{s.at:.1f}s: "
                     f"offset {r.offset} ({key}) had no copy on {flow.output.name} "
                     f"(copies at {where.get(key, []) if key else '-'}, ends then "
                     f"{ {p: e for p, e in s.ends.items() if p[0] == flow.output.name} }) "
-                    f"and no dead letter ({letter})")
+                    f"and no dead letter then (letters at {copies}, ends then "
+                    f"{ {p: e for p, e in s.ends.items() if p[0] == DEADLETTER.name} })")
     return [found[k] for k in sorted(found)]

@@ -47,3 +47,15 @@ def test_a_commit_over_a_record_whose_output_came_later_is_flagged() -> None:
 def test_a_commit_over_a_record_dead_lettered_later_is_flagged() -> None:
     [early] = check(2, 7, 3)  # the dead letter @3 was not on the broker yet
     assert "offset 1 (None)" in early
+
+
+def test_a_record_dead_lettered_twice_counts_from_its_first_letter() -> None:
+    """A replayed record is dead-lettered again (at-least-once): the commit after the first
+    letter landed is not early, though the second copy came later."""
+    again = DEAD[0][2].model_copy()
+    twice = [*DEAD, (DLQ, 4, again)]
+    sample = Sample(1.0, {FLOW.group: {SRC: 2}}, {OUT: 7, DLQ: 4})
+    assert passed(FLOW, [sample], SOURCES, OUTPUTS, twice) == []
+    sample = Sample(1.0, {FLOW.group: {SRC: 2}}, {OUT: 7, DLQ: 3})
+    [early] = passed(FLOW, [sample], SOURCES, OUTPUTS, twice)
+    assert "letters at [(('deadletter.v1', 0), 3), (('deadletter.v1', 0), 4)]" in early
