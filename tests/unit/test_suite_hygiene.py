@@ -32,3 +32,17 @@ def test_no_test_module_imports_from_another() -> None:
             offending += [f"{path.relative_to(TESTS)}:{node.lineno} {name}"  # type: ignore[union-attr]
                           for name in names if TEST_MODULE.match(name)]
     assert not offending, f"import these from tests/support instead: {offending}"
+
+
+def test_code_and_docs_name_no_issue_numbers() -> None:
+    """History belongs in the issues and commits: the code and docs say what is true now,
+    not which issue once asked for it ("(issue 28)")."""
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"[Ii]ssues? ?#?\d{1,3}\b")
+    found = [f"{path.relative_to(root)}:{n}" for folder in ("services", "shared", "tests",
+                                                              "scripts", "docs")
+             for path in sorted((root / folder).rglob("*"))
+             if path.suffix in (".py", ".md") and ".venv" not in path.parts
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             if pattern.search(line) and path.name != "test_suite_hygiene.py"]
+    assert found == []
