@@ -2,8 +2,9 @@
 
 Pure logic: the caller reads docs.redacted.v1, audit.batches.v1 and the chain. A batch
 passes when its record is signed by a known signer and self-consistent (root over its own
-leaves), the documents that name it on the redacted topic hash to the same root in topic
-order, its prev_root is the root before it on its partition's chain (one chain per epoch
+leaves), the documents that name it on the redacted topic match its leaves (each leaf's
+document version and redacted hash, as often as the leaves hold it, in the leaves' order),
+its prev_root is the root before it on its partition's chain (one chain per epoch
 and partition, made of authentic records only), no other record claims its batch id, and
 the chain holds the same root, prev_root, leaf count and signer.
 
@@ -99,24 +100,8 @@ class Report:
         return not self.orphans and not self.unprovable and all(b.ok for b in self.batches)
 
 
-def redacted_leaf(doc: RedactedDocument, raw_sha256: str, offset: int) -> AuditLeaf:
-    return AuditLeaf(doc_id=doc.doc_id, version=doc.version, offset=offset, raw_sha256=raw_sha256,
-                     redacted_sha256=document_sha256(doc))
-
-
 def ident(doc: RedactedDocument) -> Ident:
     return doc.doc_id, doc.version, document_sha256(doc)
-
-
-def _first_copies(docs: list[RedactedDocument]) -> tuple[list[RedactedDocument], int]:
-    """Each document once (a redelivered copy hashes the same), and how many were copies."""
-    seen: set[Ident] = set()
-    out = []
-    for doc in docs:
-        if (key := ident(doc)) not in seen:
-            seen.add(key)
-            out.append(doc)
-    return out, len(docs) - len(out)
 
 
 def substance(batch: AuditBatch) -> dict[str, Any]:
@@ -129,24 +114,43 @@ def differing_fields(a: AuditBatch, b: AuditBatch) -> list[str]:
     return sorted(k for k in x if x[k] != y[k])
 
 
-def diagnose(recorded: list[AuditLeaf], found: list[AuditLeaf]) -> tuple[list[str], list[str]]:
-    """Name what differs between the leaves a record holds and those the topic gives: the
-    problems (changed, inserted, reordered), and apart from them the leaves whose document
-    is not there at all (evidence missing: retention, a lost log; never verified)."""
-    want = {(x.doc_id, x.version): x for x in recorded}
-    got = {(x.doc_id, x.version): x for x in found}
-    missing = sorted(f"{d}@v{v}" for d, v in want.keys() - got.keys())
-    out = [f"inserted {d}@v{v}" for d, v in got.keys() - want.keys()]
-    out += [f"changed {k[0]}@v{k[1]}" for k in want.keys() & got.keys()
-            if want[k].redacted_sha256 != got[k].redacted_sha256]
-    dupes = [k for k, n in Counter((x.doc_id, x.version) for x in found).items() if n > 1]
-    out += [f"inserted a second {d}@v{v}" for d, v in dupes]
-    kept = [(x.doc_id, x.version) for x in recorded if (x.doc_id, x.version) in got]
-    if not out and kept != [(x.doc_id, x.version) for x in found]:
+def diagnose(recorded: list[AuditLeaf], docs: list[RedactedDocument],
+             ) -> tuple[list[str], list[str], int]:
+    """Hold a batch's documents on the topic (topic order, copies included) to the leaves
+    its record holds: the problems (changed, inserted, reordered), the leaves whose
+    document is not there at all (evidence missing: retention, a lost log; never
+    verified), and how many documents are redelivered copies.
+
+    The leaves are a multiset: the same document version read twice from the input (an
+    upstream replay) is two leaves at two offsets, and two documents on the topic. Copies
+    beyond that are redeliveries. Order is evidence too: the record's leaves must appear
+    in the topic's documents in their order, not necessarily next to one another (a
+    replay writes the whole batch again, in order, after what a first attempt wrote)."""
+    want = Counter((x.doc_id, x.version, x.redacted_sha256) for x in recorded)
+    versions = {(x.doc_id, x.version) for x in recorded}
+    found = Counter(ident(d) for d in docs)
+    out: list[str] = []
+    for d, v, _ in sorted(found.keys() - want.keys()):
+        if (d, v) not in versions:
+            out.append(f"inserted {d}@v{v}")
+        elif any((d, v, h) in found for (dd, vv, h) in want if (dd, vv) == (d, v)):
+            out.append(f"inserted a second {d}@v{v}")
+        else:
+            out.append(f"changed {d}@v{v}")
+    held = {(d, v) for d, v, _ in found}
+    missing = sorted({f"{d}@v{v}" for (d, v, sha), n in want.items()
+                      if (d, v) not in held or 0 < found[(d, v, sha)] < n})
+    if not out and not missing and not _in_order(
+            [(x.doc_id, x.version, x.redacted_sha256) for x in recorded], [ident(d) for d in docs]):
         out.append("reordered")
-    if not out and not missing:
-        out.append("documents' root differs from the record's")
-    return sorted(out), missing
+    copies = sum(max(0, n - want[k]) for k, n in found.items() if k in want)
+    return sorted(set(out)), missing, copies
+
+
+def _in_order(leaves: list[Ident], topic: list[Ident]) -> bool:
+    """Whether `leaves` is a subsequence of `topic`."""
+    it = iter(topic)
+    return all(any(x == leaf for x in it) for leaf in leaves)
 
 
 def check_anchor(batch: AuditBatch, on_chain: OnChain | None) -> list[str]:
@@ -164,22 +168,17 @@ def _short(value: object) -> str:
 
 
 def check_documents(batch: AuditBatch, docs: list[RedactedDocument],
-                    ) -> tuple[list[str], list[str]]:
-    """The problems of a batch's documents, and the leaves whose document is gone."""
+                    ) -> tuple[list[str], list[str], int]:
+    """The problems of a batch's documents (all that name it, in topic order), the leaves
+    whose document is gone, and the redelivered copies among them. The raw text is
+    upstream of redaction and not re-read: its hash comes from the record, and a document
+    that matches its leaf's redacted hash gives back that leaf, so a record consistent with
+    its own leaves and matched by its documents has its root."""
     problems: list[str] = []
-    missing: list[str] = []
     if batch_root(batch.leaves) != batch.root or batch.doc_count != len(batch.leaves):
         problems.append("audit record inconsistent: root or count is not its leaves'")
-    # The raw text is upstream of redaction and not re-read: its hash comes from the record.
-    raw = {(x.doc_id, x.version): x for x in batch.leaves}
-    found = []
-    for doc in docs:
-        rec = raw.get((doc.doc_id, doc.version))
-        found.append(redacted_leaf(doc, rec.raw_sha256 if rec else "", rec.offset if rec else -1))
-    if batch_root(found) != batch.root:
-        differ, missing = diagnose(list(batch.leaves), found)
-        problems += differ
-    return problems, missing
+    differ, missing, copies = diagnose(list(batch.leaves), docs)
+    return problems + differ, missing, copies
 
 
 class _Records:
@@ -244,11 +243,12 @@ def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
     gone_roots = {a.root for a in chain if a.key not in present}
     reports = []
     for batch in chosen:
-        mine, copies = _first_copies(by_batch.get(batch.batch_id, []))
-        report = BatchReport(batch.batch_id, batch.partition, len(mine))
+        mine = by_batch.get(batch.batch_id, [])
+        found, missing, copies = check_documents(batch, mine)
+        report = BatchReport(batch.batch_id, batch.partition, len(mine) - copies)
         report.problems, report.redelivered = records.problems(batch.batch_id)
         report.redelivered += copies
-        found, report.missing = check_documents(batch, mine)
+        report.missing = missing
         report.problems += found
         if records.authentic(batch):  # a forgery is reported, never a link of the chain
             report.problems += _link(batch, chains.get((batch.epoch, batch.partition)),

@@ -8,11 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from services.redaction.audit import prove
+from services.redaction.audit import Tip, build_batch, leaf_for, prove
 from services.redaction.verify import OnChain, Report, verify
 from shared.contract.audit_signing import DEV_SIGNER, sign
-from shared.contract.records import AuditBatch, RedactedDocument
-from tests.unit.redaction.audit_history import KEY, KNOWN, PER_BATCH, TOPIC, chain_of, history
+from shared.contract.records import AuditBatch, Document, RedactedDocument
+from tests.unit.redaction.audit_history import (
+    KEY,
+    KNOWN,
+    PER_BATCH,
+    TOPIC,
+    chain_of,
+    history,
+)
 
 STRANGER_KEY = SecretStr("0x" + "42" * 32)
 
@@ -88,6 +95,36 @@ def test_reordered_records_are_named() -> None:
     docs, batches = history()
     docs[3], docs[4] = docs[4], docs[3]
     assert problems(run(docs, batches)) == {batches[1].batch_id: ["reordered"]}
+
+
+def twice_read_batch() -> tuple[list[RedactedDocument], AuditBatch]:
+    """A batch whose input held one document version twice (an upstream replay wrote it
+    again at offset 2): two leaves, two documents on the topic, both legitimately there."""
+    raws = [Document(doc_id=f"d{i}", version=1, text=f"Mail jane{i}@example.com now",
+                     source="s", event_time=0, ingest_time=0) for i in (0, 1, 0, 2)]
+    reds = [RedactedDocument(**r.model_dump(exclude={"text"}), text="Mail <EMAIL> now",
+                             entity_counts={"EMAIL_ADDRESS": 1}) for r in raws]
+    leaves = [leaf_for(r, d, i) for i, (r, d) in enumerate(zip(raws, reds, strict=True))]
+    batch = sign(build_batch(TOPIC, 0, (0, 3), leaves, reds, Tip.genesis("e1"), "fp", 1.0),
+                 KEY)
+    return [d.model_copy(update={"batch_id": batch.batch_id}) for d in reds], batch
+
+
+def test_a_document_version_read_twice_is_two_leaves_not_a_redelivery() -> None:
+    docs, batch = twice_read_batch()
+    report = verify(docs, [batch], chain_of([batch]).get, KNOWN)
+    assert report.ok, problems(report)
+    assert (report.batches[0].docs, report.batches[0].redelivered) == (4, 0)
+    # Replayed after a crash: a first attempt wrote d1 and d0, then the whole batch again.
+    report = verify(docs[1:3] + docs, [batch], chain_of([batch]).get, KNOWN)
+    assert report.ok and report.batches[0].redelivered == 2, problems(report)
+    # One of the two copies gone: that leaf has no document, the batch is unprovable.
+    report = verify(docs[:2] + docs[3:], [batch], chain_of([batch]).get, KNOWN)
+    assert not problems(report) and report.batches[0].missing == ["d0@v1"]
+    # Its two copies the other way round around d1: out of the leaves' order.
+    swapped = [docs[1], docs[0], docs[2], docs[3]]
+    assert problems(verify(swapped, [batch], chain_of([batch]).get, KNOWN)) == {
+        batch.batch_id: ["reordered"]}
 
 
 def test_missing_anchor_is_named() -> None:
