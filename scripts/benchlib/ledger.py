@@ -32,7 +32,7 @@ from scripts.benchlib.paths import ANVIL, RESULTS
 from scripts.benchlib.stats import pct
 from services.ledger.chain import AnchorClient
 from services.ledger.settings import LedgerServiceSettings
-from services.redaction.audit import Tip, build_batch
+from shared.contract.audit_batches import Tip, build_batch
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch, AuditLeaf

@@ -29,10 +29,10 @@ from services.redaction.app import (
     settings,
     stats_topic,
 )
-from services.redaction.audit import Tip, build_batch, leaf_for, tips_from
 from services.redaction.pii_counts import pii_counts
 from services.redaction.redactor import Redactor
 from shared.batching import partition_batches
+from shared.contract.audit_batches import Tip, build_batch, leaf_for, tips_from
 from shared.contract.audit_signing import sign
 from shared.contract.codec import decode, encode
 from shared.contract.dlq import send_dead_letter

@@ -1,8 +1,8 @@
 """`streamrag audit prove DOC_ID | prove --query ID | queries | verify`: run an auditor.
 
 Like `streamrag worker`, this runs a service module by name rather than importing it
-(shared/ never imports services/): the document proofs live with the redaction service,
-the query proofs with the ledger, which batches and anchors query audits.
+(shared/ never imports services/): both auditors live in services/audit, the trails' read
+side, which reads only topics and the chain.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import argparse
 import runpy
 import sys
 
-AUDITOR = "services.redaction.auditor"
-QUERY_AUDITOR = "services.ledger.query_auditor"
+AUDITOR = "services.audit.documents.auditor"
+QUERY_AUDITOR = "services.audit.queries.auditor"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -109,11 +109,17 @@ def edited(text: str, edits: Iterable[tuple[int, int, str]]) -> View | None:
         pos = b
     if not changed:
         return None
+    view = _ending(text, pos, out, starts, ends)
+    if pending >= 0 and view.starts:
+        view.starts[0] = pending
+    return view
+
+
+def _ending(text: str, pos: int, out: list[str], starts: list[int], ends: list[int]) -> View:
+    """The view built so far, with `text[pos:]` read as itself."""
     out.append(text[pos:])
     starts.extend(range(pos, len(text)))
     ends.extend(range(pos + 1, len(text) + 1))
-    if pending >= 0 and starts:
-        starts[0] = pending
     return View("".join(out), starts, ends)
 
 
@@ -153,10 +159,7 @@ def _characters(text: str) -> View | None:
         pos = b
     if not changed:
         return None
-    out.append(text[pos:])
-    starts.extend(range(pos, len(text)))
-    ends.extend(range(pos + 1, len(text) + 1))
-    return View("".join(out), starts, ends)
+    return _ending(text, pos, out, starts, ends)
 
 
 _SCRIPT_MARK = re.compile(r"[\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"

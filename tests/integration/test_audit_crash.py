@@ -27,11 +27,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from eth_account import Account
 from pydantic import SecretStr
 
-from services.redaction.audit import GENESIS_ROOT
-from services.redaction.auditor import chain_reader, load, proof_document
+from services.audit.documents.auditor import chain_reader, load, proof_document
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.cli.status import stage_counts
+from shared.contract.audit_batches import GENESIS_ROOT
 from shared.contract.audit_signing import check, sign
 from shared.contract.codec import decode
 from shared.contract.records import Anchor, AuditBatch, DeadLetter, Document

@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from services.audit.documents.verify import batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.settings import LedgerServiceSettings
-from services.redaction.verify import batch_key
 from shared.cli.mesh import free_port, spawn_broker
 from shared.cli.procs import stop
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS
 from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings, LedgerSettings
 from tests.support.anvil import Anvil, needs_anvil
-from tests.unit.redaction.audit_history import history
+from tests.unit.audit.documents.audit_history import history
 
 pytestmark = [pytest.mark.integration, needs_anvil, pytest.mark.timeout(300)]
 

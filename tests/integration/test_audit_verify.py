@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from web3 import Web3
 
-from services.redaction.auditor import chain_reader, load
-from services.redaction.verify import verify
+from services.audit.documents.auditor import chain_reader, load
+from services.audit.documents.verify import verify
 from shared.cli.mesh import Endpoints as RunningMesh
 from shared.contract.audit_signing import DEV_SIGNER
 from shared.settings import KafkaSettings, LedgerSettings

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from services.ledger.query_auditor import Located, best_proof, matching, render, render_list
+from services.audit.queries.auditor import Located, best_proof, matching, render, render_list
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, DEV_QUERY_SIGNING_KEY, sign
 from shared.contract.query_audit import (
     batch_id_for,

@@ -19,12 +19,12 @@ from faker import Faker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.redaction.audit import content_sha256, document_sha256, leaf_for
+from services.audit.documents.verify import ident
 from services.redaction.labels import label_views
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
-from services.redaction.verify import ident
 from shared.contract.access import LABEL
+from shared.contract.audit_batches import content_sha256, document_sha256, leaf_for
 from shared.contract.records import Document, RedactedDocument
 from shared.errors import InvalidInput
 from tests.support.hiding import HIDDEN, digit_forms

@@ -11,8 +11,8 @@ from pydantic import SecretStr
 
 from services.redaction import agents
 from services.redaction.app import app, audit_topic, dlq, redacted_topic
-from services.redaction.audit import GENESIS_ROOT, Tip, build_batch
 from shared.batching import current_event
+from shared.contract.audit_batches import GENESIS_ROOT, Tip, build_batch
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument

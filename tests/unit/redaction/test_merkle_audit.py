@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from services.redaction import merkle
-from services.redaction.audit import GENESIS_ROOT, Tip, batch_root, build_batch, leaf_for, tips_from
+from shared.contract import merkle
+from shared.contract.audit_batches import (
+    GENESIS_ROOT,
+    Tip,
+    batch_root,
+    build_batch,
+    leaf_for,
+    tips_from,
+)
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.contract.records import Document, RedactedDocument
 from tests.unit.redaction.rfc6962 import INPUTS, ROOTS

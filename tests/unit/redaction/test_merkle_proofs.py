@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.redaction import merkle
+from shared.contract import merkle
 from tests.unit.redaction.rfc6962 import INPUTS
 
 LEAVES = [merkle.leaf_hash(x) for x in INPUTS]

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from services.redaction import auditor
-from services.redaction.verify import ChainAnchor, Report, batch_key, verify
+from services.audit.documents import auditor
+from services.audit.documents.verify import ChainAnchor, Report, batch_key, verify
 from shared.contract.audit_signing import DEV_SIGNER
 from shared.contract.records import Anchor, AuditBatch, RedactedDocument
-from tests.unit.redaction.audit_history import KNOWN, chain_of, history
+from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history
 
 
 def on_chain(batches: list[AuditBatch], first_block: int = 10) -> list[ChainAnchor]:

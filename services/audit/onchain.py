@@ -19,9 +19,19 @@ from typing import Any
 
 from web3 import Web3
 
-from services.redaction.verify import ChainAnchor
+from services.audit.documents.verify import ChainAnchor
 
 log = logging.getLogger(__name__)
+
+# The one view of services/ledger's AuditAnchor the auditors need (a unit test keeps it
+# equal to the committed ABI); anchors are keyed by sha256 of the batch id.
+ANCHORS_ABI = [{"inputs": [{"name": "arg0", "type": "bytes32"}], "name": "anchors",
+                "outputs": [{"components": [
+                    {"name": "root", "type": "bytes32"}, {"name": "prev_root", "type": "bytes32"},
+                    {"name": "leaf_count", "type": "uint256"},
+                    {"name": "block_number", "type": "uint256"},
+                    {"name": "signer", "type": "address"}], "name": "", "type": "tuple"}],
+                "stateMutability": "view", "type": "function"}]
 
 # The Anchored event of services/ledger's AuditAnchor (a unit test keeps it equal to the
 # committed ABI): batch_id and signer are indexed.

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from services.ledger.query_verify import verify_queries
+from services.audit.queries.verify import verify_queries
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, DEV_QUERY_SIGNING_KEY, sign
 from shared.contract.query_audit import GENESIS_ROOT, batch_id_for, batch_root
 from shared.contract.records import Anchor, QueryAudit

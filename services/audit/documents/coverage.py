@@ -14,7 +14,7 @@ retention, an anchored batch whose record is missing. A record such missing evid
 have accounted for is "unreconciled", with the reason, never "lost". (Redacted text that
 expired does not matter here: the leaves are in the audit records.)
 
-Pure logic: services.redaction.auditor reads the committed offsets first and the topics
+Pure logic: services.audit.documents.auditor reads the committed offsets first and the topics
 after, so whatever a commit passed has its evidence on the broker by the time it is read.
 """
 

@@ -1,6 +1,6 @@
 """`streamrag audit prove --query QUERY_ID` and `streamrag audit queries`: who was shown what.
 
-Run as `python -m services.ledger.query_auditor prove QUERY_ID` (what `streamrag audit prove
+Run as `python -m services.audit.queries.auditor prove QUERY_ID` (what `streamrag audit prove
 --query` runs). It reads audit.queries.v1 and ledger.anchors.v1 from the beginning with a
 plain consumer, finds the anchored query batch whose offsets hold the record, re-derives
 that batch's leaves from the topic (the records at its offsets its signer signed, in offset
@@ -10,7 +10,7 @@ proof, the batch's leaf count and root against the announcement, and the anchor 
 record was never anchored); 2: no record has that query id.
 
 `streamrag audit verify --queries` checks every anchored query batch
-(services/ledger/query_verify.py). `streamrag audit queries --subject S | --principal HASH |
+(services/audit/queries/verify.py). `streamrag audit queries --subject S | --principal HASH |
 --question TEXT` lists the query
 audits of a caller (its subject hashed under STREAMRAG_AUDIT_PRINCIPAL_KEY, which the
 auditor holds) or of a question (its sha256): the ids to prove.
@@ -29,8 +29,8 @@ from typing import Any
 
 from web3 import Web3
 
-from services.ledger.deployment import artifact
-from services.ledger.query_verify import verify_queries
+from services.audit.onchain import ANCHORS_ABI
+from services.audit.queries.verify import verify_queries
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
 from shared.contract.query_audit import (
@@ -147,13 +147,12 @@ def best_proof(query_id: str, audits: list[Located], anchors: list[Anchor],
 
 def chain_reader(ledger: LedgerSettings) -> ChainRead:
     w3 = Web3(Web3.HTTPProvider(ledger.rpc_url))
-    abi = artifact()["abi"]
 
     def read(contract: str, batch_id: str) -> OnChain | None:
         address = contract or ledger.contract_address
         if not address:
             return None
-        c = w3.eth.contract(address=Web3.to_checksum_address(address), abi=abi)
+        c = w3.eth.contract(address=Web3.to_checksum_address(address), abi=ANCHORS_ABI)
         key = hashlib.sha256(batch_id.encode("utf-8")).digest()
         root, prev, count, block, signer = c.functions.anchors(key).call()
         return None if block == 0 else (bytes(root).hex(), bytes(prev).hex(), int(count),

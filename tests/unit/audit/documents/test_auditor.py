@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from services.redaction import auditor
-from services.redaction.auditor import ANCHORS_ABI, build_parser, proof_document, render_proof
-from services.redaction.onchain import ANCHORED_ABI
+from services.audit.documents import auditor
+from services.audit.documents.auditor import build_parser, proof_document, render_proof
+from services.audit.onchain import ANCHORED_ABI, ANCHORS_ABI
 from shared.cli.main import build_parser as streamrag_parser
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.contract.records import Anchor
-from tests.unit.redaction.audit_history import KNOWN, chain_of, history
+from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history
 
-LEDGER_ABI = Path(__file__).resolve().parents[3] / "services/ledger/contract/AuditAnchor.json"
+LEDGER_ABI = Path(__file__).resolve().parents[4] / "services/ledger/contract/AuditAnchor.json"
 
 
 def test_anchor_view_is_the_committed_contract_abi() -> None:

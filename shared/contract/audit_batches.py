@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from services.redaction import merkle
+from shared.contract import merkle
 from shared.contract.audit_signing import recover
 from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
 

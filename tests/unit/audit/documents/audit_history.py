@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from services.redaction.audit import Tip, build_batch, leaf_for
-from services.redaction.verify import OnChain
+from services.audit.documents.verify import OnChain
+from shared.contract.audit_batches import Tip, build_batch, leaf_for
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.contract.records import AuditBatch, Document, RedactedDocument
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from services.redaction import auditor, inputs
-from services.redaction.coverage import (
+from services.audit.documents import auditor, inputs
+from services.audit.documents.coverage import (
     Coverage,
     Gap,
     Input,
@@ -21,11 +21,11 @@ from services.redaction.coverage import (
     reconcile_inputs,
     record_gone,
 )
-from services.redaction.verify import Report, Unprovable
+from services.audit.documents.verify import Report, Unprovable
 from shared.contract.audit_signing import DEV_SIGNER, sign
 from shared.contract.records import AuditBatch, DeadLetter
 from shared.kafka.offsets import Committed
-from tests.unit.redaction.audit_history import KNOWN, chain_of, history
+from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history
 
 GROUP = "streamrag-redaction"
 T0 = 1_700_000_000_000  # when the inputs were written (ms)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.redaction.audit import batch_root, document_sha256
+from shared.contract.audit_batches import batch_root, document_sha256
 from shared.contract.audit_signing import check
 from shared.contract.records import AuditBatch, AuditLeaf, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from services.redaction.audit import Tip, build_batch, leaf_for, prove
-from services.redaction.verify import OnChain, Report, verify
+from services.audit.documents.verify import OnChain, Report, verify
+from shared.contract.audit_batches import Tip, build_batch, leaf_for, prove
 from shared.contract.audit_signing import DEV_SIGNER, sign
 from shared.contract.records import AuditBatch, Document, RedactedDocument
-from tests.unit.redaction.audit_history import (
+from tests.unit.audit.documents.audit_history import (
     KEY,
     KNOWN,
     PER_BATCH,

@@ -1,14 +1,14 @@
 """`streamrag audit prove DOC_ID` and `streamrag audit verify`: read the topics and the chain.
 
-Run as `python -m services.redaction.auditor` (what `streamrag audit` runs). It reads
+Run as `python -m services.audit.documents.auditor` (what `streamrag audit` runs). It reads
 docs.redacted.v1, audit.batches.v1 and ledger.anchors.v1 from the beginning with a plain
 consumer (no group), and the AuditAnchor contract through any JSON-RPC node: each batch's
-anchor, and for verify every anchor of the known signers (services.redaction.onchain), so
+anchor, and for verify every anchor of the known signers (services.audit.onchain), so
 an anchored batch whose evidence is gone is named, never passed over. Verify also holds
 redaction's input to its outputs: every record of docs.normalized.v1 below the committed
-offsets of redaction's group has an audit leaf or a dead letter (services.redaction.inputs
-reads, services.redaction.coverage decides). The checks themselves are
-services.redaction.verify, .coverage and services.redaction.audit.prove.
+offsets of redaction's group has an audit leaf or a dead letter (services.audit.documents.inputs
+reads, services.audit.documents.coverage decides). The checks themselves are
+services.audit.documents.verify, .coverage and shared.contract.audit_batches.prove.
 """
 
 from __future__ import annotations
@@ -24,12 +24,17 @@ from typing import Any, TypeVar
 
 from web3 import Web3
 
-from services.redaction.audit import canonical, document_sha256, prove
-from services.redaction.coverage import Coverage, describe
-from services.redaction.coverage import as_json as coverage_json
-from services.redaction.inputs import RefusedError, read_commits, read_coverage
-from services.redaction.onchain import contracts_to_read, read_anchors, recorded_contract
-from services.redaction.verify import ChainAnchor, OnChain, Report, check_anchor, verify
+from services.audit.documents.coverage import Coverage, describe
+from services.audit.documents.coverage import as_json as coverage_json
+from services.audit.documents.inputs import RefusedError, read_commits, read_coverage
+from services.audit.documents.verify import ChainAnchor, OnChain, Report, check_anchor, verify
+from services.audit.onchain import (
+    ANCHORS_ABI,
+    contracts_to_read,
+    read_anchors,
+    recorded_contract,
+)
+from shared.contract.audit_batches import canonical, document_sha256, prove
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
 from shared.contract.records import Anchor, AuditBatch, Record, RedactedDocument
@@ -38,15 +43,6 @@ from shared.errors import InvalidInput
 from shared.kafka.reader import read_topic
 from shared.settings import KafkaSettings, LedgerSettings, ProcessSettings
 
-# The one view of services/ledger's AuditAnchor the auditor needs (a unit test keeps it
-# equal to the committed ABI); anchors are keyed by sha256 of the batch id.
-ANCHORS_ABI = [{"inputs": [{"name": "arg0", "type": "bytes32"}], "name": "anchors",
-                "outputs": [{"components": [
-                    {"name": "root", "type": "bytes32"}, {"name": "prev_root", "type": "bytes32"},
-                    {"name": "leaf_count", "type": "uint256"},
-                    {"name": "block_number", "type": "uint256"},
-                    {"name": "signer", "type": "address"}], "name": "", "type": "tuple"}],
-                "stateMutability": "view", "type": "function"}]
 T = TypeVar("T", bound=Record)
 
 

@@ -1,4 +1,4 @@
-"""Read what reconciling redaction's input needs (services.redaction.coverage): its groups'
+"""Read what reconciling redaction's input needs (services.audit.documents.coverage): its groups'
 committed offsets, docs.normalized.v1, the dead letters, and what retention took from the
 audit records and dead letters.
 
@@ -18,8 +18,14 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
-from services.redaction.coverage import Coverage, Input, expired, reconcile_inputs, record_gone
-from services.redaction.verify import Report
+from services.audit.documents.coverage import (
+    Coverage,
+    Input,
+    expired,
+    reconcile_inputs,
+    record_gone,
+)
+from services.audit.documents.verify import Report
 from shared.contract.audit_signing import check
 from shared.contract.codec import decode
 from shared.contract.records import AuditBatch, DeadLetter, Document
