@@ -178,42 +178,17 @@ def fence_of(consumer: Any) -> SeekFence:
 def install(on_refused: Callable[[BaseException], None]) -> None:
     """Put the gate and the input-offset rules in front of Faust's commits.
 
-    Reaches into private parts of faust-streaming 0.15.3 (checked by shared.kafka.patches):
-    `Channel.as_future_message` (where every produced record's future is made) and, on
-    `Consumer`, `_commit_offsets` (every commit goes through it), `_new_offset` (what a
-    commit may cover), `_add_gap`, `on_partitions_assigned`, `on_partitions_revoked`,
-    `resume_partitions`, `perform_seek` (the seek to the committed offsets after an
-    assignment), `getmany` (every fetched record passes it) and
-    `ThreadDelegateConsumer._getmany` (the call into the consumer thread).
-
-    Upstream, per rule:
-    - the gate (`as_future_message`, `_commit_offsets`): no upstream issue found for
-      records still in Faust's buffer or refused by the broker at commit time; related:
-      faust-streaming/faust#273 (flush the producer before a commit, merged), which waits
-      for aiokafka's accumulator only. Removable when Faust's commit waits for every
-      `FutureMessage` of the worker and stops on a refused one.
-    - the halt after a crash (`_commit_offsets`, armed by shared.kafka.watchdog): related
-      robinhood/faust#75 (should not commit offsets upon crash, closed); the acks come from
-      `Stream.on_stop` closing a `take_events` generator mid-batch, for which no upstream
-      issue was found. Removable when a crashed Faust worker's stop neither acks the events
-      of an unfinished `take()` batch nor commits.
-    - `_new_offset`, `_add_gap`: faust-streaming/faust#606 (a commit runs over one missing
-      offset right after the committed one; open, fix proposed in faust-streaming/faust#707)
-      and faust-streaming/faust#312. Removable when a release never commits over an
-      unacked offset and counts no gap where a seek moved the position.
-    - the seek fence (`on_partitions_assigned`, `resume_partitions`, `perform_seek`):
-      faust-streaming/faust#216 (recovery resumes before seeking to committed offsets,
-      closed), faust-streaming/faust#221 (prefetched records after a rebalance) and
-      faust-streaming/faust#596 (a recovery race leaves gaps in acked offsets, open).
-      Removable when recovery seeks stream partitions before it resumes them and clears
-      their read offsets.
-    - `getmany`, `ThreadDelegateConsumer._getmany`, `on_partitions_revoked`: the empty
-      active set meaning "all partitions" to aiokafka was fixed once in robinhood/faust#69
-      and came back with the live set handed to the consumer thread; no open upstream issue
-      found. Removable when Faust passes the thread a snapshot of the active partitions and
-      rewinds, rather than drops, records of partitions paused meanwhile.
-    All of them are exercised after kill -9 by tests/integration/test_supervision.py and
-    test_ingest_restart.py: rerun those against a new Faust before removing any.
+    Reaches into private parts of faust-streaming 0.15.3 (declared and checked by
+    shared.kafka.patches): `Channel.as_future_message` (where every produced record's future
+    is made) and, on `Consumer`, `_commit_offsets` (every commit goes through it),
+    `_new_offset` (what a commit may cover), `_add_gap`, `on_partitions_assigned`,
+    `on_partitions_revoked`, `resume_partitions`, `perform_seek` (the seek to the committed
+    offsets after an assignment), `getmany` (every fetched record passes it) and
+    `ThreadDelegateConsumer._getmany` (the call into the consumer thread). The upstream
+    issue behind each, and when each can go: docs/design/delivery-and-ordering.md
+    ("Upstream, and when each fix can go"). All of them are exercised after kill -9 by
+    tests/integration/test_supervision.py and test_ingest_restart.py: rerun those against
+    a new Faust before removing any.
     """
     global _installed, _on_refused
     _on_refused = on_refused
