@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.errors import InfrastructureError
+from shared.worker.status_files import replace_file
 
 
 @dataclass
@@ -82,7 +83,9 @@ def spawn(name: str, argv: list[str], run_dir: Path, env: dict[str, str] | None 
             [*DIE_WITH_PARENT, *argv], stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             start_new_session=True)
-    (pids / f"{name}.pid").write_text(str(popen.pid))
+    # In one step: a reader polling for a restart (scripts, tests, an operator's watch)
+    # must never find the file empty between truncate and write.
+    replace_file(pids / f"{name}.pid", str(popen.pid))
     return Child(name, popen, log_path)
 
 
