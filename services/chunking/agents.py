@@ -11,6 +11,7 @@ from shared.contract import sizes
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, RedactedDocument
 from shared.encoder.model import load_tokenizer
+from shared.kafka import checkpoint
 from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
 
@@ -37,7 +38,7 @@ def chunk_record(raw: bytes | None) -> ChunkSet:
 
 @app.agent(redacted_topic)
 async def chunk(stream: Any) -> None:
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         async with boundary.record(event):
             chunk_set = chunk_record(event.message.value)
             spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version,

@@ -5,9 +5,10 @@ back); its loop cuts the next batch the moment the previous one is on the broker
 batches are one set when traffic is light and grow under load, within
 max_batch_tokens / batch_max_docs.
 
-Events are read without auto-ack and acked only after their output is on the broker, so
-a crash can never skip a batch: the worker stops and its partitions replay from the last
-committed offset. Bad records are dead-lettered (and acked) one by one.
+Events are taken from the checkpoint unprocessed and handed back to it (`checkpoint.done`)
+only once their output is on the broker, so a crash can never skip a batch: the worker
+stops and its partitions replay from the last committed offset. Bad records are
+dead-lettered (and done) one by one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, EmbeddedChunkSet
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
+from shared.kafka import checkpoint
 from shared.tracing import spans
 from shared.worker import metrics
 from shared.worker.boundary import Boundary, exit_now, export_counts, is_fatal
@@ -57,28 +59,27 @@ async def warm_up() -> None:
 
 @app.agent(chunks_topic)
 async def embed(stream: Any) -> None:
-    manual = stream.noack()
-
     async def run(batch: Sequence[Pending]) -> list[None]:
-        return await flush(manual, batch)
+        return await flush(batch)
 
     # propagate: a batch that fails past the per-set fallback stops the worker (replay).
     batcher: Batcher[Pending, None] = Batcher("embed", run, settings.limits(),
                                               settings.inbox_max_docs, propagate=True)
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(intake(manual, batcher))
+            group.create_task(intake(stream, batcher))
             group.create_task(serve(batcher))
     except Exception as exc:
-        # Not app.crash(): Faust's stop would wait forever for the unacked events queued
-        # here ("Wait for streams..."), the process alive and supervision none the wiser.
-        log.exception("embedding failed; exiting so unacked batches replay")
+        # Not app.crash(): Faust's stop would wait forever for the events queued here,
+        # never done ("Wait for streams..."), the process alive and supervision none the
+        # wiser. Nothing queued was done, so nothing of it is committed either way.
+        log.exception("embedding failed; exiting so the batches in hand replay")
         exit_now(exc)
         raise
 
 
 async def intake(stream: Any, batcher: Batcher[Pending, None]) -> None:
-    async for event in stream.events():
+    async for event in checkpoint.taken(stream):
         queued = False
         async with boundary.record(event):
             chunk_set = decode(ChunkSet, event.message.value)
@@ -87,7 +88,7 @@ async def intake(stream: Any, batcher: Batcher[Pending, None]) -> None:
             await batcher.put((event, chunk_set), len(chunk_set.chunks), longest_chunk(chunk_set))
             queued = True
         if not queued:  # dead-lettered
-            await stream.ack(event)
+            checkpoint.done(event)
 
 
 async def serve(batcher: Batcher[Pending, None]) -> None:
@@ -95,11 +96,14 @@ async def serve(batcher: Batcher[Pending, None]) -> None:
     await batcher.serve()
 
 
-async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
-    """Embed one batch, put its outputs on the broker, then ack its inputs."""
+async def flush(batch: Sequence[Pending]) -> list[None]:
+    """Embed one batch, put its outputs on the broker, then hand its inputs to the
+    checkpoint."""
     assert encoder is not None
     # Events from before a rebalance belong to whoever owns the partition now and replay
-    # there: skip the work but ack them, as Faust does, or the next rebalance waits on them.
+    # there: skip the work but mark them done, as Faust does, or the next rebalance waits
+    # on them (their offsets are not this worker's to commit any more: the checkpoint
+    # commits only assigned partitions).
     live = [(ev, cs) for ev, cs in batch
             if ev.message.generation_id == app.consumer_generation_id]
     started = time.perf_counter()
@@ -107,9 +111,9 @@ async def flush(stream: Any, batch: Sequence[Pending]) -> list[None]:
     encoded_ms = (time.perf_counter() - started) * 1000
     with spans.batch(boundary.stage, [ev.message for ev, _ in live]):
         sent = await send_all(embedded, {(cs.doc_id, cs.version): ev for ev, cs in live})
-    await asyncio.gather(*sent)  # on the broker before the inputs are acked
+    await asyncio.gather(*sent)  # on the broker before the inputs are done
     for event, _ in batch:
-        await stream.ack(event)
+        checkpoint.done(event)
     metrics.batch(boundary.stage, len(batch))
     sets = [cs for _, cs in batch]
     size = padded_tokens(sum(len(cs.chunks) for cs in sets),

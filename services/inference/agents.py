@@ -75,6 +75,7 @@ from shared.contract.codec import encode
 from shared.contract.dlq import decode_or_dead_letter
 from shared.contract.records import DriftReport, Feedback, GuardIncident, Record, StreamCounts
 from shared.contract.topics import GUARD_SAMPLES
+from shared.kafka import checkpoint
 from shared.kafka.config_log import KafkaConfigLog
 from shared.worker import metrics
 
@@ -107,7 +108,7 @@ R = TypeVar("R", bound=Record)
 async def decoded(stream: Any, record_type: type[R]) -> AsyncIterator[R]:
     """The records of one of this service's streams, each counted in; a record that does not
     decode is dead-lettered (with its reason) and skipped."""
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         metrics.received(STAGE, event.message.topic)
         record = await decode_or_dead_letter(record_type, event, deadletters, STAGE)
         if record is not None:

@@ -30,6 +30,7 @@ from shared.contract.codec import decode, encode
 from shared.contract.records import Document, TableTruncate
 from shared.contract.topics import DOCS_PARSED
 from shared.errors import InvalidInput
+from shared.kafka import checkpoint
 from shared.tracing import spans
 from shared.worker import members
 from shared.worker.boundary import Boundary, export_counts
@@ -70,7 +71,7 @@ def _here(partition: int) -> Callable[[str], bool]:
 async def parse(stream: Any) -> None:
     """docs.raw.v1 (any key) -> docs.parsed.v1 keyed by doc id, or deadletter.raw.v1; a
     table's truncate to every partition."""
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         async with parse_boundary.record(event):
             try:
                 doc = parse_raw(_raw_message(event.message), settings)
@@ -91,7 +92,7 @@ async def parse(stream: Any) -> None:
 @app.agent(parsed_topic)
 async def deduplicate(stream: Any) -> None:
     """docs.parsed.v1 -> docs.normalized.v1: stale changes dead-lettered, repeats dropped."""
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         async with dedup_boundary.record(event):
             if _kind(event.message) == TRUNCATE:
                 await _truncate(decode(TableTruncate, event.message.value),

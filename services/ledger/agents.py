@@ -33,6 +33,7 @@ from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch
 from shared.errors import InvalidInput
+from shared.kafka import checkpoint
 from shared.tracing import spans
 from shared.worker.boundary import export_counts
 
@@ -94,7 +95,7 @@ async def connect_ledger() -> None:
 @app.agent(batches_topic)
 async def anchor_batches(stream: Any) -> None:
     """audit.batches.v1 -> on-chain anchor -> ledger.anchors.v1 keyed by batch id."""
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         async with boundary.record(event):
             await _anchor_one(event)
 

@@ -8,8 +8,10 @@ leaves are the records themselves, so the topic and the anchor alone prove each 
 and partition (prev_root). The anchor names the records' signer, never a document
 signer, so `streamrag audit verify` (documents) does not take it for one of its own.
 
-At-least-once: a batch's offsets are committed only after its anchor is announced and
-marked in the anchored table. The chain's end per partition is rebuilt from that table
+At-least-once: a batch is done (shared/kafka/checkpoint.py, which alone commits) only after
+its anchor is announced and marked in the anchored table; whatever stops a batch midway
+(the node, the broker) escapes the agent and the worker exits with it not done
+(shared/kafka/watchdog.py), so it replays. The chain's end per partition is rebuilt from that table
 whenever a batch does not follow it (a restart, a rebalance), and audits up to it are
 skipped, so a replay is not anchored again. Only a kill between the announcement and the
 table write replays a batch the table does not know: the same offsets anchored again
@@ -18,16 +20,14 @@ table write replays a batch the table does not know: the same offsets anchored a
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import secrets
-from typing import Any, NoReturn
+from typing import Any
 
 from services.ledger.anchoring import anchor_root, announce, boundary
 from services.ledger.app import anchored, app, queries_topic, settings
 from services.ledger.errors import AnchorConflict
-from shared.batching.partitions import current_event, partition_batches
+from shared.batching.partitions import current_event
 from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode
 from shared.contract.query_audit import (
@@ -39,10 +39,10 @@ from shared.contract.query_audit import (
     tip_from,
 )
 from shared.contract.records import QueryAudit
+from shared.kafka import checkpoint
 
 log = logging.getLogger(__name__)
 KNOWN_QUERY_SIGNERS = AuditSignerSettings().known_query()
-EXIT_INFRA = 70  # the supervisor restarts the worker and the batch is replayed
 
 
 class Chains:
@@ -110,24 +110,10 @@ async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> li
     return done
 
 
-def _exit_mid_batch(why: str, code: int) -> NoReturn:
-    """Exit at once: Faust acks a take_events batch even when its body raises, and a
-    graceful stop commits it; exiting replays the batch instead of losing its anchor."""
-    log.critical("ledger stops mid query batch (%s); the batch will be replayed", why)
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    os._exit(code)
-
-
 @app.agent(queries_topic)
 async def anchor_queries(stream: Any) -> None:
     """audit.queries.v1 -> one anchored root per partition's run -> ledger.anchors.v1."""
-    async for groups in partition_batches(stream, settings.query_batch_max,
-                                          settings.query_batch_within_s):
-        try:
-            for partition, events in groups.items():
-                await anchor_partition(stream, partition, events)
-        except asyncio.CancelledError:
-            _exit_mid_batch("stopping", 0)
-        except Exception as exc:  # the node or the broker failed us, not a record
-            _exit_mid_batch(type(exc).__name__, EXIT_INFRA)
+    async for groups in checkpoint.batches(stream, settings.query_batch_max,
+                                           settings.query_batch_within_s):
+        for partition, events in groups.items():
+            await anchor_partition(stream, partition, events)

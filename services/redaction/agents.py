@@ -1,21 +1,22 @@
 """Redaction agent: micro-batch, redact, emit redacted docs and one signed audit record per
 partition and batch.
 
-A batch's offsets are acked (and later committed) only when the body returns, and it
-returns only once the redacted documents and the audit record are on the broker: sends
-are forced past Faust's attachments (which may hang them on another partition's event)
-and awaited. Input offsets an audit record already covers are skipped, so a redelivery
-after a crash never forms a second, overlapping batch. Logs name batches, counts and
-offsets only, never a document's content.
+A batch is done (shared/kafka/checkpoint.py, which alone commits) only when the loop
+moves on from it, and that is only once the redacted documents and the audit record are
+on the broker: sends are forced past Faust's attachments (which may hang them on another
+partition's event) and awaited. Anything that stops a batch midway (the broker, the
+reader, a lost partition) escapes the agent, and the worker exits with the batch not done
+(shared/kafka/watchdog.py), so it replays. Input offsets an audit record already covers
+are skipped, so a redelivery after a crash never forms a second, overlapping batch. Logs
+name batches, counts and offsets only, never a document's content.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable
-from typing import Any, NoReturn
+from typing import Any
 
 from eth_account import Account
 
@@ -31,15 +32,14 @@ from services.redaction.app import (
 )
 from services.redaction.pii_counts import pii_counts
 from services.redaction.redactor import Redactor
-from shared.batching import partition_batches
 from shared.contract.audit_batches import Tip, build_batch, leaf_for, tips_from
 from shared.contract.audit_signing import sign
 from shared.contract.codec import decode, encode
 from shared.contract.dlq import send_dead_letter
 from shared.contract.records import AuditBatch, Document, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
-from shared.errors import InvalidInput
-from shared.kafka import membership
+from shared.errors import InfrastructureError, InvalidInput
+from shared.kafka import checkpoint, membership
 from shared.kafka.reader import read_back
 from shared.tracing import spans
 from shared.worker import metrics
@@ -48,7 +48,6 @@ from shared.worker.boundary import Boundary, export_counts
 log = logging.getLogger(__name__)
 redactor: Redactor | None = None
 SIGNER = Account.from_key(settings.audit_signing_key.get_secret_value()).address
-EXIT_INFRA = 70  # EX_SOFTWARE-ish: the supervisor restarts us and the batch is replayed
 boundary = Boundary("redaction", dlq)  # per document: a bad one never takes its batch along
 export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
               metrics_port=settings.metrics_port)
@@ -200,10 +199,11 @@ async def _still_owned(partition: int, tip: Tip) -> None:
     The group coordinator confirming this worker's membership (shared/kafka/membership.py)
     settles it. Unconfirmed (evicted, or rejoining after a stall that starved its
     heartbeats, as a lone worker under heavy load is), the chain end on the audit topic
-    decides: moved past `tip`, the batch is another's and this worker exits, writing
-    nothing more and acking nothing (it replays on the owner, as after kill -9); still at
-    `tip`, nobody has audited these offsets and the batch goes on. Left open: a new owner
-    that read the same end and sends in the moment after this one checks."""
+    decides: moved past `tip`, the batch is another's and LostPartition ends the worker,
+    writing nothing more and the batch not done (it replays on the owner, as after
+    kill -9); still at `tip`, nobody has audited these offsets and the batch goes on. Left
+    open: a new owner that read the same end and sends in the moment after this one
+    checks."""
     why = await membership.confirm(app)
     if why is None:
         return
@@ -215,18 +215,14 @@ async def _still_owned(partition: int, tip: Tip) -> None:
         log.warning("membership of %s unconfirmed (%s) with partition %d in hand; its chain "
                     "end is unchanged, so the batch goes on", app.conf.id, why, partition)
         return
-    _exit_mid_batch(f"membership of {app.conf.id} unconfirmed with partition {partition} "
-                    f"in hand ({why}) and its chain end moved past this batch's", EXIT_INFRA)
+    log.critical("membership of %s unconfirmed with partition %d in hand (%s) and its chain "
+                 "end moved past this batch's: stopping, the batch not done", app.conf.id,
+                 partition, why)
+    raise LostPartition(f"partition {partition} is audited past this batch by another worker")
 
 
-def _exit_mid_batch(why: str, code: int) -> NoReturn:
-    """Exit at once: a graceful stop would commit the batch's offsets (Faust acks a
-    take_events batch even when its body raises or is cancelled, and commits on the way
-    out) although its outputs are not all on the broker. Exiting replays the batch."""
-    log.critical("redaction stops mid-batch (%s); the batch will be replayed", why)
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    os._exit(code)
+class LostPartition(InfrastructureError):
+    """Another worker audited the partition past the batch in hand: this one must stop."""
 
 
 async def _loaded() -> Redactor:
@@ -239,17 +235,14 @@ async def _loaded() -> Redactor:
 async def redact(stream: Any) -> None:
     """docs.normalized.v1 -> docs.redacted.v1 + audit.batches.v1."""
     # Before the first batch is taken: a batch in hand while the analyzer loads (seconds)
-    # would be acked by a stop that cancels the agent here, with nothing sent.
+    # would hold a stop waiting for it.
     ready = await _loaded()
-    async for groups in partition_batches(stream, settings.batch_max_docs,
-                                          settings.batch_within_s):
-        try:
-            for partition, events in groups.items():
-                metrics.batch(boundary.stage, len(events))
-                with metrics.sending_for(boundary.stage), \
-                        spans.batch(boundary.stage, [e.message for e in events]):
-                    await redact_partition(ready, partition, events)
-        except asyncio.CancelledError:
-            _exit_mid_batch("stopping", 0)
-        except Exception as exc:  # the broker or the reader failed us, not a record
-            _exit_mid_batch(type(exc).__name__, EXIT_INFRA)
+    async for groups in checkpoint.batches(stream, settings.batch_max_docs,
+                                           settings.batch_within_s):
+        # Whatever raises here (the broker, the reader, LostPartition) is not a record's
+        # fault: it leaves the agent with the batch not done, and the worker exits.
+        for partition, events in groups.items():
+            metrics.batch(boundary.stage, len(events))
+            with metrics.sending_for(boundary.stage), \
+                    spans.batch(boundary.stage, [e.message for e in events]):
+                await redact_partition(ready, partition, events)

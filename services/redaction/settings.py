@@ -43,10 +43,9 @@ class RedactionSettings(ServiceSettings):
     # The most documents in one redaction micro-batch.
     batch_max_docs: int = Field(default=32, ge=1)
     # How long a micro-batch waits for more documents once one is in. Under a backlog the
-    # batch fills to batch_max_docs at once whatever this is (Faust flushes a full buffer),
-    # so it only sets the latency a lone document pays; shorter waits bought no measurable
-    # latency for more idle CPU, since Faust's take_events wakes every batch_within_s even
-    # with nothing to batch (docs/benchmarks.md, "Freshness, idle CPU, memory and bulk ingest").
+    # batch fills to batch_max_docs at once whatever this is (shared.kafka.checkpoint.batches
+    # cuts it from a full queue), so it only sets the latency a lone document pays; the
+    # wait starts with a batch's first document, so an idle stream costs nothing.
     batch_within_s: float = Field(default=0.05, gt=0)
     # Characters per analysis window: spaCy's NER cost grows with length, so long documents
     # are analysed in windows.

@@ -31,6 +31,7 @@ from shared.contract.codec import decode
 from shared.contract.records import EmbeddedChunkSet, SearchRequest
 from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.errors import InvalidInput, ModelMismatchError
+from shared.kafka import checkpoint
 from shared.tracing import spans
 from shared.worker import local_search, members
 from shared.worker.boundary import Boundary, export_counts
@@ -99,7 +100,7 @@ async def export_models() -> None:
 
 @app.agent(embedded_topic)
 async def index(stream: Any) -> None:
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         msg = event.message
         position = shards.position.get(msg.partition)
         if position is None or msg.offset <= position[0]:
@@ -118,7 +119,7 @@ async def index(stream: Any) -> None:
 
 @app.agent(requests_topic)
 async def search(stream: Any) -> None:
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         async with search_boundary.record(event):
             req = decode(SearchRequest, event.message.value)
             spans.annotate(request_id=req.request_id, shard=event.message.partition)

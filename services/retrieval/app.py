@@ -24,7 +24,7 @@ app = make_app(RETRIEVAL_APP, kafka, settings.data_dir)
 
 # Never committed: a shard's position is its snapshot's offset, and a committed offset
 # would only give Faust a place to seek the consumer to instead (services/retrieval/positions.py).
-embedded_topic = topic(app, CHUNKS_EMBEDDED, acks=False)
+embedded_topic = topic(app, CHUNKS_EMBEDDED, committed=False)
 requests_topic = topic(app, SEARCH_REQUESTS)
 replies_topic = topic(app, SEARCH_REPLIES)
 dlq = topic(app, DEADLETTER)

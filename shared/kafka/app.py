@@ -99,13 +99,14 @@ def make_one_app(app_id: str, kafka: KafkaSettings, data_dir: Path) -> faust.App
     return _one_app
 
 
-def topic(app: faust.App, spec: TopicSpec, *, acks: bool = True) -> Any:
+def topic(app: faust.App, spec: TopicSpec, *, committed: bool = True) -> Any:
     """A raw-bytes Faust topic for a contract entry; records are parsed by shared.contract.codec.
 
-    `acks=False`: Faust never commits offsets of this topic for the app's group (for a
-    consumer whose position is kept elsewhere, such as retrieval's shard snapshots).
+    `committed=False`: the checkpoint (shared/kafka/checkpoint.py) never commits offsets
+    of this topic for the app's group, for a consumer whose position is its own state
+    (retrieval's shard snapshots); Faust then tracks none of its records either.
     """
     return app.topic(
         spec.name, partitions=spec.partitions, key_type=bytes, value_type=bytes,
-        key_serializer="raw", value_serializer="raw", internal=False, acks=acks,
+        key_serializer="raw", value_serializer="raw", internal=False, acks=committed,
     )

@@ -1,23 +1,18 @@
-"""No input offset is committed before its record was processed and everything it produced
-is on the broker, nor past an offset not processed, nor by a worker that crashed.
+"""What Faust reads and commits, made to keep the checkpoint's promise: no input offset is
+committed before its record was processed and everything it produced is on the broker, nor
+past an offset not processed, nor by a worker that crashed.
 
-Faust (faust-streaming 0.15.3) breaks this in four places; what was seen in each, with the
-traces, is in docs/design/delivery-and-ordering.md ("Where Faust commits too early"):
+The commit itself is shared/kafka/checkpoint.py's, and only there. This module wires it
+into Faust and keeps Faust's reading honest; what was seen without each fix, with the
+traces, is in docs/design/delivery-and-ordering.md:
 
-- Outputs. `DeliveryGate` follows every record the worker hands to Faust (each
-  `FutureMessage`, table changelogs and `send_soon` included) until the broker answers;
-  `settle()` is awaited before each commit, and a refused record stops the worker without
-  the commit, so its input replays.
+- Commits. Faust's `Consumer.force_commit` (every commit: its interval, a rebalance, a
+  stop, an agent error) runs the consumer's `Checkpoint.commit`; `Channel.as_future_message`
+  hands every produced record's future (table changelogs and `send_soon` included) to the
+  checkpoint's delivery gate.
 - Inputs after a (re)start or rebalance. `SeekFence`: an assigned stream partition stays
   paused until the seek to its committed offset is done; acks from before the seek are
-  forgotten (those records are read again). `committable()`: the next commit is one past
-  the run of processed offsets that starts exactly at the committed offset, never over a
-  hole, and Faust's gap bookkeeping is off (input topics are neither compacted nor
-  transactional, so offsets are contiguous).
-- After a crash. `halt_commits(app, reason)`: the watchdog calls it the moment the app
-  crashes; from then on no commit of that app's consumer reaches the broker (the stop
-  would otherwise ack the micro-batches the agents hold, whatever became of them), and the
-  input replays after the restart, as after kill -9.
+  forgotten (those records are read again).
 - Fetches that skip offsets. `_getmany` passes a copy of the active partition set, asks for
   nothing while it is empty, and moves a partition that stopped being active meanwhile back
   to its first returned offset; `getmany` checks each record against the next offset
@@ -28,64 +23,14 @@ traces, is in docs/design/delivery-and-ordering.md ("Where Faust commits too ear
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from shared.kafka import checkpoint
 from shared.kafka.seam import replace
 
 log = logging.getLogger(__name__)
-
-
-class DeliveryGate:
-    """The records handed to the producer and not yet answered by the broker."""
-
-    def __init__(self) -> None:
-        self.pending: set[asyncio.Future[Any]] = set()
-        self.refused: BaseException | None = None  # the first record the broker refused
-
-    def track(self, future: asyncio.Future[Any]) -> None:
-        self.pending.add(future)
-        future.add_done_callback(self._answered)
-
-    def _answered(self, future: asyncio.Future[Any]) -> None:
-        self.pending.discard(future)
-        if self.refused is None:
-            # A cancelled send never reached the broker: as bad as a refused one.
-            if future.cancelled():
-                self.refused = asyncio.CancelledError()
-            elif future.exception() is not None:
-                self.refused = future.exception()
-
-    async def settle(self) -> BaseException | None:
-        """Wait until every record handed over so far is answered; the first refusal, if any."""
-        while self.pending and self.refused is None:
-            await asyncio.wait(set(self.pending), return_when=asyncio.FIRST_EXCEPTION)
-        return self.refused
-
-
-def committable(acked: list[int], committed: int | None) -> tuple[int | None, list[int]]:
-    """The offset to commit next and the acked offsets it covers (removed from `acked`).
-
-    That is one past the run of consecutive acked offsets starting exactly at `committed`
-    (the next offset to read), or at the lowest acked offset while nothing is committed;
-    None while the next offset to read is not processed yet. Offsets below `committed` (a
-    record read again after a seek) are dropped from `acked` as covered already.
-    """
-    acked.sort()
-    start = acked[0] if committed is None and acked else committed
-    if start is None:
-        return None, []
-    covered = acked[:bisect.bisect_left(acked, start)]
-    end = start
-    for offset in acked[len(covered):]:
-        if offset != end:
-            break
-        end += 1
-    covered += acked[len(covered):len(covered) + end - start]
-    del acked[:len(covered)]
-    return (end if end > start else None), covered
 
 
 class SeekFence:
@@ -138,34 +83,7 @@ def expected_of(consumer: Any) -> Expected:
     return expected
 
 
-def halt_commits(app: Any, reason: BaseException) -> None:
-    """`app` crashed: none of its consumer's commits may reach the broker from now on."""
-    if getattr(app, "_streamrag_commits_halted", None) is None:
-        app._streamrag_commits_halted = reason
-
-
-def commits_halted(app: Any) -> BaseException | None:
-    """Why `app` commits nothing any more (the crash), or None."""
-    reason: BaseException | None = getattr(app, "_streamrag_commits_halted", None)
-    return reason
-
-
-def _named(offsets: Any) -> dict[str, int]:
-    return {f"{tp.topic}/{tp.partition}": o for tp, o in offsets.items()}
-
-
-def _halted(consumer: Any, offsets: Any) -> bool:
-    crashed = commits_halted(consumer.app)
-    if crashed is not None:
-        # The stop after a crash acks the batches in hand, finished or not (see above).
-        log.warning("not committing %s: the worker crashed (%s); its input replays after "
-                    "the restart", _named(offsets), type(crashed).__name__)
-    return crashed is not None
-
-
-gate = DeliveryGate()  # one worker per process: one gate
 _installed = False
-_on_refused: Callable[[BaseException], None] | None = None
 
 
 def fence_of(consumer: Any) -> SeekFence:
@@ -176,22 +94,22 @@ def fence_of(consumer: Any) -> SeekFence:
 
 
 def install(on_refused: Callable[[BaseException], None]) -> None:
-    """Put the gate and the input-offset rules in front of Faust's commits.
+    """Route Faust's commits through the checkpoint and keep its reading honest.
 
     Reaches into private parts of faust-streaming 0.15.3 (declared and checked by
     shared.kafka.patches): `Channel.as_future_message` (where every produced record's future
-    is made) and, on `Consumer`, `_commit_offsets` (every commit goes through it),
-    `_new_offset` (what a commit may cover), `_add_gap`, `on_partitions_assigned`,
-    `on_partitions_revoked`, `resume_partitions`, `perform_seek` (the seek to the committed
-    offsets after an assignment), `getmany` (every fetched record passes it) and
-    `ThreadDelegateConsumer._getmany` (the call into the consumer thread). The upstream
-    issue behind each, and when each can go: docs/design/delivery-and-ordering.md
-    ("Upstream, and when each fix can go"). All of them are exercised after kill -9 by
-    tests/integration/test_supervision.py and test_ingest_restart.py: rerun those against
-    a new Faust before removing any.
+    is made) and, on `Consumer`, `force_commit` (every commit goes through it),
+    `on_partitions_assigned`, `on_partitions_revoked`, `resume_partitions`, `perform_seek`
+    (the seek to the committed offsets after an assignment), `getmany` (every fetched
+    record passes it) and `ThreadDelegateConsumer._getmany` (the call into the consumer
+    thread). The upstream issue behind each, and when each can go:
+    docs/design/delivery-and-ordering.md ("Upstream, and when each fix can go"). All of
+    them are exercised after kill -9 by tests/integration/test_supervision.py,
+    test_ingest_restart.py and test_scale_out.py: rerun those against a new Faust before
+    removing any.
     """
-    global _installed, _on_refused
-    _on_refused = on_refused
+    global _installed
+    checkpoint.on_refused(on_refused)
     if _installed:
         return
     _installed = True
@@ -202,40 +120,15 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
 
     def as_future_message(self: Any, *args: Any, **kwargs: Any) -> Any:
         future = make_future(self, *args, **kwargs)
-        gate.track(future)
+        checkpoint.gate.track(future)
         return future
 
-    commit = Consumer._commit_offsets
-
-    async def commit_offsets(self: Any, offsets: Any, start_new_transaction: bool = True,
-                             ) -> bool:
-        refused = await gate.settle()
-        if refused is not None:
-            log.critical("the broker refused a record (%s); stopping before the commit so "
-                         "its input replays", type(refused).__name__)
-            if _on_refused is not None:
-                _on_refused(refused)
-            return False
-        if _halted(self, offsets):
-            return False
-        log.debug("commit %s", _named(offsets))
-        return await commit(self, offsets, start_new_transaction)
-
-    def new_offset(self: Any, tp: Any) -> int | None:
-        committed = self._committed_offset[tp]
-        offset, covered = committable(self._acked[tp], committed)
-        self._acked_index[tp].difference_update(covered)
-        held = self.__dict__.setdefault("_streamrag_held_at", {})
-        if offset is None and self._acked[tp] and held.get(tp) != committed:
-            held[tp] = committed  # once per position: the timer asks every few seconds
-            log.warning("%s/%s: commit held at %s, a record before %s is not processed yet",
-                        tp.topic, tp.partition, committed, self._acked[tp][0])
-        return offset
-
-    async def add_gap(self: Any, tp: Any, offset_from: int, offset_to: int) -> None:
-        # Our topics have no holes: offsets missing from a fetch were never seen here.
-        log.warning("%s/%s: the fetch skipped offsets %s..%s; the commit waits for them",
-                    tp.topic, tp.partition, offset_from, offset_to)
+    async def force_commit(self: Any, topics: Any = None, start_new_transaction: bool = True,
+                           ) -> bool:
+        sensor_state = self.app.sensors.on_commit_initiated(self)
+        took = await checkpoint.of(self).commit(topics)
+        self.app.sensors.on_commit_completed(self, sensor_state)
+        return took
 
     assigned = Consumer.on_partitions_assigned
 
@@ -332,9 +225,7 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         await revoked(self, revoked_tps)
 
     replace(Channel, "as_future_message", as_future_message)
-    replace(Consumer, "_commit_offsets", commit_offsets)
-    replace(Consumer, "_new_offset", new_offset)
-    replace(Consumer, "_add_gap", add_gap)
+    replace(Consumer, "force_commit", force_commit)
     replace(Consumer, "on_partitions_assigned", on_partitions_assigned)
     replace(Consumer, "resume_partitions", resume_partitions)
     replace(Consumer, "perform_seek", perform_seek)

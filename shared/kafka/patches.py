@@ -4,8 +4,9 @@ Each fix was written against one release of each library and reaches into its pr
 methods; `install` refuses to run on any other release (VERSIONS), so an upgrade cannot
 silently drop the guarantee that no record is lost. The fixes, by module:
 
-- `delivery`: no offset is committed before its record was processed and everything it
-  produced is on the broker (Faust's commit, offset and seek paths).
+- `delivery`: every commit is the checkpoint's (shared/kafka/checkpoint.py: no offset is
+  committed before its record was processed and everything it produced is on the
+  broker), and Faust's offset and seek paths read every record once the seek is done.
 - `trace_headers`: every record written carries the trace context of the record in hand
   (not a fix: Faust has no hook for outgoing headers).
 - `durability`: every producer writes with acks=all, idempotently (not a fix: Faust has no
@@ -32,9 +33,7 @@ VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0", "mode-streaming":
 # (module, class, attribute) -> the module of this package that replaces or overrides it.
 PATCHED = {
     ("faust.channels", "Channel", "as_future_message"): "delivery",
-    ("faust.transport.consumer", "Consumer", "_commit_offsets"): "delivery",
-    ("faust.transport.consumer", "Consumer", "_new_offset"): "delivery",
-    ("faust.transport.consumer", "Consumer", "_add_gap"): "delivery",
+    ("faust.transport.consumer", "Consumer", "force_commit"): "delivery",
     ("faust.transport.consumer", "Consumer", "on_partitions_assigned"): "delivery",
     ("faust.transport.consumer", "Consumer", "on_partitions_revoked"): "delivery",
     ("faust.transport.consumer", "Consumer", "resume_partitions"): "delivery",
@@ -51,6 +50,7 @@ PATCHED = {
 # Private methods the fixes call without replacing them -> the module that calls them.
 CALLED = {
     ("faust.transport.consumer", "Consumer", "_is_changelog_tp"): "delivery",
+    ("faust.transport.consumer", "ThreadDelegateConsumer", "_commit"): "checkpoint",
     ("faust.transport.drivers.aiokafka", "AIOKafkaConsumerThread", "seek_wait"): "delivery",
     ("faust.transport.drivers.aiokafka", "AIOKafkaConsumerThread", "_ensure_consumer"):
         "membership",
@@ -60,9 +60,9 @@ CALLED = {
 }
 # Private data attributes of the libraries' objects the fixes read or write -> the module.
 DATA = {
-    ("faust.transport.consumer", "Consumer", "_acked"): "delivery",
-    ("faust.transport.consumer", "Consumer", "_acked_index"): "delivery",
-    ("faust.transport.consumer", "Consumer", "_committed_offset"): "delivery",
+    ("faust.transport.consumer", "Consumer", "_acked"): "checkpoint, delivery",
+    ("faust.transport.consumer", "Consumer", "_acked_index"): "checkpoint, delivery",
+    ("faust.transport.consumer", "Consumer", "_committed_offset"): "checkpoint, delivery",
     ("faust.transport.consumer", "Consumer", "_read_offset"): "delivery",
     ("faust.transport.consumer", "Consumer", "_buffered_partitions"): "delivery",
     ("faust.transport.consumer", "ThreadDelegateConsumer", "_thread"): "delivery, membership",

@@ -15,11 +15,11 @@ process with EXIT_FATAL from a thread, which works even when the event loop is s
 uncommitted input replays on restart, as after kill -9, which every stage survives.
 
 The crashed worker commits nothing more: the moment the app crashes, before mode marks it
-and its services crashed, `shared.kafka.delivery.halt_commits` closes its commit barrier. Faust's
-stop after a crash acks the micro-batches its agents still hold (`Stream.on_stop` closes
-each `take_events` generator, whose `finally` acks the batch in hand) and then commits
-(`Consumer.on_stop`); those batches may never have produced anything (five
-documents of redaction lost that way after a FileNotFoundError in a timer).
+and its services crashed, `shared.kafka.checkpoint.halt_commits` stops its checkpoint at
+step 4. The checkpoint alone would commit only records done, with their outputs on the
+broker; the halt keeps a worker whose state is unknown from committing even those (with
+Faust's `take_events`, which acked the batch in hand on the way out, five documents of
+redaction were lost after a FileNotFoundError in a timer; nothing uses it any more).
 
 It wraps mode-streaming's private `Service._crash` on the one app instance (not the class,
 so no other service of the process is touched). Upstream: faust-streaming/faust#324 (a
@@ -30,19 +30,19 @@ acked (tests/unit/shared/kafka/test_watchdog.py keeps the expected behaviour).
 
 An exception that escapes an agent's function never reaches `_crash`: Faust's
 `Agent._execute_actor` awaits the app's `_on_agent_error` (which commits:
-`Consumer.on_task_error`), marks the actor crashed and its supervisor starts a new one,
-while the abandoned stream iterator's `finally` acks the event or `take_events` batch in
-hand. Records not processed, or whose outputs never reached the broker, would be
-committed. `exit_on_agent_error` replaces `_on_agent_error` on the app instance (each
-`@app.agent` takes it as the agent's `on_error` when it is declared, so before any agent):
-it halts the app's commits and ends the process with EXIT_FATAL at once, and the input
-replays on restart. The per-record boundary (shared/worker/boundary.py) already ends the
-process for a fatal failure inside it; this catches whatever raises outside one (a
-cancellation is not an error to Faust: redaction and the ledger's query batches exit on
-their own when one reaches a batch in hand). Upstream: committing on an agent error is
-Faust's intended default (`App._on_agent_error` points to "agent-errors" in its agents
-guide), so no issue was filed; removable only if Faust's restart of an agent stopped acking
-and committing what the agent held (tests/unit/shared/kafka/test_watchdog.py shows it).
+`Consumer.on_task_error`), marks the actor crashed and its supervisor starts a new one.
+The record or batch in hand is not done (the checkpoint's loops mark a record done only
+when the loop moves on), so the commit stops before it; but the new actor would go on
+past it, its partition's commit held there for good. `exit_on_agent_error` replaces
+`_on_agent_error` on the app instance (each `@app.agent` takes it as the agent's
+`on_error` when it is declared, so before any agent): it halts the app's commits and
+ends the process with EXIT_FATAL at once, and the input replays on restart. This is how
+redaction and the ledger's query batches stop when a batch cannot finish (the broker,
+the node, a partition another worker has audited past): they raise out of the agent. The
+per-record boundary (shared/worker/boundary.py) ends the process for a fatal failure
+inside it. Upstream: restarting the agent is Faust's intended default
+(`App._on_agent_error` points to "agent-errors" in its agents guide), so no issue was
+filed (tests/unit/shared/kafka/test_watchdog.py shows it).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from shared.kafka import delivery
+from shared.kafka import checkpoint
 from shared.worker.boundary import exit_now
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def exit_after_crash(app: Any, grace_s: float = CRASH_GRACE_S,
 
     def _crash(reason: BaseException) -> None:
         # First: nothing the stop acks from here on may be committed (shared.kafka.delivery).
-        delivery.halt_commits(app, reason)
+        checkpoint.halt_commits(app, reason)
         crash(reason)
         if fired.is_set():
             return
@@ -100,7 +100,7 @@ def exit_on_agent_error(app: Any,
 
     async def on_agent_error(agent: Any, exc: BaseException) -> None:
         # Before any await: the acks of the abandoned batch must never reach a commit.
-        delivery.halt_commits(app, exc)
+        checkpoint.halt_commits(app, exc)
         log.critical("agent %s raised %s at %s; exiting without a commit so its input "
                      "replays", getattr(agent, "name", agent), type(exc).__name__,
                      _where(exc))

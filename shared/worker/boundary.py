@@ -1,8 +1,10 @@
 """The one error boundary every agent puts around each record, and the per-stage counters.
 
-Faust restarts an agent that raises about 5 s later and does not redeliver the record (it
-acks it as the exception leaves the stream), and a `take_events` batch is acked even when
-the agent dies. So nothing may rely on crash-and-restart for a bad record; instead:
+A record is done (shared/kafka/checkpoint.py, the only place offsets are committed) only
+when the agent's loop moves on from it; one whose handling raised is never done, so it
+holds its partition's commit until the worker replays it. So nothing may rely on Faust's
+crash-and-restart of an agent for a bad record (the agent would go on past a record that
+stays undone); instead:
 
 - `InvalidInput`: the record's own fault; dead-lettered with its reason.
 - any other `Exception` (a ValueError, KeyError, RecursionError, UnicodeError from the
@@ -11,11 +13,11 @@ the agent dies. So nothing may rely on crash-and-restart for a bad record; inste
   the agent goes on with the next record.
 - a failure that is not about the record (`FATAL`: `InfrastructureError`, `OSError` such
   as a full disk or a lost connection, any Kafka or Faust error, `MemoryError`) stops the
-  worker at once, so it restarts and replays from the last committed offset. A clean
-  Faust stop would commit the record in hand (Faust acks it as the exception leaves the
-  stream), so the worker exits without one, as after kill -9, which every stage must
-  survive anyway. Cancellation and other BaseExceptions (a rebalance, Ctrl-C) pass
-  through untouched.
+  worker at once, so it restarts and replays from the last committed offset. It exits
+  rather than stop cleanly because Faust's stop waits for every record in hand to be done
+  ("Wait for streams..."), and this one never will be; nothing it holds was committed,
+  as after kill -9, which every stage must survive anyway. Cancellation and other
+  BaseExceptions (a rebalance, Ctrl-C) pass through untouched.
 - the same fatal failure of the same record the MAX_FAILURES-th time, across restarts
   (shared/worker/poison.py): dead-lettered `repeated_failure` (detail: stage and error type), so
   a record that stops the worker every time cannot hold its partition for good.
@@ -82,7 +84,8 @@ def is_fatal(exc: Exception) -> bool:
 
 
 def exit_now(exc: BaseException) -> None:
-    """Stop the process without Faust's clean stop (which would commit the record in hand)."""
+    """Stop the process without Faust's clean stop (which would wait for ever for the
+    record in hand to be done); what it held replays from the last commit."""
     heartbeat.in_hand.known_exit({})  # the failure is counted already, if it is the record's
     logging.shutdown()
     sys.stderr.flush()
@@ -276,7 +279,8 @@ def export_counts(app: Any, data_dir: Path, interval_s: float = 2.0, *,
 async def skip_exhausted(value: Any) -> Any:
     """Stream processor: a record marked to dead-letter on sight (it hung or killed the
     worker MAX_FAILURES times running, or it is a copy of one) is dead-lettered by its
-    stage's boundary and skipped (Faust acks a skipped event), so no agent handles it again."""
+    stage's boundary and skipped (Faust marks a skipped event done for the checkpoint, as
+    the dead letter is on its way), so no agent handles it again."""
     if not poison.journal.skips:
         return value
     event = current_event()

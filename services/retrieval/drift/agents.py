@@ -26,6 +26,7 @@ from services.retrieval.drift.sample import drift_sample, from_record
 from services.retrieval.drift.snapshot import restore, save
 from shared.contract.codec import decode, encode
 from shared.contract.records import DriftReport, DriftSample, EmbeddedChunkSet
+from shared.kafka import checkpoint
 from shared.worker.boundary import Boundary
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ async def publish(reports: list[DriftReport]) -> None:
 
 @app.agent(drift_samples_topic)
 async def judge(stream: Any) -> None:
-    async for event in stream.events():
+    async for event in checkpoint.records(stream):
         reports: list[DriftReport] = []
         async with boundary.record(event):
             record = decode(DriftSample, event.message.value)

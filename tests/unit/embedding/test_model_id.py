@@ -62,20 +62,21 @@ def event(doc_id: str, partition: int) -> tuple[Any, ChunkSet]:
     chunk_set = ChunkSet(doc_id=doc_id, version=1, source="s", domain="d", event_time=1,
                          ingest_time=2, chunks=(Chunk(chunk_id=f"{doc_id}:0", ordinal=0,
                                                       text="some text", token_count=3),))
-    return SimpleNamespace(message=message), chunk_set
+    done = SimpleNamespace(count=0)
+    return SimpleNamespace(message=message, done=done,
+                           ack=lambda: setattr(done, "count", done.count + 1)), chunk_set
 
 
 def test_outputs_carry_the_model_and_stay_on_their_input_partition() -> None:
     sent = AsyncMock(side_effect=lambda **kw: asyncio.sleep(0))
-    stream = SimpleNamespace(ack=AsyncMock())
     batch = [event("a", 2), event("b", 0)]
     with patch.object(agents, "encoder", TinyEncoder()), \
             patch.object(agents.embedded_topic, "send", sent), \
             patch.object(type(agents.app), "consumer_generation_id", 7, create=True):
-        asyncio.run(agents.flush(stream, batch))
+        asyncio.run(agents.flush(batch))
     calls = [c.kwargs for c in sent.await_args_list]
     assert [(c["key"], c["partition"]) for c in calls] == [(b"acme/tiny\0a", 2),
                                                            (b"acme/tiny\0b", 0)]
     out = EmbeddedChunkSet.model_validate_json(calls[0]["value"])
     assert (out.model_id, out.dim, len(out.chunks[0].array())) == ("acme/tiny", 3, 3)
-    assert stream.ack.await_count == 2
+    assert [ev.done.count for ev, _ in batch] == [1, 1]  # each handed to the checkpoint once

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import logging
+import os
 from unittest.mock import AsyncMock, patch
 
+import pytest
 from pydantic import SecretStr
 
 from services.redaction import agents
@@ -16,7 +18,8 @@ from shared.contract.audit_batches import GENESIS_ROOT, Tip, build_batch
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
-from shared.errors import InvalidInput
+from shared.errors import InfrastructureError, InvalidInput
+from shared.worker.boundary import EXIT_FATAL
 from tests.support.polling import eventually_async
 
 
@@ -122,8 +125,9 @@ def test_offsets_an_audit_record_covers_are_skipped_and_the_chain_goes_on() -> N
     assert batch.prev_root == earlier.root  # the forged record moved nothing
 
 
-def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
-    """A graceful stop would commit the batch's offsets with its outputs half sent."""
+def test_a_broker_failure_mid_batch_leaves_the_batch_not_done_and_ends_the_worker() -> None:
+    """A graceful stop used to commit the batch's offsets with its outputs half sent; now the
+    failure leaves the agent with the batch not done, and the worker exits to replay it."""
     exits: list[int] = []
 
     async def broker_gone(**_: object) -> None:
@@ -132,7 +136,7 @@ def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
     def fake_exit(code: int) -> None:
         exits.append(code)  # the real one never returns; this one lets the test end
 
-    async def go() -> None:
+    async def go() -> tuple[bool, int]:
         app.finalize()
         app.flow_control.resume()
 
@@ -143,35 +147,39 @@ def test_a_broker_failure_mid_batch_exits_before_anything_is_acked() -> None:
                 patch.object(agents, "redactor", FakeRedactor()), \
                 patch.object(agents, "read_back", read_back), \
                 patch.object(agents, "chains", agents.Chains()), \
-                patch.object(agents.os, "_exit", fake_exit):
-            async with agents.redact.test_context() as agent:
-                await agent.put(value=doc(1, "alpha"), key=None)
+                patch.object(agents.membership, "confirm", AsyncMock(return_value=None)), \
+                patch.object(logging, "shutdown", lambda: None), \
+                patch.object(os, "_exit", fake_exit):
+            # The app's own agent-error handler, as every agent of a worker has it.
+            async with agents.redact.test_context(on_error=app._on_agent_error) as agent:
+                event = await agent.put(value=doc(1, "alpha"), key=None, wait=False)
                 await eventually_async(lambda: exits, "the worker to exit")
-            assert audit.await_count == 0  # no record for a batch whose documents failed
-    asyncio.run(go())
-    assert exits == [agents.EXIT_INFRA]
+            return event.message.acked, audit.await_count
+    acked, audits = asyncio.run(go())
+    assert exits == [EXIT_FATAL]
+    assert audits == 0  # no record for a batch whose documents failed
+    assert acked is False  # not done: nothing of it can be committed
 
 
 def test_a_stop_while_the_analyzer_loads_acks_no_batch() -> None:
     """A batch taken while the redactor loaded was acked by the stop that
     cancelled the agent there (outside its own error handling), with nothing sent, and the
     crashed worker's stop committed it."""
-    async def go() -> tuple[list[bool], int, list[int]]:
+    async def go() -> tuple[list[bool], int]:
         app.finalize()
         app.flow_control.resume()
-        sent, exits = AsyncMock(side_effect=_delivered), []
-        with patch.object(redacted_topic, "send", sent), patch.object(agents, "redactor", None), \
-                patch.object(agents.os, "_exit", exits.append):
+        sent = AsyncMock(side_effect=_delivered)
+        with patch.object(redacted_topic, "send", sent), patch.object(agents, "redactor", None):
             async with agents.redact.test_context() as agent:
                 events = [await agent.put(value=doc(i, "alpha"), key=None, wait=False)
                           for i in range(3)]
                 await asyncio.sleep(agents.settings.batch_within_s + 0.5)  # a batch's time
-            # Leaving the context stops the agent as a worker's stop does: its stream first
-            # (which acks the batch a take_events generator holds), then the actor.
-        return [e.message.acked for e in events], sent.await_count, exits
-    acked, sent, exits = asyncio.run(go())
+            # Leaving the context stops the agent as a worker's stop does: its stream first,
+            # then the actor.
+        return [e.message.acked for e in events], sent.await_count
+    acked, sent = asyncio.run(go())
     assert sent == 0
-    assert not any(acked) or exits, "the batch was acked though nothing was sent"
+    assert not any(acked), "the batch was done though nothing was sent"
 
 
 class Stream:
@@ -183,7 +191,8 @@ class Stream:
 
 
 def test_table_writes_borrow_the_current_event_and_give_it_back() -> None:
-    """take_events reads stream.current_event for the next message: it must not stay old."""
+    """The stream's current event is the next message's once the block ends: a table write
+    after it must not land on an old event's partition."""
     stream = Stream()
     with current_event(stream, "batch event"):
         assert stream.current_event == "batch event"
@@ -240,15 +249,10 @@ def test_a_partition_loaded_but_never_owned_reloads_when_a_rebalance_hands_it_ov
     assert asyncio.run(go()) == 8 and len(reads) == 2
 
 
-def test_an_unconfirmed_worker_exits_if_its_chain_end_moved_and_goes_on_if_not() -> None:
+def test_an_unconfirmed_worker_stops_if_its_chain_end_moved_and_goes_on_if_not() -> None:
     """Woken past its session timeout: if the partition's new owner audited it already (the
-    chain end moved), nothing more is written and nothing acked (the batch replays there);
+    chain end moved), nothing more is written and the batch is not done (it replays there);
     if nobody did (a lone worker whose heartbeats a stall starved), the batch goes on."""
-    exits: list[str] = []
-
-    def exit_mid_batch(why: str, code: int) -> None:
-        exits.append(why)
-        raise asyncio.CancelledError  # os._exit in the real worker: stop right here
     evicted = AsyncMock(return_value="UnknownMemberIdError")
     first = sign(build_batch("docs.normalized.v1", 3, (0, 20), [], [], Tip.genesis("ep"),
                              "f" * 64), SecretStr(DEV_SIGNING_KEY))
@@ -260,11 +264,9 @@ def test_an_unconfirmed_worker_exits_if_its_chain_end_moved_and_goes_on_if_not()
         async def read_back(_kafka: object, _topic: object, enough: object) -> list[Record]:
             return [Record(encode(b)) for b in history]
         with patch.object(agents.membership, "confirm", evicted), \
-                patch.object(agents, "read_back", read_back), \
-                patch.object(agents, "_exit_mid_batch", exit_mid_batch), \
-                contextlib.suppress(asyncio.CancelledError):
+                patch.object(agents, "read_back", read_back):
             await agents._still_owned(3, ours)
     asyncio.run(run([first]))  # nobody audited partition 3 past our end: it goes on
-    assert exits == []
-    asyncio.run(run([first, theirs]))  # the new owner did: exit, write nothing
-    assert exits and "partition 3" in exits[0] and "UnknownMemberIdError" in exits[0]
+    with pytest.raises(agents.LostPartition, match="partition 3"):
+        asyncio.run(run([first, theirs]))  # the new owner did: stop, write nothing
+    assert issubclass(agents.LostPartition, InfrastructureError)  # the worker stops

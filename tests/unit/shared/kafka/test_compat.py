@@ -22,9 +22,7 @@ SIGNATURES = {
     "Channel.as_future_message": "(self, key=None, value=None, partition=None, timestamp=None,"
     " headers=None, schema=None, key_serializer=None, value_serializer=None, callback=None,"
     " eager_partitioning=False)",
-    "Consumer._commit_offsets": "(self, offsets, start_new_transaction=True)",
-    "Consumer._new_offset": "(self, tp)",
-    "Consumer._add_gap": "(self, tp, offset_from, offset_to)",
+    "Consumer.force_commit": "(self, topics=None, start_new_transaction=True)",
     "Consumer.on_partitions_assigned": "(self, assigned, generation_id=0)",
     "Consumer.on_partitions_revoked": "(self, revoked)",
     "Consumer.resume_partitions": "(self, tps)",
@@ -40,6 +38,7 @@ SIGNATURES = {
 # Private methods the fixes call without replacing them.
 CALLED = {
     ("faust.transport.consumer", "Consumer", "_is_changelog_tp"): "(self, tp)",
+    ("faust.transport.consumer", "ThreadDelegateConsumer", "_commit"): "(self, offsets)",
     ("faust.transport.drivers.aiokafka", "AIOKafkaConsumerThread", "seek_wait"):
         "(self, partitions)",
     ("faust.streams", "Stream", "_set_current_event"): "(self, event=None)",

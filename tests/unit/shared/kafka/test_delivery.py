@@ -1,122 +1,20 @@
-"""What a commit may cover: every produced record acknowledged (the delivery gate), and only
-input records processed, from the committed offset on, after the seek to it."""
+"""Faust's reading, kept honest for the checkpoint: after the seek to the committed offset
+every record is read, none skipped, and what was acked before the seek proves nothing;
+and Faust's commits are the checkpoint's (test_checkpoint.py has the checkpoint itself)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+from unittest.mock import AsyncMock
 
 import faust
 import pytest
 from faust.transport.consumer import Consumer
 from faust.types import TP
-from hypothesis import given
-from hypothesis import strategies as st
 
-from shared.kafka import delivery
-from shared.kafka.delivery import DeliveryGate, committable
+from shared.kafka import checkpoint, delivery
 from shared.worker.boundary import exit_now
-
-
-def test_settle_waits_for_every_record_still_on_its_way() -> None:
-    async def go() -> tuple[list[str], BaseException | None]:
-        gate, loop, order = DeliveryGate(), asyncio.get_running_loop(), []
-        first, second = loop.create_future(), loop.create_future()
-        gate.track(first)
-        gate.track(second)
-        loop.call_later(0.01, lambda: (order.append("first"), first.set_result(1)))
-        loop.call_later(0.02, lambda: (order.append("second"), second.set_result(2)))
-        refused = await gate.settle()
-        order.append("settled")
-        return order, refused
-    order, refused = asyncio.run(go())
-    assert order == ["first", "second", "settled"]
-    assert refused is None
-
-
-def test_a_refused_record_is_reported_and_stays_reported() -> None:
-    async def go() -> tuple[BaseException | None, BaseException | None, int]:
-        gate, loop = DeliveryGate(), asyncio.get_running_loop()
-        ok, bad, late = loop.create_future(), loop.create_future(), loop.create_future()
-        for future in (ok, bad, late):
-            gate.track(future)
-        ok.set_result(1)
-        bad.set_exception(RuntimeError("NOT_LEADER_FOR_PARTITION"))
-        first = await gate.settle()
-        late.set_result(3)
-        await asyncio.sleep(0)
-        return first, await gate.settle(), len(gate.pending)
-    first, again, pending = asyncio.run(go())
-    assert isinstance(first, RuntimeError) and again is first
-    assert pending == 0
-
-
-def test_a_cancelled_send_counts_as_refused() -> None:
-    async def go() -> BaseException | None:
-        gate, loop = DeliveryGate(), asyncio.get_running_loop()
-        future = loop.create_future()
-        gate.track(future)
-        future.cancel()
-        return await gate.settle()
-    assert isinstance(asyncio.run(go()), asyncio.CancelledError)
-
-
-def test_faust_commits_only_after_the_gate_settles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through Faust's own Consumer._commit_offsets, as installed by make_app."""
-    refusals: list[BaseException] = []
-    delivery.install(on_refused=exit_now)  # what make_app does
-    monkeypatch.setattr(delivery, "_on_refused", refusals.append)
-    monkeypatch.setattr(delivery, "gate", DeliveryGate())
-
-    class Unstarted:  # any use of the real consumer's state means the commit went ahead
-        def __getattr__(self, name: str) -> Any:
-            raise AssertionError(f"committed although a record was refused ({name})")
-
-    async def go() -> bool:
-        future = asyncio.get_running_loop().create_future()
-        delivery.gate.track(future)
-        future.set_exception(RuntimeError("refused"))
-        return await Consumer._commit_offsets(Unstarted(), {})  # type: ignore[arg-type]
-    assert asyncio.run(go()) is False
-    assert [type(r) for r in refusals] == [RuntimeError]
-
-
-# --- input offsets: a commit covers only records processed, from the committed offset on ---
-
-def test_a_single_unprocessed_offset_after_the_committed_one_holds_the_commit() -> None:
-    # Faust's own _new_offset returned 34 here (and 3 below): it allowed one missing offset
-    # right after the committed one, and did not check at all while the commit was 0.
-    assert committable([32, 33], 31) == (None, [])
-    assert committable([1, 2], 0) == (None, [])
-
-
-def test_the_commit_covers_the_run_from_the_committed_offset_up_to_the_first_hole() -> None:
-    acked = [34, 31, 32]
-    assert committable(acked, 31) == (33, [31, 32])
-    assert acked == [34]
-    assert committable(acked, 33) == (None, [])
-
-
-def test_nothing_committed_yet_starts_at_the_lowest_processed_offset() -> None:
-    assert committable([5, 6, 7], None) == (8, [5, 6, 7])
-    assert committable([], None) == (None, [])
-
-
-def test_offsets_read_again_below_the_committed_one_are_dropped_as_covered() -> None:
-    acked = [8, 9, 10, 12]
-    assert committable(acked, 10) == (11, [8, 9, 10])
-    assert acked == [12]
-
-
-@given(processed=st.sets(st.integers(0, 40)), committed=st.none() | st.integers(0, 40))
-def test_every_offset_a_commit_covers_was_processed(processed: set[int],
-                                                    committed: int | None) -> None:
-    offset, covered = committable(sorted(processed), committed)
-    if offset is not None:
-        start = min(processed) if committed is None else committed
-        assert set(range(start, offset)) <= processed
-        assert offset > start
-    assert set(covered) <= processed
 
 
 def unstarted_consumer(monkeypatch: pytest.MonkeyPatch, assigned: set[TP],
@@ -142,18 +40,55 @@ def unstarted_consumer(monkeypatch: pytest.MonkeyPatch, assigned: set[TP],
 
 def test_a_gap_in_fetched_offsets_is_never_committed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The traced loss: after the seek Faust's fetch loop went on from 78 to 86 and marked
-    79..86 as a gap, which its _new_offset counted as processed once 87 was (committing 88)."""
+    79..86 as a gap, which its _new_offset counted as processed once 87 was (committing 88).
+    Faust still records the gap; the checkpoint does not read it."""
     raw = TP("docs.raw.v1", 0)
 
-    async def go() -> int | None:
+    async def go() -> dict[TP, int]:
         consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 78})
         await Consumer.perform_seek(consumer)
         await consumer._add_gap(raw, 79, 86)
         for offset in (78, 87):
             consumer._acked[raw].append(offset)
             consumer._acked_index[raw].add(offset)
-        return consumer._new_offset(raw)
-    assert asyncio.run(go()) == 79
+        return checkpoint.of(consumer).close().offsets
+    assert asyncio.run(go()) == {raw: 79}
+
+
+def test_every_faust_commit_is_the_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faust's own Consumer.commit (its interval, a rebalance, a stop) with a record refused
+    by the broker: nothing reaches the broker's side, and the worker is told to stop."""
+    raw = TP("docs.raw.v1", 0)
+    refusals: list[BaseException] = []
+    monkeypatch.setattr(checkpoint, "gate", checkpoint.DeliveryGate())
+
+    async def go() -> tuple[bool, list[dict[TP, int]], bool, list[dict[TP, int]]]:
+        consumer = unstarted_consumer(monkeypatch, {raw}, {raw: 3})
+        monkeypatch.setattr(checkpoint, "_on_refused", refusals.append)
+        commits: list[dict[TP, int]] = []
+
+        async def commit(offsets: dict[TP, int]) -> bool:  # the broker's side
+            commits.append(dict(offsets))
+            return True
+        monkeypatch.setattr(consumer, "_commit", commit)
+        monkeypatch.setattr(consumer.app.producer, "flush", AsyncMock())
+        await Consumer.perform_seek(consumer)
+        for offset in (3, 4):
+            consumer._acked[raw].append(offset)
+            consumer._acked_index[raw].add(offset)
+        future = asyncio.get_running_loop().create_future()
+        checkpoint.gate.track(future)
+        future.set_exception(RuntimeError("NOT_ENOUGH_REPLICAS"))
+        refused = await consumer.commit()
+        refused_commits = list(commits)
+        monkeypatch.setattr(checkpoint, "gate", checkpoint.DeliveryGate())
+        consumer.__dict__.pop("_streamrag_checkpoint")  # a fresh worker's
+        took = await consumer.commit()
+        return refused, refused_commits, took, commits
+    refused, refused_commits, took, commits = asyncio.run(go())
+    assert (refused, refused_commits) == (False, [])
+    assert [type(r) for r in refusals] == [RuntimeError]
+    assert took is True and commits == [{raw: 5}]
 
 
 def test_an_assigned_partition_is_fetched_only_after_the_seek_to_its_committed_offset(
