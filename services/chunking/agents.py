@@ -5,20 +5,46 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from services.chunking.app import app, chunks_topic, dlq, kafka, redacted_topic, settings
+import faust
+
+from services.chunking.app import declare
 from services.chunking.documents import DocumentChunker
+from services.chunking.settings import ChunkingSettings
 from shared.contract import sizes
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, RedactedDocument
 from shared.encoder.model import load_tokenizer
 from shared.kafka import checkpoint
+from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
+from shared.worker.topology import Topology
 
-# A chunker bug on one document dead-letters it (internal_error), never the stream's place.
-boundary = Boundary("chunking", dlq)
-export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-              metrics_port=settings.metrics_port)
+# What build() wired this module's agent to: one topology per process.
+app: faust.App
+settings: ChunkingSettings
+kafka: KafkaSettings
+chunks_topic: Any
+dlq: Any
+boundary: Boundary
+chunk: Any  # the Faust agent
+
+
+def build(on: faust.App, chunking: ChunkingSettings, kafka_settings: KafkaSettings,
+          ) -> Topology:
+    """Register the chunking agent and its start-up task on `on`."""
+    global app, settings, kafka, chunks_topic, dlq, boundary, chunk
+    app, settings, kafka = on, chunking, kafka_settings
+    topics = declare(app)
+    chunks_topic, dlq = topics.chunks, topics.dlq
+    # A chunker bug on one document dead-letters it (internal_error), never the stream's place.
+    boundary = Boundary("chunking", dlq)
+    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                  metrics_port=settings.metrics_port)
+    chunker.cache_clear()
+    app.task(load_chunker)
+    chunk = app.agent(topics.redacted, name=f"{__name__}.chunk")(chunk_documents)
+    return Topology("chunking", app, settings, {"chunk": chunk})
 
 
 @functools.cache
@@ -27,7 +53,6 @@ def chunker() -> DocumentChunker:
     return DocumentChunker(load_tokenizer(), settings.max_tokens, settings.overlap_tokens)
 
 
-@app.task
 async def load_chunker() -> None:
     chunker()  # before the first record rather than inside its processing
 
@@ -36,8 +61,8 @@ def chunk_record(raw: bytes | None) -> ChunkSet:
     return chunker().chunk(decode(RedactedDocument, raw))
 
 
-@app.agent(redacted_topic)
-async def chunk(stream: Any) -> None:
+async def chunk_documents(stream: Any) -> None:
+    """docs.redacted.v1 -> chunks.v1."""
     async for event in checkpoint.records(stream):
         async with boundary.record(event):
             chunk_set = chunk_record(event.message.value)

@@ -19,7 +19,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from services.embedding.app import app, chunks_topic, dlq, embedded_topic, kafka, settings
+import faust
+
+from services.embedding.app import declare
+from services.embedding.settings import EmbeddingSettings
 from services.embedding.vectors import embed_sets, longest_chunk
 from shared.batching.batcher import Batcher
 from shared.batching.padding import padded_tokens
@@ -29,21 +32,43 @@ from shared.contract.records import ChunkSet, EmbeddedChunkSet
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
 from shared.kafka import checkpoint
+from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import metrics
 from shared.worker.boundary import Boundary, exit_now, export_counts, is_fatal
+from shared.worker.topology import Topology
 
 log = logging.getLogger(__name__)
 encoder: SentenceEncoder | None = None
-ready = asyncio.Event()
+ready: asyncio.Event  # set once the encoder is loaded (made by build: an event of its loop)
 
 Pending = tuple[Any, ChunkSet]  # (Faust event, its decoded ChunkSet)
-boundary = Boundary("embedding", dlq)
-export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-              metrics_port=settings.metrics_port)
+# What build() wired this module's agent to: one topology per process.
+app: faust.App
+settings: EmbeddingSettings
+kafka: KafkaSettings
+embedded_topic: Any
+dlq: Any
+boundary: Boundary
+embed: Any  # the Faust agent
 
 
-@app.task
+def build(on: faust.App, embedding: EmbeddingSettings, kafka_settings: KafkaSettings,
+          ) -> Topology:
+    """Register the embedding agent and its encoder's warm-up on `on`."""
+    global app, settings, kafka, embedded_topic, dlq, boundary, embed, ready
+    app, settings, kafka = on, embedding, kafka_settings
+    t = declare(app)
+    embedded_topic, dlq = t.embedded, t.dlq
+    ready = asyncio.Event()
+    boundary = Boundary("embedding", dlq)
+    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                  metrics_port=settings.metrics_port)
+    app.task(warm_up)
+    embed = app.agent(t.chunks, name=f"{__name__}.embed")(embed_sets_of)
+    return Topology("embedding", app, settings, {"embed": embed})
+
+
 async def warm_up() -> None:
     global encoder
     loaded = await asyncio.to_thread(load_encoder, settings.encoder_runtime, settings.device,
@@ -57,8 +82,8 @@ async def warm_up() -> None:
              loaded.runtime, settings.limits())
 
 
-@app.agent(chunks_topic)
-async def embed(stream: Any) -> None:
+async def embed_sets_of(stream: Any) -> None:
+    """chunks.v1 -> chunks.embedded.v1."""
     async def run(batch: Sequence[Pending]) -> list[None]:
         return await flush(batch)
 

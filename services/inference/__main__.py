@@ -3,11 +3,16 @@
 from services.inference.settings import InferenceSettings
 from shared.worker.lean_imports import DEEP_LEARNING, forgo
 
-if not InferenceSettings().may_run_torch():
+settings = InferenceSettings()
+if not settings.may_run_torch():
     forgo(*DEEP_LEARNING)  # no generator, no reranker, ONNX query encoder: no torch
 
-from services.inference.agents import app  # noqa: E402
-from services.inference.app import settings  # noqa: E402
+from services.inference import agents  # noqa: E402
+from services.inference.app import make  # noqa: E402
+from shared.settings import KafkaSettings  # noqa: E402
 from shared.worker.runner import run_worker  # noqa: E402
 
+kafka = KafkaSettings()
+app = make(settings, kafka)
+agents.build(app, settings, kafka)
 run_worker(app, settings.log_level, hosted=(settings,))

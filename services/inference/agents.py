@@ -1,6 +1,7 @@
 """Inference's Faust side: the feedback and latency agents, and the gRPC runtime beside them.
 
-The topics and tables they use are declared in app.py.
+The topics and tables they use are declared in app.py; `build` registers everything on an
+app.
 
 Feedback (clicks and skips on cited chunks) arrives on feedback.v1 keyed by chunk id and
 is counted in hopping one-hour windows (5-minute steps); the query engine reads the
@@ -35,32 +36,16 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+import faust
 from faust.types import TP
 
-from services.inference.app import (
-    app,
-    clicks,
-    deadletters,
-    drift_latest,
-    drift_topic,
-    feedback_topic,
-    guard_samples_topic,
-    guard_windows,
-    incidents_topic,
-    kafka,
-    latencies,
-    latency_topic,
-    settings,
-    skips,
-    stats_hour,
-    stats_minute,
-    stats_topic,
-)
+from services.inference.app import declare
 from services.inference.audit import agents as _audit  # E4: audit timer, flush on stop
 from services.inference.guard.inflight import InFlight
 from services.inference.guard.runner import GuardRunner
 from services.inference.guard.samples import GuardSample, table_keys
 from services.inference.runtime import InferenceRuntime
+from services.inference.settings import InferenceSettings
 from services.inference.telemetry.drift import drift_key, merge, states
 from services.inference.telemetry.latency import (
     LatencyBuffer,
@@ -77,12 +62,68 @@ from shared.contract.records import DriftReport, Feedback, GuardIncident, Record
 from shared.contract.topics import GUARD_SAMPLES
 from shared.kafka import checkpoint
 from shared.kafka.config_log import KafkaConfigLog
+from shared.settings import KafkaSettings
 from shared.worker import metrics
+from shared.worker.topology import Topology
 
 STAGE = "inference"
 latency_buffer = LatencyBuffer(time.time)
-routed_calls = InFlight(settings.guard_p99_ms, settings.guard_window_s, time.time)
-metrics.observe(app)  # consumer lag; the stage counters show on inference's own /metrics
+# What build() wired this module's agents to: one topology per process.
+app: faust.App
+settings: InferenceSettings
+kafka: KafkaSettings
+feedback_topic: Any
+deadletters: Any
+latency_topic: Any
+guard_samples_topic: Any
+incidents_topic: Any
+clicks: Any
+skips: Any
+latencies: Any
+stats_minute: Any
+stats_hour: Any
+drift_latest: Any
+guard_windows: Any
+routed_calls: InFlight
+count_feedback: Any  # the Faust agents
+count_latencies: Any
+count_guard_samples: Any
+count_stream_stats: Any
+keep_drift: Any
+
+
+def build(on: faust.App, inference: InferenceSettings, kafka_settings: KafkaSettings,
+          ) -> Topology:
+    """Register inference's agents, tables and timers, its query-audit timer and its
+    Runtime (the gRPC API beside them) on `on`."""
+    global app, settings, kafka, feedback_topic, deadletters, latency_topic
+    global guard_samples_topic, incidents_topic, clicks, skips, latencies, stats_minute
+    global stats_hour, drift_latest, guard_windows, routed_calls, count_feedback
+    global count_latencies, count_guard_samples, count_stream_stats, keep_drift
+    app, settings, kafka = on, inference, kafka_settings
+    t = declare(app, settings)
+    feedback_topic, deadletters, latency_topic = t.feedback, t.deadletters, t.latency
+    guard_samples_topic, incidents_topic = t.guard_samples, t.incidents
+    clicks, skips, latencies, guard_windows = t.clicks, t.skips, t.latencies, t.guard_windows
+    stats_minute, stats_hour, drift_latest = t.stats_minute, t.stats_hour, t.drift_latest
+    routed_calls = InFlight(settings.guard_p99_ms, settings.guard_window_s, time.time)
+    metrics.observe(app)  # consumer lag; the stage counters show on inference's own /metrics
+
+    def agent(channel: Any, fun: Any) -> Any:
+        return app.agent(channel, name=f"{__name__}.{fun.__name__}")(fun)
+    count_feedback = agent(t.feedback, count_feedback_of)
+    count_latencies = agent(t.latency, count_latencies_of)
+    count_guard_samples = agent(t.guard_samples, count_guard_samples_of)
+    count_stream_stats = agent(t.stats, count_stream_stats_of)
+    keep_drift = agent(t.drift, keep_drift_of)
+    app.timer(1.0)(send_latencies)
+    app.timer(min(1.0, settings.guard_window_s / 4))(guard_tick)
+    _audit.build(app, t.audit_queries)
+    app.service(Runtime)
+    return Topology("inference", app, settings, {
+        "count_feedback": count_feedback, "count_latencies": count_latencies,
+        "count_guard_samples": count_guard_samples, "count_stream_stats": count_stream_stats,
+        "keep_drift": keep_drift})
 
 
 class WindowedFeedback:
@@ -115,8 +156,7 @@ async def decoded(stream: Any, record_type: type[R]) -> AsyncIterator[R]:
             yield record
 
 
-@app.agent(feedback_topic)
-async def count_feedback(stream: Any) -> None:
+async def count_feedback_of(stream: Any) -> None:
     async for record in decoded(stream, Feedback):
         table = clicks if record.kind == "click" else skips
         table[record.chunk_id] += 1
@@ -130,7 +170,6 @@ def latency_stats(method: str, at: float | None = None) -> LatencyStats:
     return stats(lambda b: int(view[table_key(method, b)].value()))
 
 
-@app.timer(1.0)
 async def send_latencies() -> None:
     for record in latency_buffer.drain():
         await latency_topic.send(key=record.method.encode(), value=encode(record))
@@ -140,8 +179,7 @@ async def send_latencies() -> None:
         await send_guard_sample(sample)
 
 
-@app.agent(latency_topic)
-async def count_latencies(stream: Any) -> None:
+async def count_latencies_of(stream: Any) -> None:
     async for latency in decoded(stream, QueryLatency):
         if latency.error:
             continue
@@ -156,8 +194,7 @@ async def send_incident(incident: GuardIncident) -> None:
     await incidents_topic.send(key=incident.incident.encode(), value=encode(incident))
 
 
-@app.agent(guard_samples_topic)
-async def count_guard_samples(stream: Any) -> None:
+async def count_guard_samples_of(stream: Any) -> None:
     async for sample in decoded(stream, GuardSample):
         for key in table_keys(sample):
             guard_windows[key] += 1
@@ -177,14 +214,12 @@ def runs_the_guard() -> bool:
 guard_runner: list[GuardRunner] = []  # the Runtime's, once Faust has built it
 
 
-@app.timer(min(1.0, settings.guard_window_s / 4))
 async def guard_tick() -> None:
     if guard_runner and runs_the_guard():
         await guard_runner[0].tick()
 
 
-@app.agent(stats_topic)
-async def count_stream_stats(stream: Any) -> None:
+async def count_stream_stats_of(stream: Any) -> None:
     async for record in decoded(stream, StreamCounts):
         for kind, n in record.counts.items():
             key = stat_key(record.source, record.domain, kind)
@@ -192,8 +227,7 @@ async def count_stream_stats(stream: Any) -> None:
             stats_hour[key] += n
 
 
-@app.agent(drift_topic)
-async def keep_drift(stream: Any) -> None:
+async def keep_drift_of(stream: Any) -> None:
     async for report in decoded(stream, DriftReport):
         key = drift_key(report)
         drift_latest[key] = merge(drift_latest[key], report)
@@ -217,7 +251,6 @@ def stream_stats(window: str, at: float, source: str = "", domain: str = "") -> 
                         states(list(drift_latest.items()), source, domain))
 
 
-@app.service
 class Runtime(InferenceRuntime):
     """Faust builds this in its own loop when the app starts; bound to this app's settings."""
 

@@ -1,4 +1,6 @@
-"""The inference Faust app, its settings, topics and tables.
+"""The inference service's app, topics and tables: `make` builds its own app (the
+distributed deployment), `declare` its topics and tables on whichever app it is built on
+(agents.build).
 
 Feedback: clicks and skips per chunk in hopping one-hour windows (5-minute steps).
 Latency: finished calls counted per (method, log bucket) in tumbling one-minute windows.
@@ -9,7 +11,12 @@ SLO guard: per-variant samples from guard.samples.v1 (one partition) counted per
 (variant, figure) in tumbling windows of guard_window_s; its incidents on guard.incidents.v1.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from typing import Any
+
+import faust
 
 from services.inference.settings import InferenceSettings
 from shared.contract.topics import (
@@ -38,45 +45,61 @@ from shared.settings import KafkaSettings
 WINDOW_S, STEP_S = 3600.0, 300.0
 LATENCY_WINDOW_S = 60.0
 
-settings = InferenceSettings()
-kafka = KafkaSettings()
-app = make_app(INFERENCE_APP, kafka, settings.data_dir)
 
-feedback_topic = topic(app, FEEDBACK)
-deadletters = topic(app, DEADLETTER)
-latency_topic = topic(app, QUERY_LATENCY)
-audit_queries_topic = topic(app, AUDIT_QUERIES)  # services/inference/audit
+def make(settings: InferenceSettings, kafka: KafkaSettings) -> faust.App:
+    return make_app(INFERENCE_APP, kafka, settings.data_dir)
 
 
-def _window_table(name: str, partitions: int) -> Any:
-    table = app.Table(name, default=int, partitions=partitions, key_type=str, value_type=int)
-    return table.hopping(WINDOW_S, STEP_S, expires=WINDOW_S + STEP_S).relative_to_stream()
+@dataclass(frozen=True)
+class Topics:
+    feedback: Any
+    deadletters: Any
+    latency: Any
+    audit_queries: Any  # services/inference/audit
+    stats: Any
+    drift: Any
+    guard_samples: Any
+    incidents: Any
+    clicks: Any
+    skips: Any
+    latencies: Any
+    # key_index: the Stats RPC lists every (source, domain, kind) a window holds.
+    stats_minute: Any
+    stats_hour: Any
+    drift_latest: Any
+    guard_windows: Any
 
 
-clicks = _window_table(CHUNK_CLICKS.name, CHUNK_CLICKS.partitions)
-skips = _window_table(CHUNK_SKIPS.name, CHUNK_SKIPS.partitions)
-latencies = app.Table(QUERY_LATENCIES.name, default=int, partitions=QUERY_LATENCIES.partitions,
-                      key_type=str, value_type=int).tumbling(
-    LATENCY_WINDOW_S, expires=2 * LATENCY_WINDOW_S).relative_to_stream()
+def declare(app: faust.App, settings: InferenceSettings) -> Topics:
+    def window_table(name: str, partitions: int) -> Any:
+        table = app.Table(name, default=int, partitions=partitions, key_type=str,
+                          value_type=int)
+        return table.hopping(WINDOW_S, STEP_S, expires=WINDOW_S + STEP_S).relative_to_stream()
 
-stats_topic = topic(app, STREAM_STATS)
-# key_index: the Stats RPC lists every (source, domain, kind) a window holds.
-stats_minute: Any = app.Table(STATS_MINUTE.name, default=int, partitions=STATS_MINUTE.partitions,
-                         key_type=str, value_type=int).tumbling(
-    60.0, expires=settings.stats_minute_retention_s, key_index=True).relative_to_stream()
-stats_hour: Any = app.Table(STATS_HOUR.name, default=int, partitions=STATS_HOUR.partitions,
-                       key_type=str, value_type=int).hopping(
-    3600.0, settings.stats_hour_step_s, expires=settings.stats_hour_retention_s,
-    key_index=True).relative_to_stream()
-drift_topic = topic(app, DRIFT_WINDOWS)
-drift_latest: Any = app.Table(DRIFT_LATEST.name, default=str, partitions=DRIFT_LATEST.partitions,
-                              key_type=str, value_type=str)
-guard_samples_topic = topic(app, GUARD_SAMPLES)
-incidents_topic = topic(app, GUARD_INCIDENTS)
-guard_windows: Any = app.Table(GUARD_WINDOWS.name, default=int,
-                               partitions=GUARD_WINDOWS.partitions, key_type=str,
-                               value_type=int).tumbling(
-    settings.guard_window_s, expires=4 * settings.guard_window_s).relative_to_stream()
-# Faust names and builds the key indexes itself; the contract must name the same tables.
-assert stats_minute.key_index_table.name == STATS_MINUTE_KEYS.name
-assert stats_hour.key_index_table.name == STATS_HOUR_KEYS.name
+    def counter(spec: Any) -> Any:
+        return app.Table(spec.name, default=int, partitions=spec.partitions, key_type=str,
+                         value_type=int)
+
+    stats_minute = counter(STATS_MINUTE).tumbling(
+        60.0, expires=settings.stats_minute_retention_s, key_index=True).relative_to_stream()
+    stats_hour = counter(STATS_HOUR).hopping(
+        3600.0, settings.stats_hour_step_s, expires=settings.stats_hour_retention_s,
+        key_index=True).relative_to_stream()
+    # Faust names and builds the key indexes itself; the contract must name the same tables.
+    assert stats_minute.key_index_table.name == STATS_MINUTE_KEYS.name
+    assert stats_hour.key_index_table.name == STATS_HOUR_KEYS.name
+    return Topics(
+        feedback=topic(app, FEEDBACK), deadletters=topic(app, DEADLETTER),
+        latency=topic(app, QUERY_LATENCY), audit_queries=topic(app, AUDIT_QUERIES),
+        stats=topic(app, STREAM_STATS), drift=topic(app, DRIFT_WINDOWS),
+        guard_samples=topic(app, GUARD_SAMPLES), incidents=topic(app, GUARD_INCIDENTS),
+        clicks=window_table(CHUNK_CLICKS.name, CHUNK_CLICKS.partitions),
+        skips=window_table(CHUNK_SKIPS.name, CHUNK_SKIPS.partitions),
+        latencies=counter(QUERY_LATENCIES).tumbling(
+            LATENCY_WINDOW_S, expires=2 * LATENCY_WINDOW_S).relative_to_stream(),
+        stats_minute=stats_minute, stats_hour=stats_hour,
+        drift_latest=app.Table(DRIFT_LATEST.name, default=str,
+                               partitions=DRIFT_LATEST.partitions, key_type=str,
+                               value_type=str),
+        guard_windows=counter(GUARD_WINDOWS).tumbling(
+            settings.guard_window_s, expires=4 * settings.guard_window_s).relative_to_stream())

@@ -8,39 +8,60 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import faust
 from aiokafka.partitioner import murmur2
 
-from services.ingest.app import (
-    app,
-    dlq,
-    dlq_raw,
-    doc_versions,
-    normalized_topic,
-    parsed_topic,
-    raw_topic,
-    settings,
-    source_clocks,
-    stats_topic,
-)
+from services.ingest.app import declare
 from services.ingest.counts import CountsBuffer, change_counts, parse_failure_counts
 from services.ingest.dedup import Applied, apply_change, truncated
 from services.ingest.normalize import RawMessage, parse_raw
+from services.ingest.settings import IngestSettings
 from services.ingest.watermarks import clock_key, observe, summarize
 from shared.contract.codec import decode, encode
 from shared.contract.records import Document, TableTruncate
 from shared.contract.topics import DOCS_PARSED
 from shared.errors import InvalidInput
 from shared.kafka import checkpoint
+from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import members
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.status_files import EVENT_TIME_FILE, write_json
+from shared.worker.topology import Topology
 
-parse_boundary = Boundary("ingest", dlq_raw, keep_payload=True)
-dedup_boundary = Boundary("ingest.dedup", dlq)
 stats = CountsBuffer()
-export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-              metrics_port=settings.metrics_port)
+# What build() wired this module's agents to: one topology per process.
+app: faust.App
+settings: IngestSettings
+parsed_topic: Any
+normalized_topic: Any
+stats_topic: Any
+doc_versions: Any
+source_clocks: Any
+parse_boundary: Boundary
+dedup_boundary: Boundary
+parse: Any  # the Faust agents
+deduplicate: Any
+
+
+def build(on: faust.App, ingest: IngestSettings, kafka: KafkaSettings) -> Topology:
+    """Register ingest's agents, tables and timers on `on`."""
+    global app, settings, parsed_topic, normalized_topic, stats_topic, doc_versions
+    global source_clocks, parse_boundary, dedup_boundary, parse, deduplicate
+    app, settings, t = on, ingest, declare(on)
+    parsed_topic, normalized_topic, stats_topic = t.parsed, t.normalized, t.stats
+    doc_versions, source_clocks = t.doc_versions, t.source_clocks
+    parse_boundary = Boundary("ingest", t.dlq_raw, keep_payload=True)
+    dedup_boundary = Boundary("ingest.dedup", t.dlq)
+    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                  metrics_port=settings.metrics_port)
+    parse = app.agent(t.raw, name=f"{__name__}.parse")(parse_records)
+    deduplicate = app.agent(t.parsed, name=f"{__name__}.deduplicate")(deduplicate_records)
+    app.timer(1.0, name=f"{app.conf.id}.send_stats")(send_stats)
+    app.timer(2.0, name=f"{app.conf.id}.export_event_time")(export_event_time)
+    return Topology("ingest", app, settings, {"parse": parse, "deduplicate": deduplicate})
+
+
 KIND_HEADER = "streamrag-kind"  # on docs.parsed.v1: absent for a Document
 TRUNCATE = b"truncate"
 
@@ -67,8 +88,7 @@ def _here(partition: int) -> Callable[[str], bool]:
     return here
 
 
-@app.agent(raw_topic)
-async def parse(stream: Any) -> None:
+async def parse_records(stream: Any) -> None:
     """docs.raw.v1 (any key) -> docs.parsed.v1 keyed by doc id, or deadletter.raw.v1; a
     table's truncate to every partition."""
     async for event in checkpoint.records(stream):
@@ -89,8 +109,7 @@ async def parse(stream: Any) -> None:
             await parsed_topic.send(key=doc.doc_id.encode(), value=encode(doc))
 
 
-@app.agent(parsed_topic)
-async def deduplicate(stream: Any) -> None:
+async def deduplicate_records(stream: Any) -> None:
     """docs.parsed.v1 -> docs.normalized.v1: stale changes dead-lettered, repeats dropped."""
     async for event in checkpoint.records(stream):
         async with dedup_boundary.record(event):
@@ -132,9 +151,6 @@ async def send_stats() -> None:
         await stats_topic.send(key=counts.source.encode(), value=encode(counts))
 
 
-app.timer(1.0, name=f"{app.conf.id}.send_stats")(send_stats)
-
-
 def _tick(doc: Document, partition: int, applied: Applied | None) -> None:
     """Advance the source's clock on this partition by the change's event time."""
     key = clock_key(doc.source, partition)
@@ -144,7 +160,6 @@ def _tick(doc: Document, partition: int, applied: Applied | None) -> None:
     source_clocks[key] = seen.clock
 
 
-@app.timer(2.0, name=f"{app.conf.id}.export_event_time")
 async def export_event_time() -> None:
     """Write each source's watermark and lag for `streamrag status` (this worker's part)."""
     now = time.time()

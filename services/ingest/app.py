@@ -1,4 +1,12 @@
-"""The ingest Faust app, its topics and its tables."""
+"""The ingest service's app, topics and tables: `make` builds its own app (the distributed
+deployment), `declare` its topics and tables on whichever app it is built on (agents.build)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import faust
 
 from services.ingest.settings import IngestSettings
 from shared.contract.topics import (
@@ -15,16 +23,28 @@ from shared.contract.topics import (
 from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 
-settings = IngestSettings()
-kafka = KafkaSettings()
-app = make_app(INGEST_APP, kafka, settings.data_dir)
 
-raw_topic = topic(app, DOCS_RAW)
-parsed_topic = topic(app, DOCS_PARSED)
-normalized_topic = topic(app, DOCS_NORMALIZED)
-dlq_raw = topic(app, DEADLETTER_RAW)
-dlq = topic(app, DEADLETTER)
-stats_topic = topic(app, STREAM_STATS)
-doc_versions = app.Table(DOC_VERSIONS.name, partitions=DOC_VERSIONS.partitions)
-# services.ingest.watermarks: per source and partition, keyed "source@partition".
-source_clocks = app.Table(SOURCE_CLOCKS.name, partitions=SOURCE_CLOCKS.partitions)
+def make(settings: IngestSettings, kafka: KafkaSettings) -> faust.App:
+    return make_app(INGEST_APP, kafka, settings.data_dir)
+
+
+@dataclass(frozen=True)
+class Topics:
+    raw: Any
+    parsed: Any
+    normalized: Any
+    dlq_raw: Any
+    dlq: Any
+    stats: Any
+    doc_versions: Any
+    # services.ingest.watermarks: per source and partition, keyed "source@partition".
+    source_clocks: Any
+
+
+def declare(app: faust.App) -> Topics:
+    return Topics(
+        raw=topic(app, DOCS_RAW), parsed=topic(app, DOCS_PARSED),
+        normalized=topic(app, DOCS_NORMALIZED), dlq_raw=topic(app, DEADLETTER_RAW),
+        dlq=topic(app, DEADLETTER), stats=topic(app, STREAM_STATS),
+        doc_versions=app.Table(DOC_VERSIONS.name, partitions=DOC_VERSIONS.partitions),
+        source_clocks=app.Table(SOURCE_CLOCKS.name, partitions=SOURCE_CLOCKS.partitions))

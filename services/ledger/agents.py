@@ -12,36 +12,45 @@ import logging
 import time
 from typing import Any
 
+import faust
 from prometheus_client import Histogram
 
 # Query audits (audit.queries.v1) are batched and anchored by the same path; their agent
-# lives in its own module and registers on this app when imported here.
-from services.ledger import queries  # noqa: F401
+# lives in its own module, registered by build() below.
+from services.ledger import anchoring, queries
 from services.ledger.anchoring import (
     anchor_root,
     announce,
-    boundary,
     connected,
     fatal,
     ledger_client,
 )
 from services.ledger.anchors import AnchorReceipt
-from services.ledger.app import anchored, anchors_topic, app, batches_topic, settings
+from services.ledger.app import declare
 from services.ledger.errors import LedgerError
 from services.ledger.reconcile import Checkpoint, recent, reconcile
+from services.ledger.settings import LedgerServiceSettings
 from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch
 from shared.errors import InvalidInput
 from shared.kafka import checkpoint
+from shared.settings import KafkaSettings, LedgerSettings
 from shared.tracing import spans
 from shared.worker.boundary import export_counts
+from shared.worker.topology import Topology
 
 log = logging.getLogger(__name__)
 # The last reconciliation round's checkpoint: anchors it verified are not asked for again
 # while the node keeps its block (services/ledger/reconcile.py).
 _checkpoint: Checkpoint | None = None
-KNOWN_SIGNERS = AuditSignerSettings().known()
+# What build() wired this module's agents to: one topology per process.
+app: faust.App
+settings: LedgerServiceSettings
+anchored: Any  # the table: batch id -> its Anchor (JSON)
+anchors_topic: Any
+KNOWN_SIGNERS: Any  # AuditSignerSettings().known(), read at build
+anchor_batches: Any  # the Faust agent
 
 
 # The proof's delay: from redaction closing an audit batch to its root on chain.
@@ -49,8 +58,25 @@ ANCHOR_LATENCY = Histogram(
     "streamrag_ledger_anchor_latency_seconds",
     "Seconds from redaction closing an audit batch to its anchor transaction's receipt",
     buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
-export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-              metrics_port=settings.metrics_port)
+
+
+def build(on: faust.App, service: LedgerServiceSettings, kafka: KafkaSettings) -> Topology:
+    """Register the ledger's agents (document batches, query audits), its node connection
+    task and its reconciliation timer on `on`."""
+    global app, settings, anchored, anchors_topic, KNOWN_SIGNERS, anchor_batches, _checkpoint
+    app, settings, t = on, service, declare(on)
+    anchored, anchors_topic = t.anchored, t.anchors
+    KNOWN_SIGNERS = AuditSignerSettings().known()
+    _checkpoint = None
+    anchoring.build(app, settings, LedgerSettings(), t)
+    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                  metrics_port=settings.metrics_port)
+    app.task(connect_ledger)
+    anchor_batches = app.agent(t.batches, name=f"{__name__}.anchor_batches")(anchor_each)
+    app.timer(settings.reconcile_interval_s)(reconcile_anchors)
+    queries.build(app, settings, t)
+    return Topology("ledger", app, settings, {"anchor_batches": anchor_batches,
+                                              "anchor_queries": queries.anchor_queries})
 
 
 async def _anchor(batch: AuditBatch) -> AnchorReceipt:
@@ -83,7 +109,6 @@ def replay_of(batch: AuditBatch, recorded: dict[str, Any]) -> bool:
     return True
 
 
-@app.task
 async def connect_ledger() -> None:
     """Connect at start, so a wrong key, chain or contract stops the worker before any batch."""
     try:
@@ -92,11 +117,10 @@ async def connect_ledger() -> None:
         await fatal(exc, "connecting")
 
 
-@app.agent(batches_topic)
-async def anchor_batches(stream: Any) -> None:
+async def anchor_each(stream: Any) -> None:
     """audit.batches.v1 -> on-chain anchor -> ledger.anchors.v1 keyed by batch id."""
     async for event in checkpoint.records(stream):
-        async with boundary.record(event):
+        async with anchoring.boundary.record(event):
             await _anchor_one(event)
 
 
@@ -126,7 +150,6 @@ async def _anchor_one(event: Any) -> None:
              " (already on chain)" if receipt.already_anchored else "")
 
 
-@app.timer(settings.reconcile_interval_s)
 async def reconcile_anchors() -> None:
     await reconcile_once()
 

@@ -12,12 +12,16 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NoReturn, TypeVar
 
+import faust
+
 from services.ledger.anchors import AnchorReceipt
-from services.ledger.app import anchors_topic, app, dlq, ledger, settings
+from services.ledger.app import Topics
 from services.ledger.chain import AnchorClient
 from services.ledger.errors import LedgerUnavailable
+from services.ledger.settings import LedgerServiceSettings
 from shared.contract.codec import encode
 from shared.contract.records import Anchor
+from shared.settings import LedgerSettings
 from shared.worker.boundary import Boundary
 
 log = logging.getLogger(__name__)
@@ -30,8 +34,23 @@ def _stopping_already(exc: BaseException) -> None:
     """The ledger stops itself through `fatal` (app.crash), as its tests expect."""
 
 
+# What the ledger's build() wired this module to: one topology per process.
+app: faust.App
+settings: LedgerServiceSettings
+ledger: LedgerSettings
+anchors_topic: Any
+dlq: Any
 # Anchoring failures stop the worker (fatal); the boundary handles the rest of a record.
-boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
+boundary: Boundary
+
+
+def build(on: faust.App, service: LedgerServiceSettings, chain: LedgerSettings,
+          topics: Topics) -> None:
+    global app, settings, ledger, anchors_topic, dlq, boundary, _client
+    app, settings, ledger = on, service, chain
+    anchors_topic, dlq = topics.anchors, topics.dlq
+    boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
+    _client = None
 
 
 def connected() -> AnchorClient | None:

@@ -24,9 +24,13 @@ import logging
 import secrets
 from typing import Any
 
-from services.ledger.anchoring import anchor_root, announce, boundary
-from services.ledger.app import anchored, app, queries_topic, settings
+import faust
+
+from services.ledger import anchoring
+from services.ledger.anchoring import anchor_root, announce
+from services.ledger.app import Topics
 from services.ledger.errors import AnchorConflict
+from services.ledger.settings import LedgerServiceSettings
 from shared.batching.partitions import current_event
 from shared.contract.audit_signing import AuditSignerSettings, require_signed
 from shared.contract.codec import decode
@@ -42,7 +46,21 @@ from shared.contract.records import QueryAudit
 from shared.kafka import checkpoint
 
 log = logging.getLogger(__name__)
-KNOWN_QUERY_SIGNERS = AuditSignerSettings().known_query()
+# What the ledger's build() wired this module to: one topology per process.
+settings: LedgerServiceSettings
+anchored: Any  # the table: batch id -> its Anchor (JSON)
+KNOWN_QUERY_SIGNERS: Any  # AuditSignerSettings().known_query(), read at build
+anchor_queries: Any  # the Faust agent
+
+
+def build(app: faust.App, service: LedgerServiceSettings, topics: Topics) -> None:
+    """Register the query-audit agent on `app` (the ledger's build calls it)."""
+    global settings, anchored, KNOWN_QUERY_SIGNERS, anchor_queries, chains
+    settings, anchored = service, topics.anchored
+    KNOWN_QUERY_SIGNERS = AuditSignerSettings().known_query()
+    chains = Chains()
+    anchor_queries = app.agent(topics.queries, name=f"{__name__}.anchor_queries")(
+        anchor_query_batches)
 
 
 class Chains:
@@ -79,7 +97,7 @@ async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> li
                  "redelivery): skipped", partition, skipped, tip.last_offset)
     valid: list[tuple[int, QueryAudit]] = []
     for event in fresh:
-        async with boundary.record(event):
+        async with anchoring.boundary.record(event):
             valid.append((event.message.offset, authentic_query(event.message.value)))
     done = []
     by_offset = {e.message.offset: e for e in fresh}
@@ -110,8 +128,7 @@ async def anchor_partition(stream: Any, partition: int, events: list[Any]) -> li
     return done
 
 
-@app.agent(queries_topic)
-async def anchor_queries(stream: Any) -> None:
+async def anchor_query_batches(stream: Any) -> None:
     """audit.queries.v1 -> one anchored root per partition's run -> ledger.anchors.v1."""
     async for groups in checkpoint.batches(stream, settings.query_batch_max,
                                            settings.query_batch_within_s):

@@ -3,10 +3,14 @@
 from services.onebox.settings import OneboxSettings, may_run_torch
 from shared.worker.lean_imports import DEEP_LEARNING, forgo
 
-if not may_run_torch(OneboxSettings().services):
+settings = OneboxSettings()
+if not may_run_torch(settings.services):
     forgo(*DEEP_LEARNING)  # no hosted stage runs torch: spaCy and Presidio would load it
 
-from services.onebox.app import app, hosted, settings  # noqa: E402
+from services.onebox.app import build  # noqa: E402
+from shared.settings import KafkaSettings  # noqa: E402
 from shared.worker.runner import run_worker  # noqa: E402
 
-run_worker(app, settings.log_level, hosted=hosted)
+app, hosted = build(settings, KafkaSettings())
+# Each hosted service's settings, as its build used them (the ports they name).
+run_worker(app, settings.log_level, hosted=tuple(t.settings for t in hosted))

@@ -18,20 +18,13 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+import faust
 from eth_account import Account
 
-from services.redaction.app import (
-    app,
-    audit_topic,
-    dlq,
-    kafka,
-    normalized_topic,
-    redacted_topic,
-    settings,
-    stats_topic,
-)
+from services.redaction.app import declare
 from services.redaction.pii_counts import pii_counts
 from services.redaction.redactor import Redactor
+from services.redaction.settings import RedactionSettings
 from shared.contract.audit_batches import Tip, build_batch, leaf_for, tips_from
 from shared.contract.audit_signing import sign
 from shared.contract.codec import decode, encode
@@ -41,16 +34,45 @@ from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InfrastructureError, InvalidInput
 from shared.kafka import checkpoint, membership
 from shared.kafka.reader import read_back
+from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import metrics
 from shared.worker.boundary import Boundary, export_counts
+from shared.worker.topology import Topology
 
 log = logging.getLogger(__name__)
 redactor: Redactor | None = None
-SIGNER = Account.from_key(settings.audit_signing_key.get_secret_value()).address
-boundary = Boundary("redaction", dlq)  # per document: a bad one never takes its batch along
-export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-              metrics_port=settings.metrics_port)
+# What build() wired this module's agent to: one topology per process.
+app: faust.App
+settings: RedactionSettings
+kafka: KafkaSettings
+redacted_topic: Any
+audit_topic: Any
+dlq: Any
+stats_topic: Any
+SIGNER: str  # the address of settings.audit_signing_key
+boundary: Boundary  # per document: a bad one never takes its batch along
+redact: Any  # the Faust agent
+
+
+def build(on: faust.App, redaction: RedactionSettings, kafka_settings: KafkaSettings,
+          ) -> Topology:
+    """Register the redaction agent, its analyzer's warm-up and its rebalance hook on `on`."""
+    global app, settings, kafka, redacted_topic, audit_topic, dlq, stats_topic, SIGNER
+    global boundary, redact, chains
+    app, settings, kafka = on, redaction, kafka_settings
+    t = declare(app)
+    redacted_topic, audit_topic, dlq, stats_topic = t.redacted, t.audit, t.dlq, t.stats
+    SIGNER = Account.from_key(settings.audit_signing_key.get_secret_value()).address
+    boundary = Boundary("redaction", dlq)
+    chains = Chains()
+    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                  metrics_port=settings.metrics_port)
+    # mode types a signal handler as taking any positionals; Faust sends these ones.
+    app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
+    app.task(warm_up)
+    redact = app.agent(t.normalized, name=f"{__name__}.redact")(redact_batches)
+    return Topology("redaction", app, settings, {"redact": redact})
 
 
 class Chains:
@@ -98,8 +120,6 @@ class Chains:
 chains = Chains()
 
 
-# mode types a signal handler as taking any positionals; Faust sends these ones.
-@app.on_partitions_revoked.connect  # type: ignore[arg-type]
 async def on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
     chains.forget({tp.partition for tp in revoked if tp.topic == DOCS_NORMALIZED.name})
 
@@ -114,7 +134,6 @@ def _decoded(records: list[Any]) -> list[AuditBatch]:
     return out
 
 
-@app.task
 async def warm_up() -> None:
     global redactor
     redactor = await asyncio.to_thread(Redactor, settings)
@@ -231,8 +250,7 @@ async def _loaded() -> Redactor:
     return redactor
 
 
-@app.agent(normalized_topic)
-async def redact(stream: Any) -> None:
+async def redact_batches(stream: Any) -> None:
     """docs.normalized.v1 -> docs.redacted.v1 + audit.batches.v1."""
     # Before the first batch is taken: a batch in hand while the analyzer loads (seconds)
     # would hold a stop waiting for it.

@@ -1,4 +1,13 @@
-"""The redaction Faust app and its topics (the chain ends are rebuilt from audit.batches.v1)."""
+"""The redaction service's app and topics (the chain ends are rebuilt from audit.batches.v1):
+`make` builds its own app (the distributed deployment), `declare` its topics on whichever
+app it is built on (agents.build)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import faust
 
 from services.redaction.settings import RedactionSettings
 from shared.contract.topics import (
@@ -12,12 +21,20 @@ from shared.contract.topics import (
 from shared.kafka.app import make_app, topic
 from shared.settings import KafkaSettings
 
-settings = RedactionSettings()
-kafka = KafkaSettings()
-app = make_app(REDACTION_APP, kafka, settings.data_dir)
 
-normalized_topic = topic(app, DOCS_NORMALIZED)
-redacted_topic = topic(app, DOCS_REDACTED)
-audit_topic = topic(app, AUDIT_BATCHES)
-dlq = topic(app, DEADLETTER)
-stats_topic = topic(app, STREAM_STATS)  # PII entities found, for the window tables
+def make(settings: RedactionSettings, kafka: KafkaSettings) -> faust.App:
+    return make_app(REDACTION_APP, kafka, settings.data_dir)
+
+
+@dataclass(frozen=True)
+class Topics:
+    normalized: Any
+    redacted: Any
+    audit: Any
+    dlq: Any
+    stats: Any  # PII entities found, for the window tables
+
+
+def declare(app: faust.App) -> Topics:
+    return Topics(topic(app, DOCS_NORMALIZED), topic(app, DOCS_REDACTED),
+                  topic(app, AUDIT_BATCHES), topic(app, DEADLETTER), topic(app, STREAM_STATS))

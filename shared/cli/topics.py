@@ -310,7 +310,7 @@ async def _rewrite(kafka: KafkaSettings, step: grow.TopicStep, state: State, say
         if step.topic in await admin.list_topics():  # the old one, or a cut-short re-creation
             await admin.delete_topics([step.topic])
             await _wait_count(admin, step.topic, None)
-        await _create(admin, new_topic(replace(spec, partitions=step.target), kafka))
+        await _create(admin, new_topic(replace(spec, count=step.target), kafka))
         await _wait_count(admin, step.topic, step.target)
     finally:
         await admin.close()

@@ -168,10 +168,10 @@ class Journey:
         return sum(h.total_ms for h in self.hops)
 
 
-def partition_of(doc_id: str, partitions: int = DOCS_PARSED.partitions) -> int:
+def partition_of(doc_id: str, partitions: int = 0) -> int:
     """The partition a doc id keys to on every keyed topic (all in the documents group, so
-    of one count): the producers' default partitioner (murmur2)."""
-    return (murmur2(doc_id.encode()) & 0x7FFFFFFF) % partitions
+    of one count, by default this process's): the producers' default partitioner (murmur2)."""
+    return (murmur2(doc_id.encode()) & 0x7FFFFFFF) % (partitions or DOCS_PARSED.partitions)
 
 
 def mentions(value: bytes | None, doc_id: str) -> bool:

@@ -7,7 +7,7 @@ Everything that carries a document is keyed by document id, so all versions of
 a document stay on one partition, in order.
 
 Partition counts are a deployment setting per topic group (contract.partitions.PartitionSettings,
-STREAMRAG_KAFKA_PARTITIONS_<GROUP>, read once when this module is imported): each TopicSpec
+STREAMRAG_KAFKA_PARTITIONS_<GROUP>, read once, when a count is first asked for): each TopicSpec
 names its group, each table follows its source topic. The `documents` group holds the whole
 document path and the search topics, because search.requests.v1 must stay co-partitioned with
 chunks.embedded.v1 (request partition p reaches the owner of shard p); `single` topics always
@@ -21,6 +21,7 @@ announcements) is marked `evidence`: those topics are kept for the audit retenti
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
@@ -35,11 +36,16 @@ from shared.errors import ConfigError
 # audit: audit.*; telemetry: search replies, feedback, latency, stats, drift; single: one
 # partition whatever the settings (one reader must see every record).
 PartitionGroup = Literal["documents", "audit", "telemetry", "single"]
-# This process's counts: every service, CLI and script of one mesh reads the same env.
-LAYOUT = PartitionSettings()
 HOUR_MS = 3_600_000
 WEEK_MS = 7 * 24 * HOUR_MS
 FOREVER = -1  # retention.ms / retention.bytes: never deleted by age or size
+
+
+@functools.cache
+def layout() -> PartitionSettings:
+    """This process's counts, read from the environment on first use (never at import):
+    every service, CLI and script of one mesh reads the same env."""
+    return PartitionSettings()
 
 
 @dataclass(frozen=True)
@@ -48,8 +54,8 @@ class TopicSpec:
     key: str
     value: str
     group: PartitionGroup = "documents"
-    # 0: the group's count in LAYOUT (resized() sets another layout's).
-    partitions: int = 0
+    # 0: the group's count in this process's layout() (resized() sets another layout's).
+    count: int = 0
     compacted: bool = False
     retention_ms: int = WEEK_MS
     doc: str = ""
@@ -58,9 +64,9 @@ class TopicSpec:
     # (retention.bytes unlimited, whatever the broker's default), and bring-up checks it.
     evidence: bool = False
 
-    def __post_init__(self) -> None:
-        if not self.partitions:
-            object.__setattr__(self, "partitions", LAYOUT.count(self.group))
+    @property
+    def partitions(self) -> int:
+        return self.count or layout().count(self.group)
 
     def broker_config(self) -> dict[str, str]:
         # Every topic takes the contract's largest record (shared/contract/sizes.py); Kafka
@@ -316,7 +322,7 @@ def all_topic_specs(layout: PartitionSettings | None = None) -> tuple[TopicSpec,
 
 def resized(specs: tuple[TopicSpec, ...], layout: PartitionSettings) -> tuple[TopicSpec, ...]:
     """`specs` with each topic's partition count taken from `layout` by its group."""
-    return tuple(replace(s, partitions=layout.count(s.group)) for s in specs)
+    return tuple(replace(s, count=layout.count(s.group)) for s in specs)
 
 
 def check_copartitioned(specs: tuple[TopicSpec, ...]) -> None:

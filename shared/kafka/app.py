@@ -1,9 +1,11 @@
-"""One place that builds a service's faust.App with the mesh's settings and topics.
+"""One place that builds a faust.App with the mesh's settings and topics.
 
-One-process mode (services/onebox): `make_one_app` builds a single app first, and every
-service's `make_app` then returns that app, so all agents, tables and timers register on
-one worker with one consumer. Table changelogs keep the contract's per-service names
-(`ContractTable`), so both modes read and write the same topics.
+A service's `app.make` calls `make_app` for its own app; one-process mode (services/onebox)
+calls it once, with `ContractTable`, and builds every service on that one app, so all
+agents, tables and timers register on one worker with one consumer. Table changelogs keep
+the contract's per-service names (`ContractTable`), so both modes read and write the same
+topics. Nothing here runs at import: an app exists only once a `__main__`, the one-process
+composition or a test has asked for one.
 """
 
 from __future__ import annotations
@@ -19,15 +21,10 @@ from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker.boundary import exit_now
 
-_one_app: faust.App | None = None  # set in one-process mode: every service registers here
-
 
 def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path,
              **overrides: Any) -> faust.App:
-    """The service's app; in one-process mode, the one app (whose group was set when it
-    was made)."""
-    if _one_app is not None:
-        return _one_app
+    """A new app: `app_id` is its consumer group."""
     # Every fix of Faust's and aiokafka's private methods, after checking their versions.
     patches.install(kafka, on_refused=exit_now)
     # Spans of this process's stages, if STREAMRAG_TRACING_EXPORTER says where to send them.
@@ -89,14 +86,6 @@ class ContractTable(faust.Table):
             if spec.name == self.name:
                 return spec.changelog
         return str(super()._changelog_topic_name())
-
-
-def make_one_app(app_id: str, kafka: KafkaSettings, data_dir: Path) -> faust.App:
-    """The single app of one-process mode; every later `make_app` returns it."""
-    global _one_app
-    if _one_app is None:
-        _one_app = make_app(app_id, kafka, data_dir, Table=ContractTable)
-    return _one_app
 
 
 def topic(app: faust.App, spec: TopicSpec, *, committed: bool = True) -> Any:

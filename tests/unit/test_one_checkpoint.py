@@ -64,10 +64,23 @@ def test_nothing_but_the_checkpoint_acks_commits_or_reads_a_stream() -> None:
 
 
 def agent_functions(path: Path) -> list[ast.AsyncFunctionDef]:
+    """The functions a module's build registers as Faust agents: `app.agent(topic)(fn)`,
+    or through a local helper `agent(topic, fn)`."""
     tree = ast.parse(path.read_text(), str(path))
-    return [node for node in ast.walk(tree) if isinstance(node, ast.AsyncFunctionDef)
-            and any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)
-                    and d.func.attr == "agent" for d in node.decorator_list)]
+    registered = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (isinstance(func, ast.Call) and isinstance(func.func, ast.Attribute)
+                and func.func.attr == "agent" and node.args
+                and isinstance(node.args[0], ast.Name)):
+            registered.add(node.args[0].id)
+        elif (isinstance(func, ast.Name) and func.id == "agent" and len(node.args) == 2
+              and isinstance(node.args[1], ast.Name)):
+            registered.add(node.args[1].id)
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.AsyncFunctionDef) and node.name in registered]
 
 
 def reads_through_checkpoint(path: Path, fn: ast.AsyncFunctionDef) -> bool:

@@ -80,7 +80,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             answered = await self.pipeline.query(await self._params(request, context), clock)
         response = convert.query_response(answered.retrieval, answered.answer, answered.choice)
         self._receipts(answered.retrieval, response.citations)
-        query_audit.answered("Query", request.question, response)
+        query_audit().answered("Query", request.question, response)
         return response
 
     async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
@@ -108,7 +108,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             raise
         finally:
             call.end(None)
-            query_audit.streamed(request.question, start, end)
+            query_audit().streamed(request.question, start, end)
 
     async def Retrieve(self, request: pb.RetrieveRequest,
                        context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:
@@ -121,7 +121,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             retrieval = await self.pipeline.retrieve(params, clock)
         response = convert.retrieve_response(retrieval)
         self._receipts(retrieval, response.chunks)
-        query_audit.retrieved(request.question, response)
+        query_audit().retrieved(request.question, response)
         return response
 
     async def Embed(self, request: pb.EmbedRequest,

@@ -1,7 +1,8 @@
 """Send the answered calls' audits: signed, one record each, to audit.queries.v1.
 
-Imported by services/inference/agents.py so the timer runs in the inference worker (and in
-one-process mode). Signing runs in a thread: it is the costly part (about 0.3-0.6 ms each).
+Registered by services/inference/agents.py's build, so the timer runs in the inference
+worker (and in one-process mode). Signing runs in a thread: it is the costly part (about
+0.3-0.6 ms each).
 A send the broker refuses stops nothing and loses nothing: the record stays unacknowledged
 in the producer, which retries it. A worker stopped gracefully sends the audits of the calls
 its grace period finished, and waits for the broker to take them (`flush_on_stop`, run by
@@ -13,18 +14,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
-from services.inference.app import app, audit_queries_topic
+import faust
+
 from services.inference.audit.recorder import recorder
 from shared.contract.audit_signing import sign
 from shared.contract.codec import encode
 from shared.contract.records import QueryAudit
 
 log = logging.getLogger(__name__)
+# What build() wired this module to: one per process.
+app: faust.App
+audit_queries_topic: Any
+
+
+def build(on: faust.App, topic: Any) -> None:
+    """Register the timer that sends the recorded audits to `topic` on `on`."""
+    global app, audit_queries_topic
+    app, audit_queries_topic = on, topic
+    app.timer(recorder().settings.audit_flush_s)(send_query_audits)
 
 
 def signed(audits: list[QueryAudit]) -> list[QueryAudit]:
-    key = recorder.settings.audit_signing_key
+    key = recorder().settings.audit_signing_key
     return [sign(a, key) for a in audits]
 
 
@@ -34,7 +47,7 @@ _sending = asyncio.Lock()  # one batch at a time: the stop's flush waits for the
 async def send_recorded() -> int:
     """Sign and hand to the producer every audit recorded so far; how many."""
     async with _sending:
-        audits = recorder.drain()
+        audits = recorder().drain()
         if not audits:
             return 0
         for audit in await asyncio.to_thread(signed, audits):
@@ -42,7 +55,6 @@ async def send_recorded() -> int:
         return len(audits)
 
 
-@app.timer(recorder.settings.audit_flush_s)
 async def send_query_audits() -> None:
     if sent := await send_recorded():
         log.debug("sent %d query audits", sent)

@@ -11,6 +11,7 @@ or answer latency.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -88,5 +89,8 @@ class AuditRecorder:
         return out
 
 
-# The one recorder of this process: the handlers record into it, the agent drains it.
-recorder = AuditRecorder(QueryAuditSettings())
+@functools.cache
+def recorder() -> AuditRecorder:
+    """The one recorder of this process (its settings read on first use, never at import):
+    the handlers record into it, the agent drains it."""
+    return AuditRecorder(QueryAuditSettings())

@@ -13,17 +13,14 @@ import logging
 import time
 from typing import Any
 
+import faust
 from prometheus_client import Counter, Gauge
 
-from services.retrieval.app import (
-    app,
-    dlq,
-    drift_samples_topic,
-    drift_windows_topic,
-    settings,
-)
+from services.retrieval.app import Topics
+from services.retrieval.drift.detector import Monitor
 from services.retrieval.drift.sample import drift_sample, from_record
 from services.retrieval.drift.snapshot import restore, save
+from services.retrieval.settings import RetrievalSettings
 from shared.contract.codec import decode, encode
 from shared.contract.records import DriftReport, DriftSample, EmbeddedChunkSet
 from shared.kafka import checkpoint
@@ -41,8 +38,24 @@ LATE = Counter("streamrag_drift_late_samples", "Samples that arrived after their
 DROPPED = Counter("streamrag_drift_dropped_samples", "Late samples of the past (a replay) "
                   "counted in no window", LABELS)
 
-monitor = restore(settings.drift_snapshot, settings.drift_config())
-boundary = Boundary("retrieval.drift", dlq)
+# What build() wired this module's agent to: one topology per process.
+settings: RetrievalSettings
+drift_samples_topic: Any
+drift_windows_topic: Any
+monitor: Monitor
+boundary: Boundary
+judge: Any  # the Faust agent
+
+
+def build(app: faust.App, retrieval: RetrievalSettings, topics: Topics) -> None:
+    """Register the drift judge and its window timer on `app` (retrieval's build calls it)."""
+    global settings, drift_samples_topic, drift_windows_topic, monitor, boundary, judge
+    settings = retrieval
+    drift_samples_topic, drift_windows_topic = topics.drift_samples, topics.drift_windows
+    monitor = restore(settings.drift_snapshot, settings.drift_config())
+    boundary = Boundary("retrieval.drift", topics.dlq)
+    judge = app.agent(drift_samples_topic, name=f"{__name__}.judge")(judge_samples)
+    app.timer(1.0, name=f"{app.conf.id}.close_drift_windows")(close_idle_windows)
 
 
 async def sample(update: EmbeddedChunkSet) -> None:
@@ -73,8 +86,8 @@ async def publish(reports: list[DriftReport]) -> None:
         save(monitor, settings.drift_snapshot)
 
 
-@app.agent(drift_samples_topic)
-async def judge(stream: Any) -> None:
+async def judge_samples(stream: Any) -> None:
+    """drift.samples.v1 -> the detectors -> drift.windows.v1."""
     async for event in checkpoint.records(stream):
         reports: list[DriftReport] = []
         async with boundary.record(event):
@@ -88,6 +101,5 @@ async def close_idle(now: float) -> None:
     await publish(monitor.tick(now))
 
 
-@app.timer(1.0, name=f"{app.conf.id}.close_drift_windows")
 async def close_idle_windows() -> None:
     await close_idle(time.time())

@@ -6,10 +6,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.chunking import agents
 from shared.contract.access import LABEL
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, RedactedDocument
+from tests.support import built
+
+agents = built.service("chunking")
 
 acls = st.lists(st.from_regex(LABEL, fullmatch=True), max_size=8).map(
     lambda xs: tuple(sorted(set(xs))))

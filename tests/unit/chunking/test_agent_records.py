@@ -8,10 +8,12 @@ from unittest.mock import AsyncMock, patch
 
 import pytest
 
-from services.chunking import agents
 from shared.contract.codec import encode
 from shared.contract.records import RedactedDocument
 from shared.errors import InvalidInput
+from tests.support import built
+
+agents = built.service("chunking")
 
 DOC = RedactedDocument(doc_id="d", version=2, text="Alpha beta. " * 300, source="s",
                        event_time=1, ingest_time=2)

@@ -11,8 +11,10 @@ from unittest.mock import AsyncMock, patch
 
 import numpy as np
 
-from services.embedding import agents
 from shared.contract.records import Chunk, ChunkSet
+from tests.support import built
+
+agents = built.service("embedding")
 
 
 class PoisonEncoder:

@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from services.embedding import agents
 from services.embedding.settings import EmbeddingSettings
 from shared.contract.records import Chunk, ChunkSet, EmbeddedChunkSet
 from shared.contract.topics import CHUNKS, EMBEDDING_APP, embedded_key, embedding_app
 from shared.encoder.model import MODEL_ID
+from tests.support import built
+
+agents = built.service("embedding")
 
 
 def test_each_model_has_its_own_group_and_the_first_model_keeps_its_own() -> None:

@@ -9,9 +9,11 @@ from types import SimpleNamespace
 from typing import Any
 from unittest.mock import AsyncMock, patch
 
-from services.embedding import agents
 from shared.contract import sizes
 from shared.contract.records import EmbeddedChunk, EmbeddedChunkSet
+from tests.support import built
+
+agents = built.service("embedding")
 
 LIMIT = sizes.MIN_RECORD_BYTES
 

@@ -25,7 +25,9 @@ async def drive_agent(agent: Any, values: Sequence[bytes], read: Callable[[], T]
                       ) -> tuple[T, AsyncMock]:
     """Put `values` through one of inference's agents under Faust's test context; what
     `read()` returns while the context is open, and the dead-letter sender's mock."""
-    from services.inference import agents  # a Faust app: only the agent tests need it
+    from tests.support import built  # a Faust app: only the agent tests need it
+
+    agents = built.service("inference")
 
     agents.app.finalize()
     agents.app.flow_control.resume()

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-from services.inference import agents
 from services.inference.telemetry.streamstats import WindowCounts
 from shared.contract.records import DriftReport
+from tests.support import built
 from tests.unit.inference.fakes import drive_agent
+
+agents = built.service("inference")
 
 
 def report(start: float, status: str, source: str = "ops") -> bytes:

@@ -7,10 +7,12 @@ import json
 import time
 from unittest.mock import AsyncMock
 
-from services.inference import agents
 from services.inference.search.feedback import boost, boost_by_feedback
 from shared.contract.records import Feedback
+from tests.support import built
 from tests.unit.inference.fakes import drive_agent, hit
+
+agents = built.service("inference")
 
 
 async def _drive(values: list[bytes]) -> tuple[tuple[int, int], tuple[int, int], AsyncMock]:

@@ -8,10 +8,12 @@ import json
 import time
 from unittest.mock import AsyncMock
 
-from services.inference import agents
 from services.inference.telemetry.streamstats import StatRow, WindowCounts
 from shared.contract.records import StreamCounts
+from tests.support import built
 from tests.unit.inference.fakes import drive_agent
+
+agents = built.service("inference")
 
 
 def counts(source: str, domain: str, **kinds: int) -> bytes:

@@ -9,19 +9,15 @@ from unittest.mock import AsyncMock, patch
 
 import pytest
 
-from services.ingest import agents
-from services.ingest.app import (
-    app,
-    dlq,
-    dlq_raw,
-    normalized_topic,
-    parsed_topic,
-    source_clocks,
-    stats_topic,
-)
 from shared.contract.codec import encode
 from shared.contract.records import Document, Position
 from shared.worker.boundary import counts
+from tests.support import built
+
+agents = built.service("ingest")
+app, normalized_topic, parsed_topic = agents.app, agents.normalized_topic, agents.parsed_topic
+source_clocks, stats_topic = agents.source_clocks, agents.stats_topic
+dlq, dlq_raw = agents.dedup_boundary.dlq_topic, agents.parse_boundary.dlq_topic
 
 
 def run(coro):  # noqa: ANN001, ANN201

@@ -19,6 +19,7 @@ from shared.contract.audit_signing import DEV_SIGNER as SIGNER
 from shared.contract.audit_signing import DEV_SIGNING_KEY, sign
 from shared.contract.codec import decode, encode
 from shared.contract.records import Anchor, AuditBatch, AuditLeaf, DeadLetter
+from tests.support import built
 from tests.support.polling import eventually_async
 
 ROOT = "ab" * 32
@@ -63,7 +64,7 @@ class Recorder:
 def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient,
            ) -> Iterator[ModuleType]:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
-    module = importlib.import_module("services.ledger.agents")
+    module = built.service("ledger")
     monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
     yield module
     module.anchored.data.clear()
@@ -74,7 +75,7 @@ def run(agents: ModuleType, scenario: Any, anchors: Recorder | None = None,
     anchors, dlq = anchors or Recorder(), Recorder()
 
     async def main() -> None:
-        dead = importlib.import_module("services.ledger.app").dlq
+        dead = importlib.import_module("services.ledger.anchoring").dlq
         agents.anchors_topic.send, dead.send = anchors.send, dlq.send
         async with agents.anchor_batches.test_context() as agent:
             await scenario(agent, anchors, dlq)

@@ -20,6 +20,7 @@ from shared.contract.audit_signing import DEV_QUERY_SIGNER, DEV_QUERY_SIGNING_KE
 from shared.contract.codec import decode, encode
 from shared.contract.query_audit import GENESIS_ROOT, batch_root
 from shared.contract.records import Anchor, DeadLetter, QueryAudit
+from tests.support import built
 
 KEY = SecretStr(DEV_QUERY_SIGNING_KEY)
 
@@ -62,12 +63,12 @@ def event(offset: int, value: bytes, partition: int = 2) -> Any:
 def queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient,
             ) -> Iterator[tuple[ModuleType, Sent, Sent, dict[str, Any]]]:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
-    agents = importlib.import_module("services.ledger.agents")
+    agents = built.service("ledger")
     module = importlib.import_module("services.ledger.queries")
     monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
     anchors, dlq, table = Sent(), Sent(), {}
     monkeypatch.setattr(agents.anchors_topic, "send", anchors.send)
-    monkeypatch.setattr(importlib.import_module("services.ledger.app").dlq, "send", dlq.send)
+    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring").dlq, "send", dlq.send)
     monkeypatch.setattr(module, "anchored", table)
     monkeypatch.setattr(module, "chains", module.Chains())
     yield module, anchors, dlq, table

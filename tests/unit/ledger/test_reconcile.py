@@ -19,6 +19,7 @@ from services.ledger.reconcile import recent, reconcile
 from shared.contract.audit_signing import DEV_SIGNER as SIGNER
 from shared.contract.codec import decode
 from shared.contract.records import Anchor
+from tests.support import built
 
 IDS = [f"docs.normalized.v1/0/{i}-{i}" for i in range(5)]
 ROOTS = [hashlib.sha256(i.encode()).hexdigest() for i in IDS]
@@ -96,7 +97,7 @@ def test_the_agents_timer_reanchors_from_the_table_and_announces_it(
     w3: Web3, client: AnchorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
-    agents = importlib.import_module("services.ledger.agents")
+    agents = built.service("ledger")
     monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
     monkeypatch.setattr(agents, "_checkpoint", None)
     tester = w3.provider.ethereum_tester  # type: ignore[attr-defined]

@@ -1,7 +1,7 @@
 """The one-process app hosts every service's agents, tables and subscriptions, by contract.
 
-Built in a child process: importing services.onebox makes every later `make_app` in that
-process return the one app, which must not leak into the other unit tests.
+Built in a child process: building a service wires its agents module to the app it was
+built on (one topology per process), and the other unit tests use their own builds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from shared.contract.topics import ONEBOX_APP, SEARCH_REPLIES, SERVICE_INPUTS, S
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = """
 import json
-from services.onebox.app import app
+from services.onebox.app import build
+from services.onebox.settings import OneboxSettings
+from shared.settings import KafkaSettings
+app, _ = build(OneboxSettings(), KafkaSettings())
 print(json.dumps({
     "id": app.conf.id,
     "agents": sorted(app.agents),

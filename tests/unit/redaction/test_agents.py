@@ -11,8 +11,6 @@ from unittest.mock import AsyncMock, patch
 import pytest
 from pydantic import SecretStr
 
-from services.redaction import agents
-from services.redaction.app import app, audit_topic, dlq, redacted_topic
 from shared.batching import current_event
 from shared.contract.audit_batches import GENESIS_ROOT, Tip, build_batch
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
@@ -20,7 +18,12 @@ from shared.contract.codec import decode, encode
 from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
 from shared.errors import InfrastructureError, InvalidInput
 from shared.worker.boundary import EXIT_FATAL
+from tests.support import built
 from tests.support.polling import eventually_async
+
+agents = built.service("redaction")
+app, audit_topic, dlq, redacted_topic = agents.app, agents.audit_topic, agents.dlq, \
+    agents.redacted_topic
 
 
 class FakeRedactor:

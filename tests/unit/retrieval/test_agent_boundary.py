@@ -6,10 +6,12 @@ import asyncio
 import json
 from unittest.mock import AsyncMock, patch
 
-from services.retrieval import agents
 from shared.contract.codec import encode
 from shared.contract.records import EmbeddedChunkSet
+from tests.support import built
 from tests.unit.retrieval.helpers import chunk_set
+
+agents = built.service("retrieval")
 
 
 class FlakyShard:

@@ -20,35 +20,82 @@ SPECS = {name: getattr(topics, name) for name in dir(topics)
 
 
 def _app_topics(service: str) -> dict[str, str]:
-    """{variable: topic name} for `x = topic(app, SPEC)` in services/<service>/app.py."""
+    """{field: topic name} for each `field=topic(app, SPEC)` (or the field's position) of
+    the `Topics(...)` that services/<service>/app.py's `declare` returns."""
     tree = ast.parse((ROOT / "services" / service / "app.py").read_text())
+    fields = [n.target.id for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+              and cls.name == "Topics" for n in cls.body
+              if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
     out = {}
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and getattr(node.value.func, "id", "") == "topic"):
-            out[node.targets[0].id] = SPECS[node.value.args[1].id].name  # type: ignore[attr-defined]
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Topics"):
+            continue
+        given = [*zip(fields, node.args, strict=False),
+                 *((k.arg, k.value) for k in node.keywords)]
+        for name, value in given:
+            if (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "topic"
+                    and isinstance(value.args[1], ast.Name)):
+                out[name] = SPECS[value.args[1].id].name
+    return out
+
+
+DECLARED = ("t", "topics")  # the names the services give `declare(app)`'s result
+
+
+def _topic_of(node: ast.AST, fields: dict[str, str], aliases: dict[str, str]) -> str | None:
+    """The topic an expression names: `t.<field>` (`t`, `topics`: what `declare` returned)
+    or a name bound to one."""
+    if (isinstance(node, ast.Attribute) and node.attr in fields
+            and isinstance(node.value, ast.Name) and node.value.id in DECLARED):
+        return fields[node.attr]
+    if isinstance(node, ast.Name) and node.id in aliases:
+        return aliases[node.id]
+    return None
+
+
+def _aliases(tree: ast.AST, fields: dict[str, str]) -> dict[str, str]:
+    """Names bound to a topic field: `x = t.field` and `x, y = t.a, t.b`."""
+    out = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = (zip(target.elts, node.value.elts, strict=False)
+                     if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                     else [(target, node.value)])
+            for name, value in pairs:
+                topic = _topic_of(value, fields, {})
+                if isinstance(name, ast.Name) and topic is not None:
+                    out[name.id] = topic
     return out
 
 
 def agent_io(service: str) -> tuple[set[str], set[str]]:
     """(topics its Faust agents read, topics its code sends to), from the source: a topic
-    read is `@app.agent(var)`; a write is `var.send(...)` or `var` handed to a call (a
-    dead-letter boundary, a delivery helper)."""
-    names = _app_topics(service)
+    read is `app.agent(topic)` (or inference's `agent(topic, fn)`); a write is
+    `topic.send(...)` or a topic handed to any other call (a dead-letter boundary, a
+    delivery helper)."""
+    fields = _app_topics(service)
     reads, writes = set(), set()
     for path in (ROOT / "services" / service).rglob("*.py"):
         if path.name == "app.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        aliases = _aliases(tree, fields)
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            is_agent = isinstance(func, ast.Attribute) and func.attr == "agent"
-            args = [a.id for a in node.args if isinstance(a, ast.Name) and a.id in names]
-            (reads if is_agent else writes).update(names[a] for a in args)
-            if (isinstance(func, ast.Attribute) and func.attr == "send"
-                    and isinstance(func.value, ast.Name) and func.value.id in names):
-                writes.add(names[func.value.id])
+            is_agent = ((isinstance(func, ast.Attribute) and func.attr == "agent")
+                        or (isinstance(func, ast.Name) and func.id == "agent"))
+            named = [_topic_of(a, fields, aliases) for a in node.args]
+            for i, topic in enumerate(named):
+                if topic is not None:
+                    (reads if is_agent and i == 0 else writes).add(topic)
+            if isinstance(func, ast.Attribute) and func.attr == "send":
+                topic = _topic_of(func.value, fields, aliases)
+                if topic is not None:
+                    writes.add(topic)
     return reads, writes
 
 

@@ -29,7 +29,7 @@ def sha(text: str) -> str:
 
 
 def test_each_answered_call_is_recorded_once_and_a_refused_one_not_at_all() -> None:
-    recorder.drain()
+    recorder().drain()
 
     async def go() -> tuple[pb.QueryResponse, list[pb.StreamQueryResponse],
                             pb.RetrieveResponse]:
@@ -43,7 +43,7 @@ def test_each_answered_call_is_recorded_once_and_a_refused_one_not_at_all() -> N
         return answer, streamed, retrieved
 
     answer, streamed, retrieved = asyncio.run(go())
-    audits = recorder.drain()
+    audits = recorder().drain()
     assert [(a.method, a.question_sha256) for a in audits] == [
         ("Query", sha("What freed the disk?")), ("StreamQuery", sha("Who ordered lunch?")),
         ("Retrieve", sha("broker logs"))]
@@ -88,7 +88,7 @@ def test_the_agent_signs_with_the_query_key() -> None:
 
 def test_a_user_is_recorded_by_the_hmac_of_its_subject_and_a_refused_call_not_at_all(
 ) -> None:
-    recorder.drain()
+    recorder().drain()
     subject = "alice@example.com"
 
     async def go() -> None:
@@ -101,8 +101,8 @@ def test_a_user_is_recorded_by_the_hmac_of_its_subject_and_a_refused_call_not_at
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
     asyncio.run(go())
-    (audit,) = recorder.drain()
-    key = recorder.principal_key
+    (audit,) = recorder().drain()
+    key = recorder().principal_key
     expected = principal_hash(subject, key)
     assert (audit.principal, audit.principal_kind) == (expected, "user")
     assert audit.scope == ",".join(sorted(["eng", "public", "user:" + expected]))
@@ -112,7 +112,7 @@ def test_a_user_is_recorded_by_the_hmac_of_its_subject_and_a_refused_call_not_at
 def test_a_stream_cut_off_after_its_citations_is_recorded_unfinished() -> None:
     """The caller saw the citations: that is recorded, with nothing cited (the answer never
     ended) and finished False."""
-    recorder.drain()
+    recorder().drain()
 
     async def stalls(*_: object, **__: object) -> AsyncIterator[str]:
         yield "Rotating"
@@ -125,10 +125,10 @@ def test_a_stream_cut_off_after_its_citations_is_recorded_unfinished() -> None:
             start = await call.read()
             await call.read()  # the first delta
             call.cancel()
-            await eventually_async(lambda: recorder.items, "the cut-off stream's audit")
+            await eventually_async(lambda: recorder().items, "the cut-off stream's audit")
             return [c.chunk_id for c in start.start.citations]
 
     shown = asyncio.run(go())
-    (audit,) = recorder.drain()
+    (audit,) = recorder().drain()
     assert (audit.method, audit.finished, audit.cited) == ("StreamQuery", False, ())
     assert list(audit.shown) == shown and shown

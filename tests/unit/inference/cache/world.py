@@ -136,7 +136,7 @@ class ByBroker:
 
 def in_process_client() -> SearchClient:
     client = SearchClient(KafkaSettings(), requests=replace(SEARCH_REQUESTS,
-                                                           partitions=PARTITIONS), local=True)
+                                                           count=PARTITIONS), local=True)
     client._reader = asyncio.get_running_loop().create_future()  # type: ignore[assignment]
     return client
 

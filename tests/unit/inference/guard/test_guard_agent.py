@@ -7,10 +7,12 @@ import asyncio
 import json
 import time
 
-from services.inference import agents
 from services.inference.guard.objectives import Figures
 from services.inference.guard.samples import GuardSample, figures
+from tests.support import built
 from tests.unit.inference.fakes import drive_agent
+
+agents = built.service("inference")
 
 
 def sample(variant: str, kind: str, **kw: object) -> bytes:

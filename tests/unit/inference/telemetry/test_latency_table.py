@@ -10,7 +10,6 @@ from unittest.mock import AsyncMock, patch
 import grpc
 import pytest
 
-from services.inference import agents
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import (
@@ -23,8 +22,11 @@ from services.inference.telemetry.latency import (
 )
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
+from tests.support import built
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
 from tests.unit.inference.serving import CHUNKS, SERVING, stub, until_status
+
+agents = built.service("inference")
 
 # The middle of a fixed minute: the window is chosen by the events' timestamps, never
 # by the wall clock, so the test cannot straddle a window boundary.

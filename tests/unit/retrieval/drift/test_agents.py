@@ -12,13 +12,15 @@ from unittest.mock import AsyncMock, patch
 import numpy as np
 from prometheus_client import REGISTRY
 
-from services.retrieval import agents
 from services.retrieval.drift import agents as drift
 from services.retrieval.drift.detector import DriftConfig, Monitor
 from shared.contract.codec import encode
 from shared.contract.records import DriftReport, DriftSample, encode_vector
+from tests.support import built
 from tests.unit.retrieval.drift.synthetic import docs, topic
 from tests.unit.retrieval.helpers import chunk_set
+
+agents = built.service("retrieval")
 
 SOURCE = "agent-test"
 
