@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared import logsafe
@@ -266,11 +266,49 @@ class ServiceSettings(ProcessSettings):
         return env_names(type(self))[field]
 
 
+class Group(BaseModel):
+    """Settings of one concern inside a service's settings (`settings.guard.window_s`),
+    frozen like them. The environment names stay flat, STREAMRAG_<SERVICE>_<GROUP>_<FIELD>:
+    a class with groups reads them with pydantic-settings' nested delimiter "_", split once
+    (`env_nested_delimiter="_", env_nested_max_split=1` in its model_config), and its
+    before-validator `fold_groups` takes the same flat names as keyword arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def groups_of(cls: type[BaseModel]) -> dict[str, type[Group]]:
+    """{field name: its Group class} of the settings class's grouped fields."""
+    return {name: info.annotation for name, info in cls.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, Group)}
+
+
+def fold_groups(cls: type[BaseModel], data: Any) -> Any:
+    """`data` (keyword arguments, or what the sources read) with each flat `<group>_<field>`
+    key moved into its group's dict: InferenceSettings(guard_window_s=5) is
+    InferenceSettings(guard={"window_s": 5})."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for group, model in groups_of(cls).items():
+        flat = {key: out.pop(key) for key in list(out)
+                if key.startswith(f"{group}_") and key[len(group) + 1:] in model.model_fields}
+        if flat:
+            given = out.get(group) or {}
+            given = given.model_dump() if isinstance(given, BaseModel) else dict(given)
+            out[group] = {**given, **{k[len(group) + 1:]: v for k, v in flat.items()}}
+    return out
+
+
 def env_names(cls: type[BaseSettings]) -> dict[str, str]:
-    """Field name -> the environment variable it is read from (its alias, else prefix + name)."""
+    """Field name -> the environment variable it is read from (its alias, else prefix + name);
+    a group's fields as "group.field" -> prefix + group + "_" + field."""
     prefix = cls.model_config.get("env_prefix", "")
-    return {name: info.validation_alias if isinstance(info.validation_alias, str)
-            else (prefix + name).upper() for name, info in cls.model_fields.items()}
+    names = {name: info.validation_alias if isinstance(info.validation_alias, str)
+             else (prefix + name).upper() for name, info in cls.model_fields.items()}
+    for group, model in groups_of(cls).items():
+        names.update({f"{group}.{field}": f"{prefix}{group}_{field}".upper()
+                      for field in model.model_fields})
+    return names
 
 
 def _settings_classes(base: type[BaseSettings] = BaseSettings) -> Iterator[type[BaseSettings]]:
@@ -289,7 +327,9 @@ def named(exc: ValidationError) -> ConfigError | None:
     names = env_names(cls)
     parts = []
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        field = str(error["loc"][0]) if error["loc"] else ""
+        loc = [str(part) for part in error["loc"]]
+        field = ".".join(loc[:2]) if len(loc) > 1 and ".".join(loc[:2]) in names else \
+            (loc[0] if loc else "")
         where = names.get(field, field.upper())
         parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
     return ConfigError("; ".join(parts))

@@ -52,8 +52,9 @@ class Streamed:
 
 
 def settings(max_batch: int, max_new: int) -> InferenceSettings:
-    return InferenceSettings(model_cache_dir=CACHE_DIR, gen_max_batch=max_batch,
-                             gen_continuous=True, default_max_new_tokens=max_new)
+    return InferenceSettings(model_cache_dir=CACHE_DIR,
+                             gen={"max_batch": max_batch, "continuous": True},
+                             default_max_new_tokens=max_new)
 
 
 def load(s: InferenceSettings) -> tuple[CausalLM, float]:

@@ -106,7 +106,7 @@ def build(on: faust.App, inference: InferenceSettings, kafka_settings: KafkaSett
     guard_samples_topic, incidents_topic = t.guard_samples, t.incidents
     clicks, skips, latencies, guard_windows = t.clicks, t.skips, t.latencies, t.guard_windows
     stats_minute, stats_hour, drift_latest = t.stats_minute, t.stats_hour, t.drift_latest
-    routed_calls = InFlight(settings.guard_p99_ms, settings.guard_window_s, time.time)
+    routed_calls = InFlight(settings.guard.p99_ms, settings.guard.window_s, time.time)
     metrics.observe(app)  # consumer lag; the stage counters show on inference's own /metrics
 
     def agent(channel: Any, fun: Any) -> Any:
@@ -117,7 +117,7 @@ def build(on: faust.App, inference: InferenceSettings, kafka_settings: KafkaSett
     count_stream_stats = agent(t.stats, count_stream_stats_of)
     keep_drift = agent(t.drift, keep_drift_of)
     app.timer(1.0)(send_latencies)
-    app.timer(min(1.0, settings.guard_window_s / 4))(guard_tick)
+    app.timer(min(1.0, settings.guard.window_s / 4))(guard_tick)
     _audit.build(app, t.audit_queries)
     app.service(Runtime)
     return Topology("inference", app, settings, {
@@ -237,8 +237,8 @@ def stream_stats(window: str, at: float, source: str = "", domain: str = "") -> 
     """The counts of the minute (tumbling) or hour (hopping: the one that ends next, so
     the last hour up to now) holding `at` (0: now)."""
     table = stats_minute if window == "minute" else stats_hour
-    retention = (settings.stats_minute_retention_s if window == "minute"
-                 else settings.stats_hour_retention_s)
+    retention = (settings.stats.minute_retention_s if window == "minute"
+                 else settings.stats.hour_retention_s)
     ts = window_instant(at, time.time(), retention)
     # Faust reads a hopping table's newest window holding the instant; the earliest one
     # holding it is the window that started there.

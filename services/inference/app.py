@@ -8,7 +8,7 @@ Stream statistics: counts per (source, domain, kind) from stats.counts.v1, in tu
 one-minute and hopping one-hour windows, their retention set by the settings.
 Drift: the newest report and drift event per (source, domain, model) from drift.windows.v1.
 SLO guard: per-variant samples from guard.samples.v1 (one partition) counted per
-(variant, figure) in tumbling windows of guard_window_s; its incidents on guard.incidents.v1.
+(variant, figure) in tumbling windows of guard.window_s; its incidents on guard.incidents.v1.
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ def declare(app: faust.App, settings: InferenceSettings) -> Topics:
                          value_type=int)
 
     stats_minute = counter(STATS_MINUTE).tumbling(
-        60.0, expires=settings.stats_minute_retention_s, key_index=True).relative_to_stream()
+        60.0, expires=settings.stats.minute_retention_s, key_index=True).relative_to_stream()
     stats_hour = counter(STATS_HOUR).hopping(
-        3600.0, settings.stats_hour_step_s, expires=settings.stats_hour_retention_s,
+        3600.0, settings.stats.hour_step_s, expires=settings.stats.hour_retention_s,
         key_index=True).relative_to_stream()
     # Faust names and builds the key indexes itself; the contract must name the same tables.
     assert stats_minute.key_index_table.name == STATS_MINUTE_KEYS.name
@@ -102,4 +102,4 @@ def declare(app: faust.App, settings: InferenceSettings) -> Topics:
                                partitions=DRIFT_LATEST.partitions, key_type=str,
                                value_type=str),
         guard_windows=counter(GUARD_WINDOWS).tumbling(
-            settings.guard_window_s, expires=4 * settings.guard_window_s).relative_to_stream())
+            settings.guard.window_s, expires=4 * settings.guard.window_s).relative_to_stream())

@@ -87,8 +87,8 @@ class QueryEngine:
         self.feedback = feedback
         s = settings
         self.embedder: Batcher[Sequence[str], np.ndarray] = Batcher(
-            "embed", self._run_encoder, BatchLimits(s.embed_token_budget, s.embed_max_batch),
-            s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed_max_batch))
+            "embed", self._run_encoder, BatchLimits(s.embed.token_budget, s.embed.max_batch),
+            s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed.max_batch))
         self.questions = VectorCache(s.question_cache_size)
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
                                    self.metrics, s.answer_shortlist)
@@ -96,8 +96,8 @@ class QueryEngine:
         self.reranker: RerankStage | None = None
         if s.reranker_path is not None:
             self.reranker = RerankStage(
-                s.rerank_candidates, BatchLimits(s.rerank_token_budget, s.rerank_max_batch),
-                s.queue_capacity, s.rerank_max_length, self.metrics)
+                s.rerank.candidates, BatchLimits(s.rerank.token_budget, s.rerank.max_batch),
+                s.queue_capacity, s.rerank.max_length, self.metrics)
         # Bumped when the encoder is replaced by the next model's (switch.py): vectors of
         # two epochs never meet in one search, answer or cache.
         self.encoder_epoch = 0
@@ -226,7 +226,7 @@ class QueryEngine:
         if self.feedback is not None and params.settings(self.settings).feedback_weight > 0:
             fetch = min(self.settings.max_top_k, params.top_k * 2)
         if self._reranks(params):
-            fetch = max(fetch, self.settings.rerank_candidates)
+            fetch = max(fetch, self.settings.rerank.candidates)
         return fetch
 
     async def _question_vector(self, params: QueryParams) -> np.ndarray:

@@ -98,7 +98,7 @@ def load_reranker(settings: InferenceSettings) -> PairScorer | None:
     from services.inference.rerank.model import CrossEncoder  # torch loads here
 
     scorer = CrossEncoder(settings.reranker_path, settings.device,
-                          settings.rerank_max_length, settings.rerank_token_budget)
+                          settings.rerank.max_length, settings.rerank.token_budget)
     scorer.score([("warm-up", "warm-up")])  # pay the first forward pass before SERVING
     return scorer
 
@@ -190,7 +190,7 @@ class InferenceRuntime(mode.Service):
                 raise InfrastructureError("a reranker is configured but none was loaded")
             self.engine.reranker.attach(scorer)
             log.info("reranker %s on %s, %d candidates", scorer.model_id, scorer.device,
-                     self.settings.rerank_candidates)
+                     self.settings.rerank.candidates)
         try:
             await asyncio.wait_for(config_read.wait(), CONFIG_CATCH_UP_S)
         except TimeoutError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -15,7 +15,7 @@ from services.inference.search.fusion import Fusion
 from shared.contract.access import parse_acl
 from shared.encoder.runtime import EncoderSettings, Runtime
 from shared.errors import InvalidInput
-from shared.settings import Listener, ServiceSettings
+from shared.settings import Group, Listener, ServiceSettings, fold_groups
 
 
 class Probe(BaseModel):
@@ -26,8 +26,115 @@ class Probe(BaseModel):
     doc_id: str = Field(min_length=1, max_length=512)
 
 
+class JwtSettings(Group):
+    """Signed user tokens (STREAMRAG_INFERENCE_JWT_*)."""
+
+    # Signed user tokens (JWT, "authorization: Bearer <jwt>"): the HS256 shared secret.
+    secret: SecretStr | None = None
+    # The PEM public key (RSA: RS256, EC P-256: ES256) that signs user tokens.
+    public_key: Path | None = None
+    # A JWKS file of public keys (RS256/ES256) that sign user tokens, chosen by the token's kid.
+    jwks: Path | None = None
+    # The audience a user token must name (aud); required with any JWT key.
+    audience: str | None = None
+    # The issuer a user token must name (iss); unset: not checked.
+    issuer: str | None = None
+    # The claim holding a user's groups (a list of label names).
+    groups_claim: str = Field(default="groups", min_length=1)
+    # Seconds of clock skew allowed on exp, nbf and iat.
+    leeway_s: float = Field(default=30.0, ge=0, le=600)
+
+    @field_validator("secret", "public_key", "jwks", "audience", "issuer", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # docker-compose passes an optional variable left out of .env as "": no JWT key.
+        return None if value == "" else value
+
+
+class StatsSettings(Group):
+    """The stream statistics' windows (STREAMRAG_INFERENCE_STATS_*)."""
+
+    # How long the minute windows of stream statistics (stats.counts.v1) are kept; stats
+    # for an instant older than the retention: OUT_OF_RANGE.
+    minute_retention_s: float = Field(default=3600.0, ge=60)
+    # How long the hour windows of stream statistics are kept.
+    hour_retention_s: float = Field(default=86_400.0, ge=3600)
+    # The hop of the hour windows (a window starts every this many seconds).
+    hour_step_s: float = Field(default=300.0, ge=1, le=3600)
+
+
+class GuardSettings(Group):
+    """The SLO guard (STREAMRAG_INFERENCE_GUARD_*, docs/design/slo-guard.md)."""
+
+    # The SLO guard (docs/design/slo-guard.md): per variant, tumbling windows of this many
+    # seconds (p99, error rate, probe hit rate, click share).
+    window_s: float = Field(default=30.0, ge=1, le=3600)
+    # This many consecutive breaking windows stop routing to the variant (a new version).
+    windows: int = Field(default=3, ge=1, le=100)
+    # This long after that, the last version judged stable is restored (a new version).
+    grace_s: float = Field(default=30.0, ge=0)
+    # Objective: a variant's p99 latency in a window at most this (milliseconds).
+    p99_ms: float = Field(default=1200.0, gt=0)
+    # Objective: a variant's share of failed calls in a window at most this.
+    max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    # Objective: a variant's probe hit rate and click share at least this share of the
+    # reference (largest-weight) variant's in the same window.
+    quality_ratio: float = Field(default=0.8, ge=0, le=1)
+    # Fewer calls than this in a window: its p99 and error rate are not judged.
+    min_calls: int = Field(default=10, ge=1)
+    # Roll back to the last stable version when the main (largest-weight) variant breaks an
+    # objective on its own (not shared by the other variants) under a version never judged
+    # stable; off, that is only reported. The main variant is never taken out of traffic.
+    rollback_main: bool = False
+    # The probe set, JSON: [{"question": ..., "doc_id": ...}, ...], replayed through every
+    # variant each window (hit rate at 10); empty: no probes.
+    probes: tuple[Probe, ...] = Field(default=(), max_length=200)
+
+
+class EmbedBatching(Group):
+    """The query encoder's batches (STREAMRAG_INFERENCE_EMBED_*)."""
+
+    # The most requests in one query-encoder batch (shared/batching: cut whenever the encoder
+    # is free). A request is one question, one answer's candidate sentences, or one Embed call.
+    max_batch: int = Field(default=16, ge=1)
+    # The most padded tokens (texts x the longest) in one query-encoder batch.
+    token_budget: int = Field(default=16_384, ge=1)
+
+
+class GenBatching(Group):
+    """The generator's batches (STREAMRAG_INFERENCE_GEN_*)."""
+
+    # The most rows (answers) in one generation batch.
+    max_batch: int = Field(default=8, ge=1)
+    # The most padded tokens of a generation batch: rows x the longest (prompt + new tokens).
+    token_budget: int = Field(default=8192, ge=1)
+    # Continuous batching: requests that arrive mid-generation join at the next step (up
+    # to GEN_MAX_BATCH rows) instead of waiting for the whole batch to finish.
+    continuous: bool = True
+
+
+class RerankSettings(Group):
+    """The reranker's candidates and batches (STREAMRAG_INFERENCE_RERANK_*)."""
+
+    # Hits the reranker re-scores per query (the search fetches at least that many).
+    candidates: int = Field(default=20, ge=1, le=1000)
+    # The most queries in one reranker batch (its batches are cut like the encoder's).
+    max_batch: int = Field(default=8, ge=1)
+    # The most padded tokens (pairs x the longest) in one reranker batch.
+    token_budget: int = Field(default=16_384, ge=1)
+    # Each question-passage pair is cut to this many tokens.
+    max_length: int = Field(default=256, ge=8, le=8192)
+
+
 class InferenceSettings(ServiceSettings, EncoderSettings):
-    model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True)
+    # Groups read their flat names (STREAMRAG_INFERENCE_GUARD_WINDOW_S: guard.window_s).
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True,
+                                      env_nested_delimiter="_", env_nested_max_split=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_group_names(cls, data: Any) -> Any:
+        return fold_groups(cls, data)
 
     # The address the gRPC server listens on: localhost by default. Any other address needs
     # auth_token or a JWT key (and TLS), or open_network_ok.
@@ -48,20 +155,8 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # The groups the service account (auth_token) reads, JSON ["payments", ...]; unset: it
     # reads every document.
     service_account_groups: tuple[str, ...] | None = None
-    # Signed user tokens (JWT, "authorization: Bearer <jwt>"): the HS256 shared secret.
-    jwt_secret: SecretStr | None = None
-    # The PEM public key (RSA: RS256, EC P-256: ES256) that signs user tokens.
-    jwt_public_key: Path | None = None
-    # A JWKS file of public keys (RS256/ES256) that sign user tokens, chosen by the token's kid.
-    jwt_jwks: Path | None = None
-    # The audience a user token must name (aud); required with any JWT key.
-    jwt_audience: str | None = None
-    # The issuer a user token must name (iss); unset: not checked.
-    jwt_issuer: str | None = None
-    # The claim holding a user's groups (a list of label names).
-    jwt_groups_claim: str = Field(default="groups", min_length=1)
-    # Seconds of clock skew allowed on exp, nbf and iat.
-    jwt_leeway_s: float = Field(default=30.0, ge=0, le=600)
+    # Signed user tokens (JWT, "authorization: Bearer <jwt>"): keys, audience, issuer, claim.
+    jwt: JwtSettings = JwtSettings()
     # The most bytes of request metadata (headers) a call may carry: an oversized token up
     # to this is refused UNAUTHENTICATED (token_too_large), beyond it RESOURCE_EXHAUSTED.
     # gRPC's own 16 KiB failed it before it was read, as INTERNAL at Go clients.
@@ -109,11 +204,8 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # Seconds a stopping server lets in-flight calls finish.
     grace_s: float = Field(default=2.0, ge=0)
 
-    # The most requests in one query-encoder batch (shared/batching: cut whenever the encoder
-    # is free). A request is one question, one answer's candidate sentences, or one Embed call.
-    embed_max_batch: int = Field(default=16, ge=1)
-    # The most padded tokens (texts x the longest) in one query-encoder batch.
-    embed_token_budget: int = Field(default=16_384, ge=1)
+    # The query encoder's batches: requests and padded tokens in one.
+    embed: EmbedBatching = EmbedBatching()
     # Requests that may wait per batcher; beyond it a call gets RESOURCE_EXHAUSTED.
     queue_capacity: int = Field(default=256, ge=1)
     # Questions released together by the encoder batcher share one search request per
@@ -165,13 +257,8 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # none): past it the call ends DEADLINE_EXCEEDED and its generation row is freed, so no
     # caller waits without end (a generative answer asked for by name included).
     default_deadline_ms: int = Field(default=120_000, ge=0)
-    # The most rows (answers) in one generation batch.
-    gen_max_batch: int = Field(default=8, ge=1)
-    # The most padded tokens of a generation batch: rows x the longest (prompt + new tokens).
-    gen_token_budget: int = Field(default=8192, ge=1)
-    # Continuous batching: requests that arrive mid-generation join at the next step (up
-    # to gen_max_batch rows) instead of waiting for the whole batch to finish.
-    gen_continuous: bool = True
+    # The generator's batches: rows, padded tokens, continuous batching.
+    gen: GenBatching = GenBatching()
     # The most tokens of a generator's prompt (question and retrieved passages).
     prompt_token_budget: int = Field(default=1024, ge=16)
     # New tokens generated when a request does not say how many: two or three sentences,
@@ -201,37 +288,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # The most feedback may add to one chunk's score.
     feedback_max_boost: float = Field(default=0.2, ge=0)
 
-    # How long the minute windows of stream statistics (stats.counts.v1) are kept; stats
-    # for an instant older than the retention: OUT_OF_RANGE.
-    stats_minute_retention_s: float = Field(default=3600.0, ge=60)
-    # How long the hour windows of stream statistics are kept.
-    stats_hour_retention_s: float = Field(default=86_400.0, ge=3600)
-    # The hop of the hour windows (a window starts every this many seconds).
-    stats_hour_step_s: float = Field(default=300.0, ge=1, le=3600)
-
-    # The SLO guard (docs/design/slo-guard.md): per variant, tumbling windows of this many
-    # seconds (p99, error rate, probe hit rate, click share).
-    guard_window_s: float = Field(default=30.0, ge=1, le=3600)
-    # This many consecutive breaking windows stop routing to the variant (a new version).
-    guard_windows: int = Field(default=3, ge=1, le=100)
-    # This long after that, the last version judged stable is restored (a new version).
-    guard_grace_s: float = Field(default=30.0, ge=0)
-    # Objective: a variant's p99 latency in a window at most this (milliseconds).
-    guard_p99_ms: float = Field(default=1200.0, gt=0)
-    # Objective: a variant's share of failed calls in a window at most this.
-    guard_max_error_rate: float = Field(default=0.05, ge=0, le=1)
-    # Objective: a variant's probe hit rate and click share at least this share of the
-    # reference (largest-weight) variant's in the same window.
-    guard_quality_ratio: float = Field(default=0.8, ge=0, le=1)
-    # Fewer calls than this in a window: its p99 and error rate are not judged.
-    guard_min_calls: int = Field(default=10, ge=1)
-    # Roll back to the last stable version when the main (largest-weight) variant breaks an
-    # objective on its own (not shared by the other variants) under a version never judged
-    # stable; off, that is only reported. The main variant is never taken out of traffic.
-    guard_rollback_main: bool = False
-    # The probe set, JSON: [{"question": ..., "doc_id": ...}, ...], replayed through every
-    # variant each window (hit rate at 10); empty: no probes.
-    guard_probes: tuple[Probe, ...] = Field(default=(), max_length=200)
+    # The stream statistics' windows (Stats RPC): how long each is kept, the hour's hop.
+    stats: StatsSettings = StatsSettings()
+    # The SLO guard (docs/design/slo-guard.md): its windows, objectives and probes.
+    guard: GuardSettings = GuardSettings()
 
     # The query encoder on ONNX runs an int8 copy of its graph (shared/encoder/onnx.py):
     # markedly less CPU per question at the same retrieval quality (docs/benchmarks.md,
@@ -266,13 +326,6 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             raise ValueError("the next model id is the current one: nothing to switch to")
         return self
 
-    @field_validator("jwt_secret", "jwt_public_key", "jwt_jwks", "jwt_audience", "jwt_issuer",
-                     mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: object) -> object:
-        # docker-compose passes an optional variable left out of .env as "": no JWT key.
-        return None if value == "" else value
-
     @field_validator("feedback_key")
     @classmethod
     def _a_long_feedback_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -290,14 +343,14 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
         return value
 
     def jwt_configured(self) -> bool:
-        return (self.jwt_secret is not None or self.jwt_public_key is not None
-                or self.jwt_jwks is not None)
+        return (self.jwt.secret is not None or self.jwt.public_key is not None
+                or self.jwt.jwks is not None)
 
     @model_validator(mode="after")
     def _jwt(self) -> InferenceSettings:
-        if self.jwt_configured() and not self.jwt_audience:
+        if self.jwt_configured() and not self.jwt.audience:
             raise ValueError("a JWT key is set: STREAMRAG_INFERENCE_JWT_AUDIENCE is required")
-        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 32:
+        if self.jwt.secret is not None and len(self.jwt.secret.get_secret_value()) < 32:
             # HS256's key is as strong as the secret: a short one is guessed offline from
             # any one token (RFC 7518 3.2 asks for at least the hash's 256 bits).
             raise ValueError("STREAMRAG_INFERENCE_JWT_SECRET: at least 32 characters")
@@ -325,19 +378,13 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             raise ValueError("set both STREAMRAG_INFERENCE_TLS_CERT and _TLS_KEY, or neither")
         return self
 
-    # A cross-encoder that re-scores the first rerank_candidates hits of every Query,
+    # A cross-encoder that re-scores the first RERANK_CANDIDATES hits of every Query,
     # StreamQuery and Retrieve before the cut to top_k (services/inference/rerank/): a Hugging
     # Face sequence-classification folder with one output, loaded offline on `device`; unset
     # keeps the first stage's order.
     reranker_path: Path | None = None
-    # Hits the reranker re-scores per query (the search fetches at least that many).
-    rerank_candidates: int = Field(default=20, ge=1, le=1000)
-    # The most queries in one reranker batch (its batches are cut like the encoder's).
-    rerank_max_batch: int = Field(default=8, ge=1)
-    # The most padded tokens (pairs x the longest) in one reranker batch.
-    rerank_token_budget: int = Field(default=16_384, ge=1)
-    # Each question-passage pair is cut to this many tokens.
-    rerank_max_length: int = Field(default=256, ge=8, le=8192)
+    # The reranker's candidates and batches.
+    rerank: RerankSettings = RerankSettings()
 
     @model_validator(mode="after")
     def _reranker_folder(self) -> InferenceSettings:

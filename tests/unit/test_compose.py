@@ -208,7 +208,7 @@ def test_the_query_api_is_never_open_and_listens_on_the_hosts_loopback_only() ->
     # Users' tokens when .env names a secret and an audience.
     jwt = {"STREAMRAG_INFERENCE_JWT_SECRET": "j" * 32, "STREAMRAG_INFERENCE_JWT_AUDIENCE": "rag"}
     users = read_under(InferenceSettings, inference({**SECRETS, **jwt})["environment"])
-    assert users.jwt_configured() and users.jwt_audience == "rag"
+    assert users.jwt_configured() and users.jwt.audience == "rag"
     # Without the token compose refuses to start rather than serve everything to anyone.
     missing = compose("config", "--format", "json", env={
         k: v for k, v in SECRETS.items() if k != "STREAMRAG_INFERENCE_AUTH_TOKEN"})

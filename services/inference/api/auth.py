@@ -73,11 +73,11 @@ class TokenVerifier:
         groups = s.service_account_groups
         self._service_access = (Access.everything() if groups is None
                                 else Access.of(SERVICE_SUBJECT, groups))
-        self._secret = s.jwt_secret.get_secret_value().encode() if s.jwt_secret else b""
+        self._secret = s.jwt.secret.get_secret_value().encode() if s.jwt.secret else b""
         self._keys = _public_keys(s)
         self._users = bool(self._secret or self._keys)
-        self._audience, self._issuer = s.jwt_audience, s.jwt_issuer
-        self._claim, self._leeway = s.jwt_groups_claim, s.jwt_leeway_s
+        self._audience, self._issuer = s.jwt.audience, s.jwt.issuer
+        self._claim, self._leeway = s.jwt.groups_claim, s.jwt.leeway_s
         self._on_ignored = on_ignored
 
     @property
@@ -202,11 +202,11 @@ def _refusal(exc: jwt.InvalidTokenError) -> AuthError:
 def _public_keys(s: InferenceSettings) -> dict[str | None, tuple[str, Any]]:
     """kid (None for the PEM key) -> (algorithm, key); a key of another kind fails at start."""
     keys: dict[str | None, tuple[str, Any]] = {}
-    if s.jwt_public_key is not None:
-        key = load_pem_public_key(s.jwt_public_key.read_bytes())
+    if s.jwt.public_key is not None:
+        key = load_pem_public_key(s.jwt.public_key.read_bytes())
         keys[None] = (_pem_algorithm(key), key)
-    if s.jwt_jwks is not None:
-        found = jwt.PyJWKSet.from_dict(json.loads(s.jwt_jwks.read_text(encoding="utf-8")))
+    if s.jwt.jwks is not None:
+        found = jwt.PyJWKSet.from_dict(json.loads(s.jwt.jwks.read_text(encoding="utf-8")))
         for i, jwk in enumerate(found.keys):
             if jwk.algorithm_name not in KEY_ALGORITHMS:
                 msg = (f"STREAMRAG_INFERENCE_JWT_JWKS: key {i} is {jwk.algorithm_name}; only "

@@ -47,18 +47,18 @@ class GuardRunner:
         self.settings, self.live, self.engine = settings, live, engine
         self.config_log, self.metrics, self.counts = config_log, metrics, counts
         self.send_sample, self.send_incident = send_sample, send_incident
-        self.guard = Guard(Objectives(settings.guard_p99_ms, settings.guard_max_error_rate,
-                                      settings.guard_quality_ratio, settings.guard_min_calls),
-                           settings.guard_windows, settings.guard_grace_s,
-                           settings.guard_rollback_main)
-        self.size = settings.guard_window_s
+        policy = settings.guard
+        self.guard = Guard(Objectives(policy.p99_ms, policy.max_error_rate,
+                                      policy.quality_ratio, policy.min_calls),
+                           policy.windows, policy.grace_s, policy.rollback_main)
+        self.size = policy.window_s
         self._closed = self._probed = -math.inf
 
     async def tick(self, now: float | None = None) -> list[GuardIncident]:
         """Probe the current window once; close the last finished one once."""
         now = time.time() if now is None else now
         current = math.floor(now / self.size) * self.size
-        if current > self._probed and self.settings.guard_probes:
+        if current > self._probed and self.settings.guard.probes:
             self._probed = current
             await self.probe()
         last = math.floor((now - CLOSE_LAG_S) / self.size) * self.size - self.size
@@ -79,7 +79,7 @@ class GuardRunner:
         served = self.live.forced(variant)
         if served is None:
             return
-        for probe in self.settings.guard_probes:
+        for probe in self.settings.guard.probes:
             # Probes judge the variant, not a caller: they search everything.
             params = replace(parse_params(served.settings, question=probe.question,
                                           now=time.time(), access=Access.everything()),

@@ -35,11 +35,11 @@ class GenerativeAnswerer:
         self.lm = lm
         runner = runner or GenerationRunner(lm)
         self.batcher: Batcher[Job, None] = Batcher(
-            "generate", runner, BatchLimits(s.gen_token_budget, s.gen_max_batch),
-            s.queue_capacity, observer=BatcherMetrics(metrics, "generate", s.gen_max_batch))
+            "generate", runner, BatchLimits(s.gen.token_budget, s.gen.max_batch),
+            s.queue_capacity, observer=BatcherMetrics(metrics, "generate", s.gen.max_batch))
         runner.on_step = metrics.decode_rows.observe
-        if s.gen_continuous:
-            runner.admit, runner.max_rows = self.batcher.admit, s.gen_max_batch
+        if s.gen.continuous:
+            runner.admit, runner.max_rows = self.batcher.admit, s.gen.max_batch
         # The recent pace, for `auto` mode's estimate: seconds to the first token and per
         # token after it (moving averages; the warm-up's figures until answers come).
         self.first_token_s, self.per_token_s = lm.warm_first_token_s, lm.warm_per_token_s
@@ -57,7 +57,7 @@ class GenerativeAnswerer:
     def load(self, params: QueryParams) -> GeneratorLoad:
         """How busy the generator is and how long `params`' answer would take now."""
         waiting = len(self.batcher.queue)
-        rows = self.settings.gen_max_batch
+        rows = self.settings.gen.max_batch
         estimate = (self.first_token_s + self.max_new_tokens(params) * self.per_token_s)
         # Each full batch ahead runs about one answer's time before this one starts.
         return GeneratorLoad(overloaded=waiting >= rows,

@@ -25,7 +25,7 @@ def test_samples_become_the_window_figures_the_guard_judges() -> None:
               sample("stable", "error", latency_ms=3000.0),
               sample("canary", "probe", hit=True), sample("canary", "probe", hit=False),
               sample("canary", "click"), b'{"variant": "stable"}']
-    size = agents.settings.guard_window_s
+    size = agents.settings.guard.window_s
 
     before = time.time()
 

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.inference.settings import InferenceSettings
+from shared.settings import named
 from tests.unit.inference.rerank.fakes import model_folder
 
 VARIABLE = "STREAMRAG_INFERENCE_RERANKER_PATH"
@@ -16,7 +17,7 @@ VARIABLE = "STREAMRAG_INFERENCE_RERANKER_PATH"
 
 def test_off_by_default() -> None:
     s = InferenceSettings()
-    assert s.reranker_path is None and s.rerank_candidates == 20
+    assert s.reranker_path is None and s.rerank.candidates == 20
 
 
 def test_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,7 +25,7 @@ def test_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(VARIABLE, str(path))
     monkeypatch.setenv("STREAMRAG_INFERENCE_RERANK_CANDIDATES", "30")
     s = InferenceSettings()
-    assert (s.reranker_path, s.rerank_candidates) == (path, 30)
+    assert (s.reranker_path, s.rerank.candidates) == (path, 30)
 
 
 @pytest.mark.parametrize(("make", "why"), [
@@ -56,10 +57,12 @@ def test_a_folder_without_config_fails(tmp_path: Path) -> None:
 @pytest.mark.parametrize("field", ["rerank_candidates", "rerank_max_batch",
                                    "rerank_token_budget", "rerank_max_length"])
 def test_non_positive_limits_are_refused(field: str) -> None:
-    with pytest.raises(ValidationError, match=field):
+    with pytest.raises(ValidationError) as failed:
         InferenceSettings(**{field: 0})
+    assert str(named(failed.value)).startswith(f"STREAMRAG_INFERENCE_{field.upper()}: ")
 
 
 def test_more_candidates_than_a_shard_search_may_ask_are_refused() -> None:
-    with pytest.raises(ValidationError, match="rerank_candidates"):
+    with pytest.raises(ValidationError) as failed:
         InferenceSettings(rerank_candidates=1001)
+    assert str(named(failed.value)).startswith("STREAMRAG_INFERENCE_RERANK_CANDIDATES: ")
