@@ -60,13 +60,13 @@ from scripts.benchlib.procs import cpu_by_group, memory_gib
 from scripts.benchlib.stats import summary
 from services.chunking.documents import DocumentChunker
 from services.chunking.settings import ChunkingSettings
+from services.cli.mesh import START_ORDER, Endpoints, isolated
+from services.cli.procs import Child, spawn, stop
 from services.embedding.settings import EmbeddingSettings
 from services.embedding.vectors import embed_sets, longest_chunk
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from shared.batching.queue import RequestQueue
-from shared.cli.mesh import START_ORDER, Endpoints, isolated
-from shared.cli.procs import Child, spawn, stop
 from shared.contract.records import ChunkSet, RedactedDocument
 from shared.encoder.runtime import SentenceEncoder, load_encoder
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc

@@ -59,13 +59,13 @@ from scripts.benchlib.paths import ANVIL, RESULTS
 from scripts.benchlib.procs import cpu_s, group_pids, memory_gib
 from scripts.benchlib.stats import summary
 from services.chunking.documents import DocumentChunker
+from services.cli.mesh import isolated
 from services.embedding.settings import EmbeddingSettings
 from services.embedding.vectors import embed_sets
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, Shard
-from shared.cli.mesh import isolated
 from shared.contract.records import Document
 from shared.encoder.runtime import load_encoder
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc

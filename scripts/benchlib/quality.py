@@ -35,7 +35,7 @@ their title as text (the mesh refuses an empty text; the baseline embeds the sam
 documents with neither are left out and counted. `--docs N` keeps the judged documents of
 the chosen queries plus the first others of the corpus up to N (smaller and easier: compare
 rows within one run, not with published figures). Ctrl-C, SIGTERM or any error stops the
-mesh's processes (shared/cli/exits.py). Writes bench-results/quality.json (--out).
+mesh's processes (services/cli/exits.py). Writes bench-results/quality.json (--out).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ from scripts.benchlib.relevance import (
 )
 from services.chunking.documents import DocumentChunker
 from services.chunking.settings import ChunkingSettings
+from services.cli.exits import stopped_on_exit
 from services.embedding.vectors import embed_sets
 from services.inference.search.fusion import Fusion
 from services.inference.search.gather import ShardAnswer, merge_hits
@@ -76,7 +77,6 @@ from services.retrieval.columns import EVERYTHING
 from services.retrieval.index import Filters, Shard
 from services.retrieval.lexical import terms
 from services.retrieval.settings import RetrievalSettings
-from shared.cli.exits import stopped_on_exit
 from shared.contract.codec import decode, encode
 from shared.contract.records import EmbeddedChunkSet, RedactedDocument
 from shared.encoder.embedder import Encoder
@@ -347,7 +347,7 @@ def reranker_env(path: Path | None) -> tuple[dict[str, str], str]:
 
 def mesh_rows(c: Collection, qvecs: np.ndarray, encode_ms: list[float],
               args: argparse.Namespace) -> list[Row]:
-    from shared.cli.mesh import isolated
+    from services.cli.mesh import isolated
 
     env, why_not = reranker_env(args.reranker)
     retrieve = "mesh hybrid + reranker" if env else "mesh Retrieve (defaults)"

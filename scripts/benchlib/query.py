@@ -80,8 +80,8 @@ from scripts.benchlib.query_cache import main_cache
 from scripts.benchlib.stats import pct
 from scripts.benchlib.tinylm import SHAPES, build_tiny_lm
 from scripts.benchlib.workload import TOPICS, produce_corpus, wait_searchable
-from shared.cli.mesh import Endpoints, free_port, isolated
-from shared.cli.procs import Child, spawn, stop
+from services.cli.mesh import Endpoints, free_port, isolated
+from services.cli.procs import Child, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 
@@ -307,7 +307,7 @@ def main_search_path(args: argparse.Namespace) -> int:
 
 
 def onebox_pid(run_dir: Path) -> int | None:
-    from shared.cli.mesh import ONEBOX
+    from services.cli.mesh import ONEBOX
 
     try:
         return int((run_dir / "pids" / f"{ONEBOX}.pid").read_text())

@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaProducer
 from scripts.benchlib.paths import ANVIL, RESULTS
 from scripts.benchlib.stats import pct
 from scripts.benchlib.workload import TEXT, TOPICS, produce_corpus, wait_searchable
-from shared.cli.mesh import free_port, isolated
+from services.cli.mesh import free_port, isolated
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 

@@ -248,8 +248,8 @@ def bench_broker_recovery(n: int) -> dict:
     from aiokafka import AIOKafkaProducer
 
     from scripts.benchlib.shard_client import Asker
-    from shared.cli.mesh import free_port, spawn_broker
-    from shared.cli.procs import service_argv, spawn, stop
+    from services.cli.mesh import free_port, spawn_broker
+    from services.cli.procs import service_argv, spawn, stop
     from shared.contract.topics import CHUNKS_EMBEDDED
     from shared.kafka.admin import ensure_topics
     from shared.settings import KafkaSettings

@@ -25,8 +25,8 @@ from aiokafka.errors import CoordinatorLoadInProgressError, GroupCoordinatorNotA
 
 from scripts.benchlib.procs import cpu_s
 from scripts.benchlib.shard_client import Asker
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import Child, service_argv, spawn, stop
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import Child, service_argv, spawn, stop
 from shared.contract.records import Document, SearchReply
 from shared.contract.topics import (
     CHUNKS,

@@ -44,7 +44,7 @@ from scripts.benchlib.paths import RESULTS
 from scripts.benchlib.procs import cpu_s
 from scripts.benchlib.progress import Progress
 from scripts.benchlib.scale import HEAVY, ScaleMesh, document, wait
-from shared.cli.mesh import free_port
+from services.cli.mesh import free_port
 from shared.contract.topics import CHUNKS_EMBEDDED, DOCS_REDACTED
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 

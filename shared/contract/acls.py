@@ -9,7 +9,7 @@ Describe. No service may create, delete or alter a topic: the topics job creates
 topic of the contract as the `admin` principal (the only super user), and Faust's own
 topic creation is off under SASL. Two people-facing
 principals: `producer` (writes docs.raw.v1: `streamrag produce`) and `auditor` (reads what
-`streamrag audit` reads). The embedded Apache Kafka of `streamrag up` (shared/cli/broker.py)
+`streamrag audit` reads). The embedded Apache Kafka of `streamrag up` (services/cli/broker.py)
 listens PLAINTEXT, without ACLs; docker-compose's broker has SASL and these ACLs.
 """
 

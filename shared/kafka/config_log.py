@@ -1,6 +1,6 @@
 """config.query.v1 as a log of versions: read it, compute the current one, write the next.
 
-The one writer of configuration versions: `streamrag config set|rollback` (shared/cli/
+The one writer of configuration versions: `streamrag config set|rollback` (services/cli/
 config.py) and inference's SLO guard both call `set_config` and `rollback`, so a guard's
 action is checked, numbered and recorded exactly as a person's. The current configuration
 is what every inference instance applies: the newest valid record whose version is above

@@ -1,6 +1,6 @@
 """Growing the document topics' partitions: which topics grow together, whether the mesh is
 quiet enough, and how each key's newest record is moved to its new partition. Pure, no
-Kafka: shared/cli/topics.py drives the broker (docs/design/growing-partitions.md).
+Kafka: services/cli/topics.py drives the broker (docs/design/growing-partitions.md).
 
 Every record that carries a document is keyed by its id and sent by the producer's default
 partitioner, murmur2(key) mod the partition count, so all versions of a document share a

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli.mesh import Endpoints, free_port, isolated, spawn_broker
-from shared.cli.procs import stop
-from shared.cli.settings import MeshSettings
+from services.cli.mesh import Endpoints, free_port, isolated, spawn_broker
+from services.cli.procs import stop
+from services.cli.settings import MeshSettings
 from tests.support.anvil import Anvil, running_anvil
 from tests.support.mesh import GUARD_ENV, MESH_ENV, fault_env
 

@@ -21,8 +21,8 @@ from typing import Any
 import grpc
 import pytest
 
-from shared.cli.mesh import Endpoints, free_port
-from shared.cli.procs import Child, service_argv, spawn, stop
+from services.cli.mesh import Endpoints, free_port
+from services.cli.procs import Child, service_argv, spawn, stop
 from shared.contract.codec import decode
 from shared.contract.query_audit import AuditPrincipalSettings, principal_hash
 from shared.contract.records import QueryAudit

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from services.cli.mesh import Endpoints as RunningMesh
+from services.cli.status import stage_counts
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.settings import IngestSettings
-from shared.cli.mesh import Endpoints as RunningMesh
-from shared.cli.status import stage_counts
 from shared.errors import InvalidInput
 from tests.hostile import Raw, draw_records
 from tests.support.mesh import MESH_ENV, query, uid

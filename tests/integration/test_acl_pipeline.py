@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import DOC_VERSIONS, all_topic_specs
 from tests.support.mesh import produce, read_topic, uid
 from tests.support.polling import eventually

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import produce, uid

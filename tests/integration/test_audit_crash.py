@@ -28,9 +28,9 @@ from eth_account import Account
 from pydantic import SecretStr
 
 from services.audit.documents.auditor import chain_reader, load, proof_document
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import Child, service_argv, spawn, stop
-from shared.cli.status import stage_counts
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import Child, service_argv, spawn, stop
+from services.cli.status import stage_counts
 from shared.contract.audit_batches import GENESIS_ROOT
 from shared.contract.audit_signing import check, sign
 from shared.contract.codec import decode
@@ -193,7 +193,7 @@ class MiniMesh:
     def audit(self, *args: str) -> tuple[int, Any]:
         # The CLI finds the ledger's contract record under the ledger's data dir.
         env = {**os.environ, **self.env, "STREAMRAG_DATA_DIR": str(self.data_dirs["ledger"])}
-        done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args,
+        done = subprocess.run([sys.executable, "-m", "services.cli.main", "audit", *args,
                                "--json"], capture_output=True, text=True, env=env, timeout=120,
                               check=False)
         return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr

@@ -18,7 +18,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import DOCS_NORMALIZED, REDACTION_APP
 from tests.support.mesh import produce, read_topic, streamrag_audit, uid, wait_verified
 from tests.support.polling import eventually
@@ -60,7 +60,7 @@ def commit(mesh: RunningMesh, partition: int, offset: int | None = None) -> int 
 def trace(mesh: RunningMesh, doc_id: str) -> dict[str, Any]:
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
            "STREAMRAG_MESH_INFERENCE_TARGET": mesh.grpc_target}
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "trace", doc_id, "--json"],
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "trace", doc_id, "--json"],
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     assert done.returncode == 1, done.stdout + done.stderr
     out: dict[str, Any] = json.loads(done.stdout)

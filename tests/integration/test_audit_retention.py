@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import stop
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import stop
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import TOPICS
 from shared.errors import InfrastructureError

@@ -21,10 +21,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from services.audit.documents.verify import batch_key
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import stop
 from services.ledger.chain import AnchorClient
 from services.ledger.settings import LedgerServiceSettings
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import stop
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS
 from shared.kafka.admin import ensure_topics
 from shared.settings import KafkaSettings, LedgerSettings
@@ -61,7 +61,7 @@ def audit(bootstrap: str, anvil: Anvil, data_dir: Path, *args: str) -> tuple[int
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": bootstrap,
            "STREAMRAG_LEDGER_RPC_URL": anvil.url, "STREAMRAG_DATA_DIR": str(data_dir)}
     env.pop("STREAMRAG_LEDGER_CONTRACT_ADDRESS", None)
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "audit", *args, "--json"],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
 

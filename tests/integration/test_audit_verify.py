@@ -14,7 +14,7 @@ from web3 import Web3
 
 from services.audit.documents.auditor import chain_reader, load
 from services.audit.documents.verify import verify
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.audit_signing import DEV_SIGNER
 from shared.settings import KafkaSettings, LedgerSettings
 from tests.support.mesh import produce, read_topic, streamrag_audit, uid

@@ -25,7 +25,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from shared.cli.mesh import free_port
+from services.cli.mesh import free_port
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.anvil import needs_anvil

@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from tests.support.mesh import chunks_of, uid
 from tests.support.polling import eventually
 

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from scripts.benchlib.drift import SCIFACT, incident_reports, scifact_slices
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import MESH_ENV, produce, uid
@@ -69,7 +69,7 @@ def test_a_switch_of_collection_raises_one_drift_event_named_by_its_words(
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
            "STREAMRAG_MESH_RUN_DIR": str(mesh.run_dir),
            "STREAMRAG_MESH_INFERENCE_TARGET": mesh.grpc_target}
-    out = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--json"],
+    out = subprocess.run([sys.executable, "-m", "services.cli.main", "status", "--json"],
                          capture_output=True, text=True, env=env, timeout=60)
     shown = [d for d in json.loads(out.stdout)["stream_stats"]["drift"]
              if d["source"] == source]

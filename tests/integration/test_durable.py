@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import pytest
 
-from shared.cli.mesh import Endpoints, isolated
+from services.cli.mesh import Endpoints, isolated
 from tests.support.mesh import (
     MESH_ENV,
     chunks_of,
@@ -133,5 +133,5 @@ def test_restarts_keep_every_document_and_every_proof(tmp_path: Path) -> None:
 
 def cli(run_dir: Path, *args: str) -> int:
     env = {**os.environ, "STREAMRAG_MESH_RUN_DIR": str(run_dir)}
-    return subprocess.run([sys.executable, "-m", "shared.cli.main", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "services.cli.main", *args], env=env,
                           timeout=120, check=False).returncode

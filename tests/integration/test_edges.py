@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from shared.text.visible import reading_view
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually

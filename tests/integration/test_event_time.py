@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import DOCS_RAW
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
@@ -199,7 +199,7 @@ def run_status(mesh: RunningMesh, run: str, total: int) -> dict | None:
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
            "STREAMRAG_MESH_RUN_DIR": str(mesh.run_dir),
            "STREAMRAG_MESH_INFERENCE_TARGET": mesh.grpc_target}
-    out = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--json"],
+    out = subprocess.run([sys.executable, "-m", "services.cli.main", "status", "--json"],
                          capture_output=True, text=True, env=env, timeout=60)
     report = json.loads(out.stdout)
     mine = [s for s in report["event_time"] if s["source"] == run]

@@ -24,9 +24,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scripts.benchlib.tinylm import build_tiny_lm
+from services.cli.mesh import Endpoints, free_port
+from services.cli.procs import Child, service_argv, spawn, stop
 from services.inference.answer.generative.prompt import pack_prompt
-from shared.cli.mesh import Endpoints, free_port
-from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.grpc_worker import wait_serving

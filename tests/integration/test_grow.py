@@ -37,9 +37,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import OffsetAndMetadata
 
-from shared.cli.mesh import Endpoints, free_port, spawn_broker
-from shared.cli.procs import stop
-from shared.cli.topics import grow_mesh, topic_counts
+from services.cli.mesh import Endpoints, free_port, spawn_broker
+from services.cli.procs import stop
+from services.cli.topics import grow_mesh, topic_counts
 from shared.contract.codec import encode
 from shared.contract.records import EmbeddedChunkSet
 from shared.contract.topics import all_topic_specs
@@ -108,7 +108,7 @@ class Up:
         self.log = tmp / f"up-{grpc_port}.log"
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "shared.cli.main", "up", "--no-demo"], cwd=ROOT,
+                [sys.executable, "-m", "services.cli.main", "up", "--no-demo"], cwd=ROOT,
                 env=self.env, stdout=out, stderr=subprocess.STDOUT)
         eventually(self._ready, "the mesh ready", 300, 1.0)
 
@@ -123,7 +123,7 @@ class Up:
 
 def streamrag_topics(broker: str, run_dir: Path, *args: str) -> tuple[int, str]:
     """`streamrag topics ARGS` as an operator runs it beside the stopped mesh."""
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "topics", *args],
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "topics", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": broker,
                                "STREAMRAG_MESH_RUN_DIR": str(run_dir)})

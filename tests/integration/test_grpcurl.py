@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from tests.support.grpcurl import grpcurl_binary
 from tests.support.mesh import chunks_of, produce, uid
 from tests.support.polling import eventually

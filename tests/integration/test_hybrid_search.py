@@ -8,9 +8,9 @@ import grpc
 import numpy as np
 import pytest
 
+from services.cli.mesh import Endpoints
 from services.inference.search.fusion import fuse
 from services.inference.settings import InferenceSettings
-from shared.cli.mesh import Endpoints
 from shared.contract.records import SearchHit
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc

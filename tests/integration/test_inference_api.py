@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from shared.contract.records import encode_vector
 from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.rpc.streamrag.v1 import inference_pb2 as pb

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import Child, service_argv, spawn, stop
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import Child, service_argv, spawn, stop
 from shared.contract.codec import encode
 from shared.contract.records import Chunk, ChunkSet, EmbeddedChunkSet, decode_vector
 from shared.encoder.embedder import MODEL_ID, Encoder

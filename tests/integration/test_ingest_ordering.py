@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from tests.support.mesh import produce, read_topic, uid
 from tests.support.polling import eventually
 

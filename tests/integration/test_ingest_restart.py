@@ -19,7 +19,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import DOCS_PARSED, INGEST_APP
 from tests.support.mesh import read_topic, uid
 from tests.support.polling import eventually

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import pytest
 
-from shared.cli.mesh import Endpoints, free_port, isolated
+from services.cli.mesh import Endpoints, free_port, isolated
 from tests.support.mesh import (
     MESH_ENV,
     chunks_of,
@@ -111,7 +111,7 @@ def start_up(run_dir: Path, ports: dict[str, int], out: Path) -> subprocess.Pope
            "STREAMRAG_INFERENCE_GRPC_PORT": str(ports["grpc"]),
            "STREAMRAG_MESH_INFERENCE_TARGET": f"127.0.0.1:{ports['grpc']}"}
     with open(out, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "shared.cli.main", "up", "--no-demo"],
+        return subprocess.Popen([sys.executable, "-m", "services.cli.main", "up", "--no-demo"],
                                 env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 

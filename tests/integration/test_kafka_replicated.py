@@ -28,10 +28,10 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from shared.cli.broker import Node, classpath, java_command, spawn_node, wait_serving
-from shared.cli.mesh import Endpoints, free_port, isolated
-from shared.cli.procs import Child, kill_group, stop, wait_port
-from shared.cli.settings import MeshSettings
+from services.cli.broker import Node, classpath, java_command, spawn_node, wait_serving
+from services.cli.mesh import Endpoints, free_port, isolated
+from services.cli.procs import Child, kill_group, stop, wait_port
+from services.cli.settings import MeshSettings
 from shared.kafka.admin import contract_specs
 from tests.support.mesh import MESH_ENV, chunks_of, query, uid, wait_verified
 from tests.support.polling import eventually

@@ -1,6 +1,6 @@
 """docker-compose's Kafka security, on real Apache Kafka run natively (no container engine).
 
-One KRaft node (shared.cli.broker) with compose's SASL listeners and the broker settings of
+One KRaft node (services.cli.broker) with compose's SASL listeners and the broker settings of
 compose's `kafka` service (SCRAM-SHA-512 and PLAIN, the admin the only super user, the
 StandardAuthorizer allowing nothing without an ACL, no auto-created topics). Then compose's
 bring-up, step by step, each with its environment from docker-compose.yml (resolved by
@@ -38,11 +38,11 @@ from aiokafka.errors import (
 )
 from pydantic import SecretStr
 
-from shared.cli.broker import Node, Sasl, spawn_node, wait_serving
-from shared.cli.mesh import START_ORDER, Endpoints, free_port
-from shared.cli.procs import Child, service_argv, spawn, stop
-from shared.cli.ready import wait_ready
-from shared.cli.settings import MeshSettings
+from services.cli.broker import Node, Sasl, spawn_node, wait_serving
+from services.cli.mesh import START_ORDER, Endpoints, free_port
+from services.cli.procs import Child, service_argv, spawn, stop
+from services.cli.ready import wait_ready
+from services.cli.settings import MeshSettings
 from shared.contract import acls
 from shared.contract.topics import SERVICES
 from shared.settings import KafkaSettings
@@ -76,7 +76,7 @@ def kafka_env(service: dict[str, Any], bootstrap: str) -> dict[str, str]:
 
 
 # The broker's settings that name its own addresses, files and listeners: the native node
-# has its own (shared.cli.broker, which names the client listener CLIENTS, not BROKER).
+# has its own (services.cli.broker, which names the client listener CLIENTS, not BROKER).
 PLACE = {"KAFKA_NODE_ID", "KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS",
          "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "KAFKA_INTER_BROKER_LISTENER_NAME",
          "KAFKA_CONTROLLER_LISTENER_NAMES", "KAFKA_CONTROLLER_QUORUM_VOTERS", "KAFKA_LOG_DIRS",
@@ -148,7 +148,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
                       "STREAMRAG_AUDIT_RETENTION_MS":
                           str(topics["environment"]["STREAMRAG_AUDIT_RETENTION_MS"])}
         assert topics["command"] == ["streamrag", "topics"]
-        topics_output = run_job([sys.executable, "-m", "shared.cli.main", "topics"],
+        topics_output = run_job([sys.executable, "-m", "services.cli.main", "topics"],
                                 topics_env)
 
         with running_anvil(run_dir) as chain:
@@ -204,7 +204,7 @@ def person_env(mesh: Endpoints, principal: str) -> dict[str, str]:
 
 
 def streamrag(mesh: Endpoints, principal: str, *args: str, stdin: str = "") -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", *args], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", *args], cwd=ROOT,
                           input=stdin, capture_output=True, text=True,
                           env=person_env(mesh, principal), timeout=300, check=False)
     return done.returncode, done.stdout if done.stdout.strip() else done.stderr

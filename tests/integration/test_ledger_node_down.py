@@ -23,12 +23,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pydantic import SecretStr
 from web3 import HTTPProvider, Web3
 
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import service_argv, spawn, stop
 from services.ledger.anchors import AnchorReceipt, batch_key
 from services.ledger.chain import AnchorClient
 from services.ledger.deployment import at, read_record, record_path
 from services.ledger.settings import LedgerServiceSettings
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import service_argv, spawn, stop
 from shared.contract.audit_signing import DEV_SIGNER as SIGNER
 from shared.contract.audit_signing import DEV_SIGNING_KEY, sign
 from shared.contract.codec import decode, encode

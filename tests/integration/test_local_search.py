@@ -13,8 +13,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.cli.mesh import Endpoints, free_port
-from shared.cli.procs import Child, service_argv, spawn, stop
+from services.cli.mesh import Endpoints, free_port
+from services.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import produce, uid

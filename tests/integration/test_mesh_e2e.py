@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from shared.cli.mesh import Endpoints as RunningMesh
-from shared.cli.status import UNCOMMITTED
+from services.cli.mesh import Endpoints as RunningMesh
+from services.cli.status import UNCOMMITTED
 from shared.contract.topics import ONEBOX_APP, SERVICE_INPUTS, SERVICES
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
@@ -171,7 +171,7 @@ def test_status_finds_every_service_in_its_group(each_mode: RunningMesh) -> None
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": each_mode.bootstrap,
            "STREAMRAG_MESH_RUN_DIR": str(each_mode.run_dir),
            "STREAMRAG_MESH_INFERENCE_TARGET": each_mode.grpc_target}
-    out = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--json"],
+    out = subprocess.run([sys.executable, "-m", "services.cli.main", "status", "--json"],
                          capture_output=True, text=True, env=env, timeout=120, check=True)
     shown = json.loads(out.stdout)
     rows = {r["service"]: r for r in shown["services"]}

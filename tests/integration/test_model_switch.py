@@ -21,8 +21,8 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import Child, service_argv, spawn, stop, wait_port
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import Child, service_argv, spawn, stop, wait_port
 from shared.contract.codec import encode
 from shared.contract.records import Chunk, ChunkSet
 from shared.encoder.embedder import Encoder

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scripts.benchlib.otlp import Receiver, Span
-from shared.cli.mesh import Endpoints, free_port, isolated
+from services.cli.mesh import Endpoints, free_port, isolated
 from shared.contract.topics import SEARCH_REQUESTS, SERVICES
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from tests.support.mesh import MESH_ENV, chunks_of, produce, uid

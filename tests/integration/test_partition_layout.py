@@ -16,8 +16,8 @@ import grpc
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from shared.cli.mesh import Endpoints, isolated
-from shared.cli.trace import partition_of
+from services.cli.mesh import Endpoints, isolated
+from services.cli.trace import partition_of
 from shared.contract.topics import all_topic_specs
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc

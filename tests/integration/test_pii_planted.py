@@ -17,8 +17,8 @@ import pytest
 
 from scripts.benchlib.pii_corpus import PRIVATE_KEY, TEMPLATES, VALUES, luhn_number
 from scripts.benchlib.pii_generated import generate
+from services.cli.mesh import Endpoints as RunningMesh
 from services.redaction.cards import ISSUER_RANGES
-from shared.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
 from shared.rpc.streamrag.v1 import inference_pb2
 from tests.support.mesh import produce, query, read_topic, uid

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import pytest
 
-from shared.cli.mesh import Endpoints, isolated
+from services.cli.mesh import Endpoints, isolated
 from tests.support.mesh import MESH_ENV, chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
 

@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from pydantic import SecretStr
 
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, sign
 from shared.contract.codec import encode
 from shared.contract.query_audit import parse_batch_id

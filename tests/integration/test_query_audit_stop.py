@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from shared.cli.mesh import Endpoints, free_port
-from shared.cli.procs import service_argv, spawn, stop
+from services.cli.mesh import Endpoints, free_port
+from services.cli.procs import service_argv, spawn, stop
 from shared.contract.codec import decode
 from shared.contract.query_audit import question_sha256
 from shared.contract.records import QueryAudit

@@ -17,7 +17,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import produce, uid
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 def streamrag_config(mesh: Endpoints, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap}
-    return subprocess.run([sys.executable, "-m", "shared.cli.main", "config", *args],
+    return subprocess.run([sys.executable, "-m", "services.cli.main", "config", *args],
                           capture_output=True, text=True, env=env, timeout=60, check=False)
 
 

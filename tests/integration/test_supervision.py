@@ -21,8 +21,8 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from shared.cli.mesh import ONEBOX
-from shared.cli.mesh import Endpoints as RunningMesh
+from services.cli.mesh import ONEBOX
+from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import all_topic_specs
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from tests.support.mesh import uid

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from tests.support.mesh import chunks_of, produce, uid
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ PIPELINE = ["docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacte
 def streamrag_trace(mesh: Endpoints, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
            "STREAMRAG_MESH_INFERENCE_TARGET": mesh.grpc_target}
-    return subprocess.run([sys.executable, "-m", "shared.cli.main", "trace", *args],
+    return subprocess.run([sys.executable, "-m", "services.cli.main", "trace", *args],
                           capture_output=True, text=True, env=env, timeout=60, check=False)
 
 

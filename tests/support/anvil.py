@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from shared.cli.mesh import free_port
+from services.cli.mesh import free_port
 from tests.support.polling import eventually
 
 REPO = Path(__file__).resolve().parents[2]

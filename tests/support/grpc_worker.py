@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.cli.procs import Child
+from services.cli.procs import Child
 from tests.support.polling import eventually
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from shared.cli.broker import classpath, java_command
+from services.cli.broker import classpath, java_command
 
 TOOLS = {"kafka-configs.sh": "kafka.admin.ConfigCommand",
          "kafka-acls.sh": "org.apache.kafka.tools.AclCommand",

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 
 # Small limit so the oversize case needs no megabyte payloads.
@@ -122,7 +122,7 @@ def streamrag_audit(mesh: Endpoints, *args: str) -> tuple[int, Any]:
     and its JSON report (or its stderr when it printed none)."""
     env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap,
            "STREAMRAG_LEDGER_RPC_URL": mesh.rpc_url}
-    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "audit", *args, "--json"],
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "audit", *args, "--json"],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr
 

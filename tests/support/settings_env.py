@@ -11,8 +11,8 @@ from unittest import mock
 
 from pydantic_settings import BaseSettings
 
+from services.cli.settings import MeshSettings
 from services.inference.audit.settings import QueryAuditSettings
-from shared.cli.settings import MeshSettings
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.query_audit import AuditPrincipalSettings
 from shared.contract.retention import AuditRetentionSettings

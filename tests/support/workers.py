@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.cli.mesh import Endpoints
+from services.cli.mesh import Endpoints
 
 
 def pid_of(mesh: Endpoints, name: str) -> int:

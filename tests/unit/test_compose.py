@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from shared.cli.main import HANDLERS
+from services.cli.main import HANDLERS
 from shared.contract import acls
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.retention import AuditRetentionSettings
@@ -39,7 +39,7 @@ def test_every_service_runs_its_real_entrypoint() -> None:
         cmd = svc["command"]
         if cmd[0] == "streamrag":
             assert cmd[1] in HANDLERS, f"{name}: unknown subcommand {cmd[1]}"
-        if cmd[:3] == ["python", "-m", "shared.cli.main"]:
+        if cmd[:3] == ["python", "-m", "services.cli.main"]:
             assert cmd[3] in HANDLERS
 
 

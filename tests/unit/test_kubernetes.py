@@ -17,11 +17,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from services.cli.main import HANDLERS
 from services.embedding.settings import EmbeddingSettings
 from services.inference.api.server import SERVICE_NAME as INFERENCE_GRPC_SERVICE
 from services.inference.settings import InferenceSettings
 from services.retrieval.settings import RetrievalSettings
-from shared.cli.main import HANDLERS
 from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.topics import SERVICE_INPUTS, SERVICES, TOPICS, embedding_app
 from shared.settings import KafkaSettings, ProcessSettings

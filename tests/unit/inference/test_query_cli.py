@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from services.cli import query
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
-from shared.cli import query
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
 from tests.support.polling import eventually_async

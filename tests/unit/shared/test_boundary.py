@@ -94,7 +94,7 @@ def test_counts_are_written_for_status(tmp_path: Path) -> None:
 
 
 def test_status_shows_what_workers_wrote(tmp_path: Path) -> None:
-    from shared.cli.status import render_counts, stage_counts
+    from services.cli.status import render_counts, stage_counts
 
     dlq = SimpleNamespace(send=AsyncMock())
     run_through(Boundary("stage-status", dlq), KeyError("k"))

@@ -211,7 +211,7 @@ def test_the_environment_sizes_every_reader_of_the_contract_in_a_process() -> No
         "from shared.contract.topics import SEARCH_REQUESTS, DOCS_RAW, AUDIT_BATCHES, "
         "FEEDBACK, DEADLETTER, ANCHORED\n"
         "from shared.kafka.admin import contract_specs\n"
-        "from shared.cli.trace import partition_of\n"
+        "from services.cli.trace import partition_of\n"
         "specs = {s.name: s.partitions for s in contract_specs()}\n"
         "print(SEARCH_REQUESTS.partitions, DOCS_RAW.partitions, AUDIT_BATCHES.partitions,"
         " FEEDBACK.partitions, DEADLETTER.partitions, ANCHORED.partitions,"

@@ -1,4 +1,4 @@
-"""shared/cli/exits.py: a mesh process is stopped however the parent leaves."""
+"""services/cli/exits.py: a mesh process is stopped however the parent leaves."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli.exits import stopped_on_exit
-from shared.cli.procs import Child, spawn
+from services.cli.exits import stopped_on_exit
+from services.cli.procs import Child, spawn
 
 # "services." in the command line is what marks a process as the mesh's (procs._is_ours).
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)", "services.fake"]

@@ -16,7 +16,7 @@ import faust
 import pytest
 from faust.exceptions import Skip
 
-from shared.cli.status import GroupStatus, lag_by_topic, render_progress, stage_progress
+from services.cli.status import GroupStatus, lag_by_topic, render_progress, stage_progress
 from shared.worker import boundary, heartbeat, members, poison
 from shared.worker.boundary import Boundary, skip_exhausted
 from shared.worker.status_files import PROGRESS_FILE

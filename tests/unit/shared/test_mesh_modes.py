@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared.cli import mesh as mesh_module
-from shared.cli.main import build_parser
-from shared.cli.mesh import ONEBOX, START_ORDER, Mesh
-from shared.cli.settings import MeshSettings
+from services.cli import mesh as mesh_module
+from services.cli.main import build_parser
+from services.cli.mesh import ONEBOX, START_ORDER, Mesh
+from services.cli.settings import MeshSettings
 from shared.settings import KafkaSettings, LedgerSettings
 
 

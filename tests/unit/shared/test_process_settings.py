@@ -60,7 +60,7 @@ def test_a_retired_name_stops_a_service_naming_its_replacement(
 def test_every_command_refuses_a_retired_name_in_one_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         command: list[str]) -> None:
-    from shared.cli.main import EXIT_CONFIG, main
+    from services.cli.main import EXIT_CONFIG, main
 
     monkeypatch.setenv("STREAMRAG_ONEBOX_DATA_DIR", "/srv/streamrag")
     monkeypatch.setenv("STREAMRAG_INGEST_LOG_LEVEL", "DEBUG")
@@ -73,7 +73,7 @@ def test_every_command_refuses_a_retired_name_in_one_line(
 
 def test_a_bad_value_names_its_variable_not_the_value(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from shared.cli.main import EXIT_CONFIG, main
+    from services.cli.main import EXIT_CONFIG, main
 
     monkeypatch.setenv("STREAMRAG_KAFKA_REPLICATION_FACTOR", "three-ish")
     assert main(["up", "--no-demo"]) == EXIT_CONFIG

@@ -12,9 +12,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from shared.cli.mesh import Mesh
-from shared.cli.ready import bearer, wait_ready
-from shared.cli.settings import MeshSettings
+from services.cli.mesh import Mesh
+from services.cli.ready import bearer, wait_ready
+from services.cli.settings import MeshSettings
 from shared.errors import ConfigError
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.cli.status import event_time, render_event_time, render_stats
+from services.cli.status import event_time, render_event_time, render_stats
 from shared.worker import members
 from shared.worker.status_files import EVENT_TIME_FILE, write_json
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from services.cli.status import index_models, render_models
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards
-from shared.cli.status import index_models, render_models
 from shared.worker import members
 from shared.worker.status_files import MODELS_FILE, write_json
 from tests.unit.retrieval.helpers import chunk_set

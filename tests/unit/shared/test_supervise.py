@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli.procs import Child, spawn, stop
-from shared.cli.supervise import Backoff, Supervisor, describe_exit
+from services.cli.procs import Child, spawn, stop
+from services.cli.supervise import Backoff, Supervisor, describe_exit
 
 
 class Clock:

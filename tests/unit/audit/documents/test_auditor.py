@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from services.audit.documents import auditor
 from services.audit.documents.auditor import build_parser, proof_document, render_proof
 from services.audit.onchain import ANCHORED_ABI, ANCHORS_ABI
-from shared.cli.main import build_parser as streamrag_parser
+from services.cli.main import build_parser as streamrag_parser
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.contract.records import Anchor
 from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history

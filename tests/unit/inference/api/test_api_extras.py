@@ -12,9 +12,9 @@ import grpc
 import numpy as np
 import pytest
 
+from services.cli.mesh import free_port
 from services.inference.runtime import InferenceRuntime
 from services.inference.settings import InferenceSettings
-from shared.cli.mesh import free_port
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.settings import KafkaSettings
 from tests.support.polling import eventually_async

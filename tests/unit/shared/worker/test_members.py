@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shared.cli.status import counting_since, render_counts, stage_counts
+from services.cli.status import counting_since, render_counts, stage_counts
 from shared.worker import heartbeat, members, poison
 from shared.worker.status_files import COUNTS_FILE, IN_HAND_FILE, PROGRESS_FILE
 

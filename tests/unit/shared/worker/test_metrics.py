@@ -10,7 +10,7 @@ from unittest.mock import AsyncMock
 from faust.types import TP
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from shared.cli.mesh import free_port
+from services.cli.mesh import free_port
 from shared.errors import InvalidInput
 from shared.worker import metrics
 from shared.worker.boundary import Boundary

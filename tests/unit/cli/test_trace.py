@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.cli import trace
-from shared.cli.trace import (
+from services.cli import trace
+from services.cli.trace import (
     CommittedPast,
     Searchable,
     Seen,

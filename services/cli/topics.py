@@ -31,8 +31,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.errors import KafkaConnectionError
 
-from shared.cli import admin as create
-from shared.cli.settings import MeshSettings
+from services.cli import admin as create
+from services.cli.settings import MeshSettings
 from shared.contract.topics import all_topic_specs
 from shared.errors import InvalidInput
 from shared.kafka import grow
@@ -47,7 +47,7 @@ WAIT_S = 30.0  # for the broker's metadata to show a topic grown, deleted or cre
 
 
 def extend_parser(p: argparse.ArgumentParser) -> None:
-    """The `topics` command's growth options (the command itself is shared.cli.admin's)."""
+    """The `topics` command's growth options (the command itself is services.cli.admin's)."""
     p.add_argument("--grow", type=int, metavar="N", default=None,
                    help="add partitions to the document topics (mesh stopped, lag 0)")
     p.add_argument("--dry-run", action="store_true", help="with --grow: print the plan only")

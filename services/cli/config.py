@@ -24,8 +24,8 @@ from typing import TextIO
 
 import grpc
 
-from shared.cli.ready import bearer
-from shared.cli.settings import MeshSettings
+from services.cli.ready import bearer
+from services.cli.settings import MeshSettings
 from shared.errors import InvalidInput
 from shared.kafka.config_log import (
     ConfigLog,

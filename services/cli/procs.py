@@ -68,7 +68,7 @@ def wait_port(host: str, port: int, timeout_s: float, child: Child | None = None
 # Children die with the process that started them, even when it is killed with -9 and cannot
 # stop them: util-linux's setpriv sets PR_SET_PDEATHSIG (kept across exec) before running
 # the child. The signal follows the *thread* that spawned the child, so the supervisor's
-# thread lives as long as the process (shared/cli/supervise.py).
+# thread lives as long as the process (services/cli/supervise.py).
 SETPRIV = shutil.which("setpriv")
 DIE_WITH_PARENT = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from shared.cli.procs import stop_stale
+from services.cli.procs import stop_stale
 
 UNWOUND = (signal.SIGTERM, signal.SIGHUP)
 

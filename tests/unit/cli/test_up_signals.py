@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[4]
 # `up.run` over a mesh that only records what is asked of it (no broker, no node).
 CHILD = """
 import argparse, pathlib, sys
-from shared.cli import up
+from services.cli import up
 
 class FakeMesh:
     run_dir = pathlib.Path("run")

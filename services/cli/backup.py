@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from shared.cli.settings import MeshSettings
+from services.cli.settings import MeshSettings
 
 CHAIN_STATE = "chain-state.json"
 MANIFEST = "manifest.json"

@@ -24,9 +24,9 @@ from aiokafka.errors import KafkaConnectionError
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.cli import incidents as guard_incidents
-from shared.cli.ready import Metadata, bearer
-from shared.cli.settings import MeshSettings
+from services.cli import incidents as guard_incidents
+from services.cli.ready import Metadata, bearer
+from services.cli.settings import MeshSettings
 from shared.contract.topics import (
     CHUNKS_EMBEDDED,
     ONEBOX_APP,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from aiokafka.errors import TopicAuthorizationFailedError
 
+from services.cli import produce
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.settings import IngestSettings
-from shared.cli import produce
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 

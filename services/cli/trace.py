@@ -31,8 +31,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.partitioner import murmur2
 
-from shared.cli.ready import Metadata, bearer
-from shared.cli.settings import MeshSettings
+from services.cli.ready import Metadata, bearer
+from services.cli.settings import MeshSettings
 from shared.contract.codec import decode
 from shared.contract.records import (
     ChunkSet,

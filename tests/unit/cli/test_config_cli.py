@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from shared.cli import config
-from shared.cli.main import build_parser
+from services.cli import config
+from services.cli.main import build_parser
 from shared.contract.query_config import key_of, parse
 
 

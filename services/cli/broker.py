@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.cli.procs import Child, spawn, wait_port
+from services.cli.procs import Child, spawn, wait_port
 from shared.errors import ConfigError, InfrastructureError
 
 KAFKA_MAIN = "kafka.Kafka"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.cli.incidents import as_json, render
+from services.cli.incidents import as_json, render
 from shared.contract.codec import decode, encode
 from shared.contract.records import GuardIncident, GuardWindow
 

@@ -12,8 +12,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from shared.cli.render import citation_check_lines
-from shared.cli.settings import MeshSettings
+from services.cli.render import citation_check_lines
+from services.cli.settings import MeshSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 

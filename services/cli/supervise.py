@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shared.cli.procs import Child, kill_group
+from services.cli.procs import Child, kill_group
 
 log = logging.getLogger("streamrag.supervise")
 
@@ -131,7 +131,7 @@ class Supervisor:
 
     def _run(self) -> None:
         # The thread never ends before the process: a child it restarted dies with the
-        # thread that spawned it (PR_SET_PDEATHSIG, shared/cli/procs.py), and must outlive
+        # thread that spawned it (PR_SET_PDEATHSIG, services/cli/procs.py), and must outlive
         # stop() until the mesh stops it in order.
         while True:
             time.sleep(self.interval_s)

@@ -2,7 +2,7 @@
 
 By default every service runs in one worker process (services/onebox: one runtime, one
 model load, one consumer); with `processes` each service is its own process, as in
-docker-compose. Every process is supervised (shared/cli/supervise.py): one that exits is
+docker-compose. Every process is supervised (services/cli/supervise.py): one that exits is
 restarted with backoff while the rest keep running; only `Mesh.stop` ends them.
 """
 
@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from shared import logsafe
-from shared.cli.broker import Node, spawn_node, wait_serving
-from shared.cli.procs import (
+from services.cli.broker import Node, spawn_node, wait_serving
+from services.cli.procs import (
     Child,
     port_open,
     service_argv,
@@ -33,9 +32,10 @@ from shared.cli.procs import (
     stop_stale,
     wait_port,
 )
-from shared.cli.ready import bearer, wait_ready
-from shared.cli.settings import MeshSettings, ServiceAccountToken
-from shared.cli.supervise import Backoff, Supervisor
+from services.cli.ready import bearer, wait_ready
+from services.cli.settings import MeshSettings, ServiceAccountToken
+from services.cli.supervise import Backoff, Supervisor
+from shared import logsafe
 from shared.contract.topics import SERVICES, TopicSpec
 from shared.errors import ConfigError, InfrastructureError
 from shared.kafka.admin import contract_specs, ensure_topics

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import broker
-from shared.cli.broker import Node, Sasl, cluster_id, render, server_properties
+from services.cli import broker
+from services.cli.broker import Node, Sasl, cluster_id, render, server_properties
 
 
 def test_cluster_ids_are_kafka_s_shape_and_never_read_as_an_option(

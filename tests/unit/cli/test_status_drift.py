@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.cli.status import drift_state, render_stats
+from services.cli.status import drift_state, render_stats
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.cli.audit import AUDITOR, QUERY_AUDITOR, auditor_for
+from services.cli.audit import AUDITOR, QUERY_AUDITOR, auditor_for
 
 
 @pytest.mark.parametrize(("args", "auditor"), [

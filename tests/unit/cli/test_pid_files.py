@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from shared.cli import procs
+from services.cli import procs
 
 
 def test_a_pid_file_is_never_seen_empty_while_children_restart(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """`streamrag up`: run the whole mesh on the embedded defaults, prove it with a demo query.
 
-It keeps the mesh running: a process that exits is restarted (shared/cli/supervise.py);
+It keeps the mesh running: a process that exits is restarted (services/cli/supervise.py);
 only Ctrl-C or SIGTERM stops the mesh.
 """
 
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import grpc
 
-from shared.cli.mesh import Mesh
-from shared.cli.produce import records, send
-from shared.cli.ready import Metadata, bearer
-from shared.cli.render import render_answer
-from shared.cli.settings import MeshSettings
+from services.cli.mesh import Mesh
+from services.cli.produce import records, send
+from services.cli.ready import Metadata, bearer
+from services.cli.render import render_answer
+from services.cli.settings import MeshSettings
 from shared.errors import StreamragError
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings, LedgerSettings

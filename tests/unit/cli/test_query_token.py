@@ -12,7 +12,7 @@ from unittest import mock
 import grpc
 import pytest
 
-from shared.cli import query
+from services.cli import query
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
 

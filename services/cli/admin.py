@@ -6,8 +6,8 @@ import argparse
 import asyncio
 import sys
 
-from shared.cli.settings import MeshSettings
-from shared.cli.status import inference_health
+from services.cli.settings import MeshSettings
+from services.cli.status import inference_health
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import TOPICS
 from shared.errors import InfrastructureError

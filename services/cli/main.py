@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
+from services.cli import admin, audit, backup, config, produce, query, status, topics, trace, up
 from shared import logsafe
-from shared.cli import admin, audit, backup, config, produce, query, status, topics, trace, up
 from shared.contract.topics import SERVICES
 from shared.errors import ConfigError
 from shared.settings import named, refuse_retired

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.cli.topics import running_workers, show
+from services.cli.topics import running_workers, show
 
 
 def test_show_names_counts_settings_and_groups() -> None:
