@@ -127,8 +127,8 @@ async def flush(batch: Sequence[Pending]) -> list[None]:
     assert encoder is not None
     # Events from before a rebalance belong to whoever owns the partition now and replay
     # there: skip the work but mark them done, as Faust does, or the next rebalance waits
-    # on them (their offsets are not this worker's to commit any more: the checkpoint
-    # commits only assigned partitions).
+    # on them. Marking them commits nothing: the checkpoint holds a revoked partition until
+    # its next seek, and that seek forgets every ack from before it.
     live = [(ev, cs) for ev, cs in batch
             if ev.message.generation_id == app.consumer_generation_id]
     started = time.perf_counter()

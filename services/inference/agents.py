@@ -109,8 +109,8 @@ def build(on: faust.App, inference: InferenceSettings, kafka_settings: KafkaSett
     routed_calls = InFlight(settings.guard.p99_ms, settings.guard.window_s, time.time)
     metrics.observe(app)  # consumer lag; the stage counters show on inference's own /metrics
 
-    def agent(channel: Any, fun: Any) -> Any:
-        return app.agent(channel, name=f"{__name__}.{fun.__name__}")(fun)
+    def agent(channel: Any, fun: Any) -> Any:  # named as the agent it makes (count_feedback)
+        return app.agent(channel, name=f"{__name__}.{fun.__name__.removesuffix('_of')}")(fun)
     count_feedback = agent(t.feedback, count_feedback_of)
     count_latencies = agent(t.latency, count_latencies_of)
     count_guard_samples = agent(t.guard_samples, count_guard_samples_of)

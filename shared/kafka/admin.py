@@ -136,6 +136,18 @@ async def describe_topic_configs(admin: AIOKafkaAdminClient, names: list[str],
     return out
 
 
+async def described(admin: AIOKafkaAdminClient, names: list[str], tries: int = 20,
+                    ) -> dict[str, dict[str, str]]:
+    """`describe_topic_configs`, asked again (up to `tries` times, 0.5 s apart) while a topic
+    comes back without entries: one created a moment ago, by another bring-up, can."""
+    for _ in range(tries - 1):
+        configs = await describe_topic_configs(admin, names)
+        if all(configs.get(name) for name in names):
+            return configs
+        await asyncio.sleep(0.5)
+    return await describe_topic_configs(admin, names)
+
+
 async def create_topics(admin: AIOKafkaAdminClient, topics: list[NewTopic]) -> list[str]:
     """Create `topics` in one request; the names created. A topic that exists already (the
     broker's metadata can lag a creation a moment ago) is not an error and not created;
@@ -181,7 +193,7 @@ async def ensure_topics(
                 raise InfrastructureError(msg)
             evidence = [s for s in present if s.evidence]
             names = [s.name for s in evidence]
-            configs = await describe_topic_configs(admin, names) if names else {}
+            configs = await described(admin, names) if names else {}
             problems = [p for s in evidence for p in evidence_config_problems(
                 s, configs.get(s.name, {}))]
             if problems:

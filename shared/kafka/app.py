@@ -16,6 +16,7 @@ from typing import Any
 import faust
 
 from shared.contract.topics import TABLES, TopicSpec
+from shared.errors import ConfigError
 from shared.kafka import patches, watchdog
 from shared.settings import KafkaSettings
 from shared.tracing import spans
@@ -63,6 +64,13 @@ def make_app(app_id: str, kafka: KafkaSettings, data_dir: Path,
     )
     conf.update(overrides)
     app = faust.App(app_id, **conf)
+    # The checkpoint (shared/kafka/checkpoint.py) replaces Faust's commit, which published
+    # attached messages and ended transactions on the way: neither may be asked for.
+    guarantee = getattr(app.conf.processing_guarantee, "value", app.conf.processing_guarantee)
+    if app.conf.stream_publish_on_commit or guarantee != "at_least_once":
+        msg = (f"{app_id}: the checkpoint commits at-least-once, without attachments "
+               "(stream_publish_on_commit) or transactions (exactly_once)")
+        raise ConfigError(msg)
     # A crashed worker exits, though Faust's stop may wait forever for unacked records.
     watchdog.exit_after_crash(app)
     # So does one whose agent raised, before Faust restarts the agent and commits its batch.

@@ -81,25 +81,34 @@ class DeliveryGate:
 gate = DeliveryGate()  # one worker per process: one gate
 
 
-def committable(acked: list[int], committed: int | None) -> tuple[int | None, list[int]]:
+def committable(acked: list[int], committed: int | None,
+                absent: Iterable[tuple[int, int]] = ()) -> tuple[int | None, list[int]]:
     """The offset to commit next and the acked offsets it covers; `acked` is left as it is.
 
     That is one past the run of consecutive acked offsets starting exactly at `committed`
-    (the next offset to read), or at the lowest acked offset while nothing is committed;
-    None while the next offset to read is not processed yet. Offsets below `committed` (a
-    record read again after a seek) count as covered already.
+    (the next offset to read), where a range [start, end) of `absent` (offsets the broker
+    does not hold: a compacted topic's) counts as processed; None while the next offset to
+    read is not processed yet, and while `committed` is unknown (hold rather than guess
+    where the run starts). Offsets below `committed` (a record read again after a seek)
+    count as covered already.
     """
-    ordered = sorted(acked)
-    start = ordered[0] if committed is None and ordered else committed
-    if start is None:
+    if committed is None:
         return None, []
-    below = bisect.bisect_left(ordered, start)
-    end = start
-    for offset in ordered[below:]:
-        if offset != end:
+    ordered = sorted(acked)
+    gaps = sorted(absent)
+    i = bisect.bisect_left(ordered, committed)
+    end = committed
+    while True:
+        for start, stop in gaps:
+            if start <= end < stop:
+                end = stop
+        if i < len(ordered) and ordered[i] < end:  # inside a run already counted
+            i += 1
+        elif i < len(ordered) and ordered[i] == end:
+            end, i = end + 1, i + 1
+        else:
             break
-        end += 1
-    return (end if end > start else None), ordered[:below + end - start]
+    return (end if end > committed else None), ordered[:i]
 
 
 def halt_commits(app: Any, reason: BaseException) -> None:
@@ -151,13 +160,47 @@ class Checkpoint:
                  on_refused: Callable[[BaseException], None]) -> None:
         self.port, self.gate, self.on_refused = port, deliveries, on_refused
         self._held_at: dict[Any, int | None] = {}  # to log a held commit once per position
+        # Where a partition's run starts when the consumer knows no committed offset (a
+        # group that never committed, or Faust's 0): the first offset read after the seek.
+        self.floor: dict[Any, int] = {}
+        # Per partition, ranges [start, end) the broker does not hold (compaction, retention).
+        self.absent: dict[Any, list[tuple[int, int]]] = {}
+
+    # --- what the reading side (shared/kafka/delivery.py) tells the checkpoint ---
+
+    def sought(self, tp: Any, committed: int | None) -> None:
+        """`tp` was sought to `committed` (None: none known; its first read sets the floor)."""
+        self.absent.pop(tp, None)
+        if committed is None:
+            self.floor.pop(tp, None)
+        else:
+            self.floor[tp] = committed
+
+    def first_read(self, tp: Any, offset: int) -> None:
+        """The first offset read from `tp` since a seek that knew no committed offset."""
+        self.floor.setdefault(tp, offset)
+
+    def missing(self, tp: Any, start: int, end: int) -> None:
+        """Offsets [start, end) of `tp` are not on the broker: they count as processed."""
+        self.absent.setdefault(tp, []).append((start, end))
+
+    def revoked(self, tps: Iterable[Any]) -> None:
+        """The partitions went away: nothing more of theirs is committed here until a seek
+        (Faust forgets their committed offsets before its revocation commit runs)."""
+        for tp in tps:
+            self.floor.pop(tp, None)
+            self.absent.pop(tp, None)
+
+    def start_of(self, tp: Any) -> int | None:
+        committed = self.port.committed(tp)
+        return committed if committed is not None else self.floor.get(tp)
 
     def close(self, tps: Any = None) -> Closed:
         """Step 1, with no await: what the checkpoint covers is fixed here."""
         closed = Closed(deliveries=set(self.gate.pending))
         for tp, acked in self.port.acked(tps).items():
-            committed = self.port.committed(tp)
-            offset, covered = committable(acked, committed)
+            committed = self.start_of(tp)
+            offset, covered = committable(acked, committed, self.absent.get(tp, ()))
             if covered:
                 closed.covered[tp] = covered
             if offset is not None and (committed is None or offset > committed):
@@ -199,6 +242,10 @@ class Checkpoint:
         if not await self.port.commit(offsets):                        # 4. commit
             return False
         self.port.committed_now(offsets, {tp: closed.covered.get(tp, []) for tp in offsets})
+        for tp, end in offsets.items():
+            self.floor[tp] = end
+            if tp in self.absent:
+                self.absent[tp] = [(a, b) for a, b in self.absent[tp] if b > end]
         self.port.flush_state(offsets)                                 # 5. flush state
         return True
 
@@ -309,6 +356,9 @@ async def batches(stream: Any, max_events: int, within_s: float,
             await queue.put(event)
 
     reader = asyncio.ensure_future(read())
+    # Whatever ended the reader is raised to the loop below, or was beside the point once the
+    # loop itself raised: retrieve it either way (no "exception never retrieved" log).
+    reader.add_done_callback(lambda done: done.cancelled() or done.exception())
     try:
         while (first := await _next(queue, reader, None)) is not _END:
             events = [first]

@@ -153,9 +153,11 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
             self._acked_index.pop(tp, None)
         log.info("sought to committed offsets %s", {
             f"{tp.topic}/{tp.partition}": o for tp, o in sorted(self._committed_offset.items())})
-        expected = expected_of(self)
+        expected, point = expected_of(self), checkpoint.of(self)
         for tp in self.assignment():
             committed = self._committed_offset.get(tp)
+            if not self._is_changelog_tp(tp):
+                point.sought(tp, committed)
             if committed is None or self._is_changelog_tp(tp):
                 expected.next.pop(tp, None)
             else:
@@ -210,9 +212,14 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
                 continue
             if want is not None:
                 if message.offset > want:  # the same rewind brought the same offset again
-                    log.error("%s/%s: offsets %s..%s are not on the broker", tp.topic,
-                              tp.partition, want, message.offset - 1)
+                    log.warning("%s/%s: offsets %s..%s are not on the broker (compacted or "
+                                "deleted): the commit passes over them", tp.topic,
+                                tp.partition, want, message.offset - 1)
+                    checkpoint.of(self).missing(tp, want, message.offset)
                 expected.next[tp] = max(want, message.offset + 1)
+            elif not self._is_changelog_tp(tp):
+                # No committed offset was known at the seek: the first read is the floor.
+                checkpoint.of(self).first_read(tp, message.offset)
             yield tp, message
 
     revoked = Consumer.on_partitions_revoked
@@ -222,6 +229,9 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         for tp in revoked_tps:
             expected.next.pop(tp, None)
             expected.rewound.pop(tp, None)
+        # Faust forgets their committed offsets here, before its revocation commit: the
+        # checkpoint holds them rather than start a run anywhere else.
+        checkpoint.of(self).revoked(revoked_tps)
         await revoked(self, revoked_tps)
 
     replace(Channel, "as_future_message", as_future_message)

@@ -18,6 +18,7 @@ from shared.contract.topics import TOPICS
 from shared.errors import InfrastructureError
 from shared.kafka.admin import contract_specs, describe_topic_configs, ensure_topics
 from shared.settings import KafkaSettings
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 EVIDENCE = sorted(t.name for t in TOPICS if t.evidence)
@@ -48,7 +49,13 @@ def test_evidence_topics_are_kept_forever_and_checked_at_every_bring_up(
         kafka: KafkaSettings) -> None:
     created = asyncio.run(ensure_topics(kafka))
     assert set(EVIDENCE) <= set(created)
-    held = configs(kafka)
+
+    def described() -> dict[str, dict[str, str]] | None:
+        # A topic created a moment ago can be described with no entries yet (seen under
+        # load); its configs are there once the broker's metadata has caught up.
+        held = configs(kafka)
+        return held if set(held) == set(EVIDENCE) and all(held.values()) else None
+    held = eventually(described, "the new evidence topics' configs", timeout_s=60)
     assert {n: (c["cleanup.policy"], c["retention.ms"], c["retention.bytes"])
             for n, c in held.items()} == dict.fromkeys(EVIDENCE, ("delete", "-1", "-1"))
     assert asyncio.run(ensure_topics(kafka)) == []  # the same setting: accepted as it is

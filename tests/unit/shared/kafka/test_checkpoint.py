@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared.errors import ConfigError
 from shared.kafka import checkpoint
+from shared.kafka.app import make_app
 from shared.kafka.checkpoint import Checkpoint, DeliveryGate, committable
+from shared.settings import KafkaSettings
 
 TP0, TP1 = ("docs.raw.v1", 0), ("docs.raw.v1", 1)
 
@@ -234,19 +238,65 @@ def test_committable_counts_only_the_unbroken_run_from_the_committed_offset() ->
     acked = [34, 31, 32]
     assert committable(acked, 31) == (33, [31, 32])
     assert acked == [34, 31, 32]  # left as it was: only a commit the broker took drops them
-    assert committable([5, 6, 7], None) == (8, [5, 6, 7])
-    assert committable([], None) == (None, [])
     assert committable([8, 9, 10, 12], 10) == (11, [8, 9, 10])
+    # Nothing committed and no floor known: hold, whatever was processed. Starting the run
+    # at the lowest processed offset let a record done early (a dead letter while earlier
+    # ones waited for a batch) commit past the ones still in flight.
+    assert committable([5, 6, 7], None) == (None, [])
+
+
+def test_offsets_the_broker_does_not_hold_count_as_processed() -> None:
+    """A compacted input has holes: a run stopped at the first one for ever."""
+    assert committable([10, 11, 15], 10) == (12, [10, 11])
+    assert committable([10, 11, 15], 10, [(12, 15)]) == (16, [10, 11, 15])
+    assert committable([15], 10, [(10, 15)]) == (16, [15])
+    assert committable([10, 11], 10, [(20, 30)]) == (12, [10, 11])  # a hole further on
+
+
+def test_with_no_committed_offset_the_run_starts_at_the_first_offset_read() -> None:
+    port = FakePort()
+    cp, _ = made(port)
+    port.ack(TP0, 1)  # done first (a dead letter) while 0 waits for its batch
+    assert asyncio.run(cp.commit()) is False  # no committed offset, no floor: held
+    cp.first_read(TP0, 0)
+    assert asyncio.run(cp.commit()) is False  # 0 is still in flight
+    port.ack(TP0, 0)
+    assert asyncio.run(cp.commit()) is True and port.commits == [{TP0: 2}]
+
+
+def test_a_revoked_partition_is_held_until_its_next_seek() -> None:
+    """Faust forgets a revoked partition's committed offset before its revocation commit;
+    the checkpoint must not start the run anywhere else then."""
+    port = FakePort({TP0: 4})
+    cp, _ = made(port)
+    cp.revoked({TP0})
+    del port.committed_offsets[TP0]  # what Faust's on_partitions_revoked does
+    port.ack(TP0, 6)  # done out of order while 4 and 5 are still in flight
+    assert asyncio.run(cp.commit()) is False and port.commits == []
+    cp.sought(TP0, 4)  # assigned again
+    port.ack(TP0, 4, 5)
+    assert asyncio.run(cp.commit()) is True and port.commits == [{TP0: 7}]
+
+
+def test_a_missing_range_lets_the_commit_pass_over_it() -> None:
+    port = FakePort({TP0: 10})
+    cp, _ = made(port)
+    port.ack(TP0, 10, 11, 15)
+    cp.missing(TP0, 12, 15)
+    assert asyncio.run(cp.commit()) is True and port.commits == [{TP0: 16}]
+    assert cp.absent[TP0] == []  # passed: forgotten
 
 
 @given(processed=st.sets(st.integers(0, 40)), committed=st.none() | st.integers(0, 40))
 def test_every_offset_a_commit_covers_was_processed(processed: set[int],
                                                     committed: int | None) -> None:
     offset, covered = committable(sorted(processed), committed)
+    if committed is None:
+        assert offset is None
     if offset is not None:
-        start = min(processed) if committed is None else committed
-        assert set(range(start, offset)) <= processed
-        assert offset > start
+        assert committed is not None
+        assert set(range(committed, offset)) <= processed
+        assert offset > committed
     assert set(covered) <= processed
 
 
@@ -351,3 +401,14 @@ def test_checkpoint_of_a_consumer_is_one_and_the_same() -> None:
         pass
     consumer = Consumer()
     assert checkpoint.of(consumer) is checkpoint.of(consumer)
+
+
+@pytest.mark.parametrize("override", [{"processing_guarantee": "exactly_once"},
+                                      {"stream_publish_on_commit": True}])
+def test_an_app_that_asks_for_what_the_checkpoint_does_not_do_is_refused(
+        tmp_path: Path, override: dict[str, Any]) -> None:
+    """Faust's commit published attached messages and ended transactions; the checkpoint
+    does neither, so asking for them must fail at start, not wait at a commit."""
+    with pytest.raises(ConfigError, match="at-least-once"):
+        make_app(f"refused-{len(override)}", KafkaSettings(), tmp_path, **override)
+    assert make_app("at-least-once", KafkaSettings(), tmp_path).conf.id == "at-least-once"
