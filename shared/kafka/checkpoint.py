@@ -55,6 +55,11 @@ class DeliveryGate:
         self.pending.add(future)
         future.add_done_callback(self._answered)
 
+    def forget(self, future: asyncio.Future[Any]) -> None:
+        """`future`'s record never reached the producer (its send raised to the caller, who
+        handles that): there is no delivery to wait for."""
+        self.pending.discard(future)
+
     def _answered(self, future: asyncio.Future[Any]) -> None:
         self.pending.discard(future)
         if self.refused is None:

@@ -9,7 +9,8 @@ traces, is in docs/design/delivery-and-ordering.md:
 - Commits. Faust's `Consumer.force_commit` (every commit: its interval, a rebalance, a
   stop, an agent error) runs the consumer's `Checkpoint.commit`; `Channel.as_future_message`
   hands every produced record's future (table changelogs and `send_soon` included) to the
-  checkpoint's delivery gate.
+  checkpoint's delivery gate, and `Topic.publish_message` takes back one whose send raised
+  before the producer had it.
 - Inputs after a (re)start or rebalance. `SeekFence`: an assigned stream partition stays
   paused until the seek to its committed offset is done; acks from before the seek are
   forgotten (those records are read again).
@@ -98,7 +99,8 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
 
     Reaches into private parts of faust-streaming 0.15.3 (declared and checked by
     shared.kafka.patches): `Channel.as_future_message` (where every produced record's future
-    is made) and, on `Consumer`, `force_commit` (every commit goes through it),
+    is made), `Topic.publish_message` (a send that raises before the producer has it is
+    forgotten by the gate) and, on `Consumer`, `force_commit` (every commit goes through it),
     `on_partitions_assigned`, `on_partitions_revoked`, `resume_partitions`, `perform_seek`
     (the seek to the committed offsets after an assignment), `getmany` (every fetched
     record passes it) and `ThreadDelegateConsumer._getmany` (the call into the consumer
@@ -114,6 +116,7 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         return
     _installed = True
     from faust.channels import Channel
+    from faust.topics import Topic
     from faust.transport.consumer import Consumer, ThreadDelegateConsumer
 
     make_future = Channel.as_future_message
@@ -122,6 +125,18 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         future = make_future(self, *args, **kwargs)
         checkpoint.gate.track(future)
         return future
+
+    publish = Topic.publish_message
+
+    async def publish_message(self: Any, fut: Any, wait: bool = False) -> Any:
+        try:
+            return await publish(self, fut, wait)
+        except BaseException:
+            # Never handed to the producer (a send aiokafka refused at once): the caller has
+            # the exception, and a tracked future that never resolves would hold every
+            # later commit at step 3.
+            checkpoint.gate.forget(fut)
+            raise
 
     async def force_commit(self: Any, topics: Any = None, start_new_transaction: bool = True,
                            ) -> bool:
@@ -235,6 +250,7 @@ def install(on_refused: Callable[[BaseException], None]) -> None:
         await revoked(self, revoked_tps)
 
     replace(Channel, "as_future_message", as_future_message)
+    replace(Topic, "publish_message", publish_message)
     replace(Consumer, "force_commit", force_commit)
     replace(Consumer, "on_partitions_assigned", on_partitions_assigned)
     replace(Consumer, "resume_partitions", resume_partitions)

@@ -33,6 +33,7 @@ VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0", "mode-streaming":
 # (module, class, attribute) -> the module of this package that replaces or overrides it.
 PATCHED = {
     ("faust.channels", "Channel", "as_future_message"): "delivery",
+    ("faust.topics", "Topic", "publish_message"): "delivery",
     ("faust.transport.consumer", "Consumer", "force_commit"): "delivery",
     ("faust.transport.consumer", "Consumer", "on_partitions_assigned"): "delivery",
     ("faust.transport.consumer", "Consumer", "on_partitions_revoked"): "delivery",

@@ -23,6 +23,7 @@ SIGNATURES = {
     " headers=None, schema=None, key_serializer=None, value_serializer=None, callback=None,"
     " eager_partitioning=False)",
     "Consumer.force_commit": "(self, topics=None, start_new_transaction=True)",
+    "Topic.publish_message": "(self, fut, wait=False)",
     "Consumer.on_partitions_assigned": "(self, assigned, generation_id=0)",
     "Consumer.on_partitions_revoked": "(self, revoked)",
     "Consumer.resume_partitions": "(self, tps)",

@@ -256,3 +256,34 @@ def test_offsets_missing_from_the_broker_are_passed_over_after_one_try(
     assert offsets == [7, 8]
     assert sought_to == [(tp, 2)]
     assert commit == {tp: 9}  # 2..6 are not on the broker (compacted): not a hole to wait on
+
+
+def test_a_send_refused_before_the_producer_had_it_holds_no_commit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiokafka raises at once for a send it cannot take (a partition the topic lacks): the
+    record's future never resolves, and tracked it would hold every later commit at step 3.
+    The caller gets the exception; the gate forgets the future."""
+    monkeypatch.setattr(checkpoint, "gate", checkpoint.DeliveryGate())
+    delivery.install(on_refused=exit_now)  # what make_app does
+
+    class Refusing:
+        async def send(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("Unrecognized partition")
+
+    async def go() -> tuple[type[BaseException] | None, int, BaseException | None]:
+        app = faust.App(f"refusing-{id(monkeypatch)}", broker="kafka://127.0.0.1:1",
+                        store="memory://", web_enabled=False, autodiscover=False)
+        topic = app.topic("chunks.v1", key_type=bytes, value_type=bytes,
+                          key_serializer="raw", value_serializer="raw")
+
+        async def producer() -> Any:
+            return Refusing()
+        monkeypatch.setattr(topic, "_get_producer", producer)
+        raised = None
+        try:
+            await topic.send(key=b"k", value=b"v", partition=99)
+        except AssertionError as exc:
+            raised = type(exc)
+        settled = await asyncio.wait_for(checkpoint.gate.settle(), 5)
+        return raised, len(checkpoint.gate.pending), settled
+    assert asyncio.run(go()) == (AssertionError, 0, None)
