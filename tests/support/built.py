@@ -9,25 +9,11 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
 
+from services.onebox.app import SETTINGS  # each service's settings class, by name
 from shared.settings import KafkaSettings
 
 _built: dict[str, ModuleType] = {}
-SETTINGS = {
-    "ingest": ("services.ingest.settings", "IngestSettings"),
-    "redaction": ("services.redaction.settings", "RedactionSettings"),
-    "chunking": ("services.chunking.settings", "ChunkingSettings"),
-    "embedding": ("services.embedding.settings", "EmbeddingSettings"),
-    "retrieval": ("services.retrieval.settings", "RetrievalSettings"),
-    "inference": ("services.inference.settings", "InferenceSettings"),
-    "ledger": ("services.ledger.settings", "LedgerServiceSettings"),
-}
-
-
-def settings_of(name: str) -> Any:
-    module, cls = SETTINGS[name]
-    return getattr(importlib.import_module(module), cls)()
 
 
 def service(name: str) -> ModuleType:
@@ -35,7 +21,7 @@ def service(name: str) -> ModuleType:
     if name not in _built:
         agents = importlib.import_module(f"services.{name}.agents")
         make = importlib.import_module(f"services.{name}.app").make
-        settings, kafka = settings_of(name), KafkaSettings()
+        settings, kafka = SETTINGS[name](), KafkaSettings()
         agents.build(make(settings, kafka), settings, kafka)
         _built[name] = agents
     return _built[name]
