@@ -8,6 +8,7 @@ side, which reads only topics and the chain.
 from __future__ import annotations
 
 import argparse
+import logging
 import runpy
 import sys
 
@@ -40,6 +41,9 @@ def auditor_for(audit_args: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The auditors print their own report; the Kafka and web3 clients' INFO lines (a
+    # connection made, a group coordinator found) are not part of it. Warnings still show.
+    logging.getLogger().setLevel(logging.WARNING)
     sys.argv = ["streamrag audit", *args.audit_args]
     try:
         runpy.run_module(auditor_for(args.audit_args), run_name="__main__", alter_sys=True)

@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
@@ -26,8 +27,16 @@ from web3 import Web3
 
 from services.audit.documents.coverage import Coverage, describe
 from services.audit.documents.coverage import as_json as coverage_json
+from services.audit.documents.evidence import EvidenceError, read_evidence
 from services.audit.documents.inputs import RefusedError, read_commits, read_coverage
-from services.audit.documents.verify import ChainAnchor, OnChain, Report, check_anchor, verify
+from services.audit.documents.verify import (
+    ChainAnchor,
+    OnChain,
+    Report,
+    TextRetention,
+    check_anchor,
+    verify,
+)
 from services.audit.onchain import (
     ANCHORS_ABI,
     contracts_to_read,
@@ -247,6 +256,7 @@ def read_chain(ledger: LedgerSettings, announced: list[Anchor], known: frozenset
 
 
 def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSettings) -> int:
+    evidence = read_evidence(kafka)
     # Redaction's committed offsets before the audit records: what a commit passed has its
     # audit record or dead letter on the broker already, so the reads below hold it.
     try:
@@ -257,7 +267,8 @@ def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSet
     known = known_signers(args)
     chain = read_chain(ledger, data.anchors, known, args.contract)
     report = verify(data.docs, data.batches, chain_reader(ledger, data.anchors), known,
-                    chain.anchors, [a.batch_id for a in data.anchors])
+                    chain.anchors, [a.batch_id for a in data.anchors],
+                    TextRetention(evidence.text_retention_ms, time.time()))
     inputs = (Coverage(not_checked=refused) if refused else
               read_coverage(kafka, commits, data.batches, report, known))
     reasons = failures(report, data.unreadable, chain, inputs)
@@ -298,7 +309,10 @@ def render_verify(report: Report, unreadable: list[str], chain: ChainView,
     lines = [f"{'batch':<{width}} {'part':>4} {'docs':>5}  result"]
     for b in report.batches:
         again = f" ({b.redelivered} redelivered copies)" if b.redelivered else ""
-        result = ("ok" + again if b.ok else "; ".join(b.problems) if b.problems else
+        result = ("ok" + again if b.result == "ok" else
+                  f"expired: {len(b.expired)} redacted texts past their retention, leaves "
+                  "proven by the signed record" + again if b.result == "expired" else
+                  "; ".join(b.problems) if b.problems else
                   f"unprovable: evidence missing: {len(b.missing)} redacted documents gone "
                   f"({', '.join(b.missing)})")
         lines.append(f"{b.batch_id:<{width}} {b.partition:>4} {b.docs:>5}  {result}")
@@ -319,7 +333,11 @@ def render_verify(report: Report, unreadable: list[str], chain: ChainView,
     verdict += [f"{unprovable} UNPROVABLE (evidence missing)"] if unprovable else []
     verdict += [f"{len(inputs.lost)} LOST (inputs committed past with neither an audit leaf "
                 "nor a dead letter)"] if inputs.lost else []
-    lines.append(f"\n{len(report.batches)} batches, {sum(b.docs for b in report.batches)} "
+    expired = sum(b.result == "expired" for b in report.batches)
+    held = (f" ({expired} with their texts past retention, proven by their records)"
+            if expired else "")
+    lines.append(f"\n{len(report.batches)} batches{held}, "
+                 f"{sum(b.docs for b in report.batches)} "
                  f"documents, {report.redelivered_docs} redelivered copies of unfinished "
                  "batches: " + (", ".join(verdict) if verdict else
                                 "signatures, roots, chain and anchors all verified"
@@ -352,7 +370,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run = run_prove if args.command == "prove" else run_verify
-    return run(args, KafkaSettings(), LedgerSettings())
+    kafka = KafkaSettings()
+    try:
+        if args.command == "prove":
+            read_evidence(kafka)
+        return run(args, kafka, LedgerSettings())
+    except EvidenceError as exc:
+        print(f"streamrag audit {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -15,8 +15,16 @@ that are identical to leaves of the batch that was written after the replay.
 
 The chain is read too, not only asked about the records found: every anchor of a known
 signer whose authentic record is gone, and every batch whose redacted documents are gone
-(retention, a broker that lost its log), is "unprovable: evidence missing", named with its
-block. Neither is tampering that verify could see, and neither is ever verified.
+(a broker that lost its log, a deletion nobody declared), is "unprovable: evidence missing",
+named with its block. Neither is tampering that verify could see, and neither is ever
+verified.
+
+Redacted text the broker was told to expire is not missing evidence: a leaf whose document
+is gone from a topic kept for a finite text retention, in a batch recorded longer ago than
+that retention, is "expired". Its signed record still proves the leaf (hashes, not text),
+so the batch passes as `expired`, never as `ok`, and never when its document could not yet
+have expired (Kafka deletes a record no sooner than its retention after its timestamp,
+which is no earlier than its batch's `created_at`: redaction builds the record first).
 """
 
 from __future__ import annotations
@@ -57,6 +65,23 @@ def batch_key(batch_id: str) -> str:
     return hashlib.sha256(batch_id.encode("utf-8")).hexdigest()
 
 
+@dataclass(frozen=True)
+class TextRetention:
+    """How long the broker keeps redacted text (its retention.ms on docs.redacted.v1; None:
+    forever), and the time verify runs at."""
+
+    retention_ms: int | None
+    now: float
+
+    def expired(self, batch: AuditBatch) -> bool:
+        """Whether the broker may have deleted the documents of `batch` by now."""
+        return (self.retention_ms is not None
+                and batch.created_at + self.retention_ms / 1000 <= self.now)
+
+
+KEPT_FOREVER = TextRetention(None, 0.0)
+
+
 @dataclass
 class BatchReport:
     batch_id: str
@@ -65,6 +90,8 @@ class BatchReport:
     problems: list[str] = field(default_factory=list)
     redelivered: int = 0  # extra copies of its record or documents, all harmless
     missing: list[str] = field(default_factory=list)  # leaves whose document is gone
+    # Leaves whose document the text retention expired: proven by the record alone.
+    expired: list[str] = field(default_factory=list)
     block_number: int | None = None  # of its anchor, when the chain was read
 
     @property
@@ -73,8 +100,10 @@ class BatchReport:
 
     @property
     def result(self) -> str:
-        """"failed" (tampering, forgery, conflict), "unprovable" (evidence missing), "ok"."""
-        return "failed" if self.problems else "unprovable" if self.missing else "ok"
+        """"failed" (tampering, forgery, conflict), "unprovable" (evidence missing),
+        "expired" (text past its retention, leaves proven by the record), "ok"."""
+        return ("failed" if self.problems else "unprovable" if self.missing else
+                "expired" if self.expired else "ok")
 
 
 @dataclass(frozen=True)
@@ -224,11 +253,13 @@ class _Records:
 
 def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
            anchor_of: Callable[[str], OnChain | None], known: frozenset[str],
-           chain: Iterable[ChainAnchor] = (), names: Iterable[str] = ()) -> Report:
+           chain: Iterable[ChainAnchor] = (), names: Iterable[str] = (),
+           text: TextRetention = KEPT_FOREVER) -> Report:
     """Check every audit batch; `docs` and `batches` in topic order (per partition, by
     offset); `known`: the lower-case addresses whose signatures count; `chain`: every
     anchor of those signers on chain; `names`: batch ids known otherwise (announcements),
-    to name an anchor whose record is gone."""
+    to name an anchor whose record is gone; `text`: how long redacted text is kept, so a
+    leaf whose document expired is told from one whose document went missing."""
     by_batch: dict[str, list[RedactedDocument]] = defaultdict(list)
     for doc in docs:
         by_batch[doc.batch_id].append(doc)
@@ -248,6 +279,9 @@ def verify(docs: Iterable[RedactedDocument], batches: Iterable[AuditBatch],
         report = BatchReport(batch.batch_id, batch.partition, len(mine) - copies)
         report.problems, report.redelivered = records.problems(batch.batch_id)
         report.redelivered += copies
+        # Expired only for an authentic record: a forged one proves nothing without its text.
+        if missing and records.authentic(batch) and text.expired(batch):
+            report.expired, missing = missing, []
         report.missing = missing
         report.problems += found
         if records.authentic(batch):  # a forgery is reported, never a link of the chain
