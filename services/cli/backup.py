@@ -2,13 +2,21 @@
 log with every topic and consumer group's offsets, the dev chain's state, the services'
 data directory) and bringing it up again in another run directory or on another machine.
 
-The copy is Kafka's own log directory, file by file, taken while the mesh runs: a copy
-Kafka recovers as it recovers its own log after a `kill -9` (segments past the last
-recovery point are checked and a torn tail is cut). The cluster metadata goes first and the
-consumer groups' offsets next, so the copy never holds an offset past a record it lacks,
-nor a partition its metadata does not know. Offsets are kept exactly, so every audit leaf
-still names its record. Moving the data into another Kafka cluster is Kafka's own business
-(MirrorMaker 2, which translates the groups' offsets): docs/durability.md.
+A copy of a running mesh is taken frozen: every process named in the run directory's pid
+files is stopped with SIGSTOP (the workers, then anvil, then the broker), the files are
+copied, and all are continued with SIGCONT. What the copy holds is then what the disk holds
+after `kill -9` of every process at one instant, which the mesh is built to recover from
+(docs/durability.md): Kafka checks the segments past its recovery point and cuts a torn
+tail. A copy taken file by file while the mesh runs is no such state: partitions copied
+one after another while records flow hold redacted documents without the inputs and audit
+records they came from, which `audit verify` rejects and Kafka cannot repair.
+
+The mesh is thawed whatever happens: in a `finally`, with SIGINT, SIGTERM and SIGHUP
+turned into an exception while it is frozen, and by a guard process that continues every
+stopped process when `streamrag backup` dies without doing so (kill -9) or when the pause
+outlasts `--max-pause-s` (the backup then fails). Offsets are kept exactly, so every audit
+leaf still names its record. Moving the data into another Kafka cluster is Kafka's own
+business (MirrorMaker 2, which translates the groups' offsets): docs/durability.md.
 """
 
 from __future__ import annotations
@@ -16,73 +24,312 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
+from services.cli.procs import _is_ours
 from services.cli.settings import MeshSettings
+from shared.errors import InfrastructureError
 
 CHAIN_STATE = "chain-state.json"
 MANIFEST = "manifest.json"
 KAFKA = "kafka"
-METADATA = "__cluster_metadata-0"
-OFFSETS = "__consumer_offsets-"
+LAST = ("anvil", "broker")  # frozen after the workers, in this order; thawed first
+MAX_PAUSE_S = 300.0
+STOP_TIMEOUT_S = 10.0  # a thread in uninterruptible I/O stops once the I/O is done
+TORN_TRIES = 20  # anvil caught writing its state file: thawed for a moment this often
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("backup", help="copy the embedded mesh's Kafka log, offsets and chain"
-                   ).add_argument("dir", type=Path, help="where the copy goes (created; "
-                                                         "must be empty)")
+    p = sub.add_parser("backup", help="copy the embedded mesh's Kafka log, offsets and chain "
+                       "(a running mesh is frozen while it is copied)")
+    p.add_argument("dir", type=Path, help="where the copy goes (created; must be empty)")
+    p.add_argument("--max-pause-s", type=float, default=MAX_PAUSE_S, metavar="S",
+                   help="thaw the mesh and fail if the copy takes longer than this")
     sub.add_parser("restore", help="place a backup for the next `streamrag up`"
                    ).add_argument("dir", type=Path, help="a directory written by "
                                                          "`streamrag backup`")
 
 
-def _copy_order(log_dir: Path) -> list[Path]:
-    """The node's partition directories: the metadata log, the groups' offsets, the rest."""
-    dirs = sorted(p for p in log_dir.iterdir() if p.is_dir())
-    def rank(p: Path) -> int:
-        return 0 if p.name == METADATA else 1 if p.name.startswith(OFFSETS) else 2
-    return sorted(dirs, key=rank)
+@dataclass(frozen=True)
+class Proc:
+    name: str
+    pid: int  # leader of its own process group (procs.spawn starts a new session)
 
 
-def backup(run_dir: Path, dest: Path) -> dict[str, int]:
-    """Copy the Kafka log, chain state and data directory of `run_dir` to `dest`."""
+def mesh_processes(run_dir: Path, ours: Callable[[int], bool] = _is_ours) -> list[Proc]:
+    """The live processes `streamrag up` recorded in run_dir/pids, in freezing order: the
+    workers, then anvil, then the broker. A pid file of a process that is gone, or whose pid
+    now names someone else's process, is passed over."""
+    found = []
+    for pid_file in sorted((run_dir / "pids").glob("*.pid")):
+        with contextlib.suppress(OSError):
+            text = pid_file.read_text().strip()
+            if text.isdigit() and ours(int(text)):
+                found.append(Proc(pid_file.stem, int(text)))
+    return sorted(found, key=lambda p: LAST.index(p.name) + 1 if p.name in LAST else 0)
+
+
+def group_stopped(pgid: int) -> bool:
+    """Every thread of every process of the group is stopped (or gone): SIGSTOP is taken
+    when a thread leaves the kernel, so a write under way finishes first."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            states = [t.read_text().rsplit(")", 1)[1].split()[0]
+                      for t in stat.parent.glob("task/*/stat")]
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if any(s not in ("T", "t", "Z", "X") for s in states):
+            return False
+    return True
+
+
+# Runs beside `streamrag backup` with the groups it is told to stop on its stdin; unless it
+# reads "done" within the pause allowed, it continues them all: its parent died, or hangs.
+GUARD = """
+import os, select, signal, sys, time
+deadline, groups, buf = time.monotonic() + float(sys.argv[1]), [], b""
+while True:
+    ready, _, _ = select.select([0], [], [], max(0.0, deadline - time.monotonic()))
+    chunk = os.read(0, 4096) if ready else b""
+    buf += chunk
+    if b"done\\n" in buf:
+        sys.exit(0)
+    *lines, buf = buf.split(b"\\n")
+    groups += [int(x) for x in lines if x.isdigit()]
+    if not chunk:
+        break
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGCONT)
+    except OSError:
+        pass
+sys.exit(1)
+"""
+
+
+class Guard:
+    """The guard process: told of each group before it is stopped."""
+
+    def __init__(self, max_pause_s: float) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-c", GUARD, str(max_pause_s)],
+            stdin=subprocess.PIPE, start_new_session=True)
+
+    def watch(self, pgid: int) -> None:
+        assert self.popen.stdin is not None
+        self.popen.stdin.write(f"{pgid}\n".encode())
+        self.popen.stdin.flush()
+
+    def tripped(self) -> bool:
+        """It has thawed the mesh by itself (the pause ran over)."""
+        return self.popen.poll() is not None
+
+    def release(self) -> None:
+        assert self.popen.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # it tripped and exited
+            self.popen.stdin.write(b"done\n")
+        with contextlib.suppress(BrokenPipeError):
+            self.popen.stdin.close()
+        self.popen.wait()
+
+
+@dataclass
+class Freezer:
+    """Stops and continues the mesh's process groups; the signal and the check for a stopped
+    group are parameters so the logic is tested with fakes."""
+
+    processes: list[Proc]
+    signal_group: Callable[[int, int], None] = os.killpg
+    stopped: Callable[[int], bool] = group_stopped
+    watch: Callable[[int], None] = lambda pgid: None
+    frozen: list[Proc] = field(default_factory=list)
+
+    def freeze(self) -> None:
+        for proc in self.processes:
+            self.watch(proc.pid)
+            try:
+                self.signal_group(proc.pid, signal.SIGSTOP)
+            except ProcessLookupError:  # exited since it was listed
+                continue
+            self.frozen.append(proc)
+        for proc in self.frozen:
+            self._wait_stopped(proc)
+
+    def _wait_stopped(self, proc: Proc) -> None:
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while not self.stopped(proc.pid):
+            if time.monotonic() > deadline:
+                msg = f"{proc.name} (pid {proc.pid}) did not stop within {STOP_TIMEOUT_S:.0f}s"
+                raise InfrastructureError(msg)
+            time.sleep(0.005)
+
+    def thaw(self) -> None:
+        """Continue every group stopped, the broker first; never raises."""
+        for proc in reversed(self.frozen):
+            with contextlib.suppress(OSError):
+                self.signal_group(proc.pid, signal.SIGCONT)
+        self.frozen.clear()
+
+    def blink(self, name: str, for_s: float) -> None:
+        """Let one process run for `for_s` (to finish a write it was stopped in)."""
+        for proc in self.frozen:
+            if proc.name == name:
+                with contextlib.suppress(OSError):
+                    self.signal_group(proc.pid, signal.SIGCONT)
+                time.sleep(for_s)
+                with contextlib.suppress(OSError):
+                    self.signal_group(proc.pid, signal.SIGSTOP)
+                self._wait_stopped(proc)
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def frozen(freezer: Freezer) -> Iterator[Freezer]:
+    """The mesh stopped for the block's length, continued however the block ends."""
+    stops = (signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, _interrupt) for s in stops}
+    try:
+        freezer.freeze()
+        yield freezer
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *stops})  # thaw in one go
+        try:
+            freezer.thaw()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, *stops})
+
+
+@dataclass
+class Copied:
+    files: int = 0
+    bytes: int = 0
+
+    def copy(self, src: str, dst: str) -> None:
+        """A file removed meanwhile (a deleted segment, a replaced snapshot; only in a mesh
+        that runs unfrozen, i.e. one with no pid files) is skipped."""
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copy2(src, dst)
+            self.files += 1
+            self.bytes += os.path.getsize(dst)
+
+
+def copy_files(run_dir: Path, dest: Path, copied: Copied, chain_state: Callable[[], None]
+               ) -> int:
+    """The Kafka log, the chain state (through `chain_state`) and data/; partitions copied."""
     source = run_dir / KAFKA
-    nodes = sorted(source.glob("node-*")) if source.exists() else []
-    if not nodes:
+    partitions = 0
+    for node in sorted(source.glob("node-*")):
+        shutil.copytree(node, dest / KAFKA / node.name, copy_function=copied.copy)
+        partitions += sum(1 for p in node.iterdir() if p.is_dir() and "-" in p.name
+                          and not p.name.startswith("__"))
+    if (source / "cluster-id").exists():
+        copied.copy(str(source / "cluster-id"), str(dest / KAFKA / "cluster-id"))
+    chain_state()
+    if (run_dir / "data").exists():  # the ledger's contract record, retrieval's snapshots
+        shutil.copytree(run_dir / "data", dest / "data", ignore_dangling_symlinks=True,
+                        copy_function=copied.copy)
+    return partitions
+
+
+def copy_chain_state(run_dir: Path, dest: Path, copied: Copied,
+                     retry: Callable[[int], None]) -> None:
+    """Copy anvil's state file, which it rewrites in place every second: a copy that is not
+    whole JSON was caught mid-write, so `retry(n)` lets anvil finish and it is copied again."""
+    src, dst = run_dir / CHAIN_STATE, dest / CHAIN_STATE
+    for tries in range(1, TORN_TRIES + 1):
+        if not src.exists():
+            return
+        copied.copy(str(src), str(dst))
+        try:
+            json.loads(dst.read_bytes())
+            return
+        except ValueError:
+            retry(tries)
+    msg = f"{src} was not whole JSON in {TORN_TRIES} tries: is anvil writing it?"
+    raise InfrastructureError(msg)
+
+
+@dataclass
+class Backup:
+    partitions: int
+    processes: int  # frozen while copying; 0: the mesh was not running
+    pause_s: float
+    copy_s: float
+    copied: Copied
+
+
+def backup(run_dir: Path, dest: Path, max_pause_s: float = MAX_PAUSE_S) -> Backup:
+    """Copy the Kafka log, chain state and data directory of `run_dir` to `dest`, the mesh
+    frozen meanwhile if it runs."""
+    source = run_dir / KAFKA
+    if not any(source.glob("node-*")):
         msg = f"no Kafka log in {source}: was the embedded mesh started with this run directory?"
         raise FileNotFoundError(msg)
     if dest.exists() and any(dest.iterdir()):
         msg = f"{dest} is not empty"
         raise FileExistsError(msg)
-    partitions = 0
-    for node in nodes:
-        target = dest / KAFKA / node.name
-        target.mkdir(parents=True)
-        for name in ("meta.properties", "bootstrap.checkpoint"):
-            _copy_if_there(str(node / name), str(target / name))
-        for part in _copy_order(node):
-            shutil.copytree(part, target / part.name, copy_function=_copy_if_there,
-                            dirs_exist_ok=True)
-            partitions += 0 if part.name.startswith("__") else 1
-    if (source / "cluster-id").exists():
-        shutil.copyfile(source / "cluster-id", dest / KAFKA / "cluster-id")
-    if (run_dir / CHAIN_STATE).exists():
-        shutil.copyfile(run_dir / CHAIN_STATE, dest / CHAIN_STATE)
-    if (run_dir / "data").exists():  # the ledger's contract record, retrieval's snapshots
-        shutil.copytree(run_dir / "data", dest / "data", ignore_dangling_symlinks=True,
-                        copy_function=_copy_if_there)
-    counts = {"nodes": len(nodes), "partitions": partitions}
+    dest.mkdir(parents=True, exist_ok=True)
+    copied, processes = Copied(), mesh_processes(run_dir)
+    if not processes:  # a stopped mesh: nothing moves
+        started = time.monotonic()
+        partitions = copy_files(run_dir, dest, copied,
+                                lambda: copy_chain_state(run_dir, dest, copied, _torn))
+        result = Backup(partitions, 0, 0.0, time.monotonic() - started, copied)
+    else:
+        result = _frozen_backup(run_dir, dest, processes, copied, max_pause_s)
+    counts = {"partitions": result.partitions, "frozen_processes": result.processes,
+              "pause_s": round(result.pause_s, 3), "bytes": copied.bytes}
     (dest / MANIFEST).write_text(json.dumps({"at": time.time(), **counts}, indent=1))
-    return counts
+    return result
 
 
-def _copy_if_there(src: str, dst: str) -> None:
-    """A file Kafka or a worker removed meanwhile (a deleted segment, a replaced snapshot)
-    is skipped: the copy is as if taken a moment later for that file."""
-    with contextlib.suppress(FileNotFoundError):
-        shutil.copy2(src, dst)
+def _torn(tries: int) -> None:
+    msg = f"{CHAIN_STATE} is not whole JSON, and no anvil of this run directory is running"
+    raise InfrastructureError(msg)
+
+
+def _frozen_backup(run_dir: Path, dest: Path, processes: list[Proc], copied: Copied,
+                   max_pause_s: float) -> Backup:
+    guard = Guard(max_pause_s)
+    freezer = Freezer(processes, watch=guard.watch)
+    try:
+        started = time.monotonic()
+        with frozen(freezer):
+            frozen_at = time.monotonic()
+            partitions = copy_files(run_dir, dest, copied, lambda: copy_chain_state(
+                run_dir, dest, copied, lambda n: freezer.blink("anvil", 0.02 * n)))
+            copy_s = time.monotonic() - frozen_at
+            if guard.tripped():
+                msg = (f"the copy took longer than --max-pause-s={max_pause_s:g}: the mesh "
+                       f"was thawed before it ended, so {dest} is no consistent copy")
+                raise InfrastructureError(msg)
+            started_meanwhile = set(mesh_processes(run_dir)) - set(processes)
+            if started_meanwhile:  # `streamrag up` restarted one that had exited
+                names = ", ".join(sorted(p.name for p in started_meanwhile))
+                msg = (f"{names} started while the mesh was frozen, so {dest} is no "
+                       "consistent copy: run the backup again")
+                raise InfrastructureError(msg)
+        pause_s = time.monotonic() - started
+    finally:
+        guard.release()
+    return Backup(partitions, len(freezer.processes), pause_s, copy_s, copied)
 
 
 def place(src: Path, run_dir: Path) -> None:
@@ -102,9 +349,17 @@ def place(src: Path, run_dir: Path) -> None:
 
 
 def run_backup(args: argparse.Namespace) -> int:
-    counts = backup(MeshSettings().run_dir, args.dir)
-    print(f"backed up the Kafka log ({counts['partitions']} partitions, the groups' offsets), "
-          f"the chain state and the data directory to {args.dir}")
+    done = backup(MeshSettings().run_dir, args.dir, args.max_pause_s)
+    size = done.copied.bytes / 1e6
+    rate = size / done.copy_s if done.copy_s > 0 else 0.0
+    print(f"backed up the Kafka log ({done.partitions} partitions, the groups' offsets), the "
+          f"chain state and the data directory to {args.dir}: {done.copied.files} files, "
+          f"{size:.1f} MB in {done.copy_s:.2f}s ({rate:.0f} MB/s)")
+    if done.processes:
+        print(f"the mesh was frozen {done.pause_s:.2f}s ({done.processes} processes stopped "
+              "with SIGSTOP, then continued)")
+    else:
+        print("no process of the mesh was running: copied as it lies")
     return 0
 
 
