@@ -139,4 +139,6 @@ allow auditor Read literal \
   --topic audit.batches.v1 \
   --topic audit.queries.v1 \
   --topic ledger.anchors.v1
+allow auditor DescribeConfigs literal \
+  --topic docs.redacted.v1
 echo "kafka-acls: credentials and grants applied"

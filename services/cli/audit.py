@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     # The auditors print their own report; the Kafka and web3 clients' INFO lines (a
     # connection made, a group coordinator found) are not part of it. Warnings still show.
     logging.getLogger().setLevel(logging.WARNING)
+    # aiokafka logs an unreachable broker as an ERROR per try; the auditor says it once.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     sys.argv = ["streamrag audit", *args.audit_args]
     try:
         runpy.run_module(auditor_for(args.audit_args), run_name="__main__", alter_sys=True)

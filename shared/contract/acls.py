@@ -38,7 +38,10 @@ ADMIN = "admin"
 SERVICE_MECHANISM = "SCRAM-SHA-512"
 CLIENTS: dict[str, dict[str, tuple[TopicSpec, ...]]] = {
     "producer": {"Write": (DOCS_RAW,)},
-    "auditor": {"Read": (DOCS_REDACTED, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS)},
+    # DescribeConfigs on docs.redacted.v1: verify asks the broker how long it keeps the
+    # redacted text, to tell a text past its retention from one that went missing.
+    "auditor": {"Read": (DOCS_REDACTED, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS),
+                "DescribeConfigs": (DOCS_REDACTED,)},
 }
 
 
@@ -48,7 +51,7 @@ class Grant:
     or with pattern "prefixed" every name that starts with it)."""
 
     principal: str
-    operation: str  # Read | Write
+    operation: str  # Read | Write | DescribeConfigs
     resource: str  # topic | group
     name: str
     pattern: str = "literal"  # literal | prefixed

@@ -5,6 +5,9 @@ evidence for less than the setting says."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,3 +69,19 @@ def test_evidence_topics_are_kept_forever_and_checked_at_every_bring_up(
         assert f"{name} has retention.ms=-1, the audit retention needs 7776000000" in str(
             refused.value)
     assert "STREAMRAG_AUDIT_RETENTION_MS" in str(refused.value)
+
+
+def test_verify_against_a_broker_without_the_evidence_topics_says_so_in_one_sentence(
+        kafka: KafkaSettings) -> None:
+    """Not the Kafka client's timeout traceback after a minute and a half: one sentence
+    naming every evidence topic the broker lacks, and a non-zero exit."""
+    env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap}
+    for command in (["verify"], ["prove", "some-doc"]):
+        done = subprocess.run([sys.executable, "-m", "services.cli.main", "audit", *command],
+                              capture_output=True, text=True, env=env, timeout=120, check=False)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert done.stderr.strip() == (
+            f"streamrag audit {command[0]}: the broker at {kafka.bootstrap} holds no "
+            "docs.redacted.v1, audit.batches.v1, ledger.anchors.v1: the audit evidence is not "
+            "there to verify (wrong broker, or a mesh that never started on it; `streamrag "
+            "topics` creates the topics)")

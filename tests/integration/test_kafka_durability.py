@@ -3,7 +3,8 @@ the broker, several times, and kill -9 of `streamrag up` itself followed by a ne
 Every document the client saw acknowledged is searchable exactly once, docs.raw.v1 holds
 each of them once (no replay, no copies), `audit verify` passes and an earlier proof still
 holds; a killed `up` leaves no process behind. And the broker enforces retention: with a
-short text retention the redacted text expires while its proof holds (`text_held: false`).
+short text retention the redacted text expires while its proof holds (`text_held: false`)
+and `audit verify` passes, reporting the leaf as expired.
 """
 
 from __future__ import annotations
@@ -183,3 +184,17 @@ def test_a_short_text_retention_expires_the_text_and_the_proof_holds(
         assert proof["text_held"] is False
         assert (proof["batch_id"], proof["root"]) == (held["batch_id"], held["root"])
         assert proof["anchor"]["tx_hash"] == held["anchor"]["tx_hash"]
+        # The one command an auditor runs passes: the expired leaves are proven by their
+        # signed records and reported as expired, not as evidence missing.
+        code, report = streamrag_audit(mesh, "verify")
+        assert code == 0 and report["ok"] is True, report
+        (mine,) = [b for b in report["batches"] if b["batch_id"] == held["batch_id"]]
+        assert (mine["result"], mine["expired"], mine["missing"]) == (
+            "expired", [f"{doc_id}@v1"], []), mine
+        assert report["unprovable"] == []
+        # And a broker without the evidence topics is one sentence, not a client traceback.
+        bare = Endpoints(f"127.0.0.1:{free_port()}", "", "", Path())
+        code, said = streamrag_audit(bare, "verify")
+        assert code == 2 and isinstance(said, str), said
+        assert said.strip().startswith("streamrag audit verify: the broker at ") and \
+            "Traceback" not in said and len(said.strip().splitlines()) == 1, said

@@ -53,7 +53,7 @@ async def _ask(kafka: KafkaSettings) -> Evidence:
         await admin.start()
     except KafkaConnectionError as exc:
         await admin.close()
-        msg = f"the broker at {kafka.bootstrap} is not reachable ({exc})"
+        msg = f"the broker at {kafka.bootstrap} is not reachable ({type(exc).__name__})"
         raise EvidenceError(msg) from exc
     try:
         present = set(await admin.list_topics())

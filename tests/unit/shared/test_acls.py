@@ -149,7 +149,11 @@ def test_every_service_gets_exactly_its_topics_group_and_changelogs() -> None:
                         | {Grant(service, "Write", "topic", n) for n in writes}
                         | {Grant(service, "Read", "group", group,
                                  "prefixed" if service == "embedding" else "literal")})
-    assert {g.operation for g in acls.grants()} == {"Read", "Write"}  # no Create/Alter/All
+    # no Create/Alter/All; DescribeConfigs only for the auditor, only on the redacted text
+    # (verify reads its retention)
+    assert {g.operation for g in acls.grants()} == {"Read", "Write", "DescribeConfigs"}
+    assert {(g.principal, g.name) for g in acls.grants()
+            if g.operation == "DescribeConfigs"} == {("auditor", "docs.redacted.v1")}
     contract = {s.name for s in topics.all_topic_specs()}
     assert {g.name for g in acls.grants() if g.resource == "topic"} <= contract
     assert all("*" not in g.name for g in acls.grants())
