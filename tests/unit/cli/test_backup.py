@@ -6,6 +6,7 @@ guard process thaws the mesh when the backup itself dies."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import signal
 import subprocess
@@ -192,3 +193,22 @@ def test_a_stopped_mesh_is_copied_as_it_lies(tmp_path: Path) -> None:
     (run_dir / "pids" / "broker.pid").write_text("999999999")  # gone
     done = bk.backup(run_dir, tmp_path / "copy")
     assert done.processes == 0 and done.pause_s == 0 and done.partitions == 1
+
+
+def test_a_sparse_file_is_copied_whole_with_its_holes_left_holes(tmp_path: Path) -> None:
+    """As Kafka's active index files: 10 MB preallocated, a few entries written through an
+    mmap (still in the page cache, as in a frozen broker)."""
+    src, dst = tmp_path / "00000000000000000000.index", tmp_path / "copy.index"
+    size = 10 * 1024 * 1024
+    with open(src, "wb") as f:
+        f.truncate(size)
+    with open(src, "r+b") as f, mmap.mmap(f.fileno(), size) as index:
+        index[:8] = b"entry-01"
+        index[6_000_000:6_000_008] = b"entry-02"
+        copied = bk.copy_sparse(str(src), str(dst))
+    assert dst.read_bytes() == src.read_bytes() and dst.stat().st_size == size
+    assert 16 <= copied < size // 100  # the data's blocks, not the holes
+    assert dst.stat().st_blocks * 512 < size // 100
+    (tmp_path / "plain").write_bytes(b"abc")
+    assert bk.copy_sparse(str(tmp_path / "plain"), str(tmp_path / "plain2")) == 3
+    assert (tmp_path / "plain2").read_bytes() == b"abc"
