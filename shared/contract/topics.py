@@ -63,22 +63,38 @@ class TopicSpec:
     # Holds what an audit proof needs: its retention is the audit retention, by time only
     # (retention.bytes unlimited, whatever the broker's default), and bring-up checks it.
     evidence: bool = False
+    # Carries document text (raw or redacted, whole or chunked): reached by the text
+    # retention (with_audit_retention), which expires every copy, not only the evidence's.
+    text: bool = False
+    # Set by with_audit_retention on text topics when the text retention is finite: no
+    # record outlives it (a compacted topic then also deletes by age: compact,delete).
+    text_kept_ms: int | None = None
 
     @property
     def partitions(self) -> int:
         return self.count or layout().count(self.group)
+
+    def expires_after(self) -> int | None:
+        """How long the broker keeps a record, in ms (None: forever, or compacted only)."""
+        kept = None if self.compacted or self.retention_ms == FOREVER else self.retention_ms
+        if self.text_kept_ms is None:
+            return kept
+        return self.text_kept_ms if kept is None else min(kept, self.text_kept_ms)
 
     def broker_config(self) -> dict[str, str]:
         # Every topic takes the contract's largest record (shared/contract/sizes.py); Kafka
         # refuses a larger one, and producers never send more.
         cfg = {"cleanup.policy": "compact" if self.compacted else "delete",
                "max.message.bytes": str(MAX_RECORD_BYTES)}
-        if not self.compacted:
-            cfg["retention.ms"] = str(self.retention_ms)
-        if not self.compacted and self.retention_ms != FOREVER:
+        expires = self.expires_after()
+        if self.compacted and expires is not None:
+            cfg["cleanup.policy"] = "compact,delete"  # newest per key, and none past its age
+        if not self.compacted or expires is not None:
+            cfg["retention.ms"] = str(FOREVER if expires is None else expires)
+        if expires is not None:
             # Kafka deletes whole segments only: one rolled at least every retention period
             # lets a record expire within about two of them, not after a week's segment.
-            cfg["segment.ms"] = str(min(self.retention_ms, WEEK_MS))
+            cfg["segment.ms"] = str(min(expires, WEEK_MS))
         if self.evidence:
             cfg["retention.bytes"] = str(FOREVER)
         return {**cfg, **self.config}
@@ -105,25 +121,26 @@ class TableSpec:
 
 DOCS_RAW = TopicSpec(
     "docs.raw.v1", "doc id (optional)", "JSON: plain document, Debezium envelope or API JSON",
+    text=True,
     doc="The input topic: produce here with any Kafka client.",
 )
 DOCS_PARSED = TopicSpec(
-    "docs.parsed.v1", "doc id", "records.Document",
+    "docs.parsed.v1", "doc id", "records.Document", text=True,
     doc="Ingest's repartition topic: parsed documents re-keyed by doc id before dedup.",
 )
-DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document",
+DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document", text=True,
                             doc="New document versions and deletes, deduplicated.")
 DOCS_REDACTED = TopicSpec("docs.redacted.v1", "doc id", "records.RedactedDocument",
-                          retention_ms=FOREVER, evidence=True,
+                          retention_ms=FOREVER, evidence=True, text=True,
                           doc="Documents with every PII entity replaced by a placeholder.")
 CHUNKS = TopicSpec(
-    "chunks.v1", "doc id", "records.ChunkSet", compacted=True,
+    "chunks.v1", "doc id", "records.ChunkSet", compacted=True, text=True,
     doc="All chunks of one document version (or a delete); compacted to the newest version "
         "of each document, so a new embedding model re-reads the whole corpus from it.",
 )
 CHUNKS_EMBEDDED = TopicSpec(
     "chunks.embedded.v1", "doc id (another model's: model id NUL doc id)",
-    "records.EmbeddedChunkSet", compacted=True,
+    "records.EmbeddedChunkSet", compacted=True, text=True,
     doc="Chunks with vectors; compacted to the newest version of each document and model.",
 )
 SEARCH_REQUESTS = TopicSpec(
@@ -133,8 +150,8 @@ SEARCH_REQUESTS = TopicSpec(
 # Not co-partitioned with anything (inference reads every partition): in telemetry, so that
 # growing the document topics (streamrag topics --grow) leaves it as it is.
 SEARCH_REPLIES = TopicSpec("search.replies.v1", "request id", "records.SearchReply",
-                           "telemetry", retention_ms=HOUR_MS,
-                           doc="Gather: one reply per shard.")
+                           "telemetry", retention_ms=HOUR_MS, text=True,
+                           doc="Gather: one reply per shard (the hits' chunk text).")
 AUDIT_BATCHES = TopicSpec("audit.batches.v1", "partition of docs.normalized.v1",
                           "records.AuditBatch", "audit", retention_ms=FOREVER, evidence=True,
                           doc="One record per redaction micro-batch.")
@@ -149,7 +166,7 @@ LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", "s
                            retention_ms=FOREVER, evidence=True,
                            doc="The on-chain transaction that anchored each audit batch.")
 DEADLETTER_RAW = TopicSpec(
-    "deadletter.raw.v1", "source key", "records.DeadLetter", "single",
+    "deadletter.raw.v1", "source key", "records.DeadLetter", "single", text=True,
     doc="Rejected raw input (before redaction): may hold raw PII, guard like docs.raw.v1.",
 )
 DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", "single",
@@ -339,11 +356,22 @@ def check_copartitioned(specs: tuple[TopicSpec, ...]) -> None:
 
 def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,
                          text_retention_ms: int | None = None) -> tuple[TopicSpec, ...]:
-    """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1), the redacted
-    text (docs.redacted.v1) for `text_retention_ms` where that is set."""
+    """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1), and, where
+    `text_retention_ms` is set and finite, every topic that carries document text (the raw
+    input, its parsed and normalized copies, the redacted text, the chunks with and without
+    vectors, search replies, raw dead letters) kept no longer than that: the text expires
+    from every copy on the broker, not only from docs.redacted.v1."""
     def kept(spec: TopicSpec) -> int:
         if spec.name == DOCS_REDACTED.name and text_retention_ms is not None:
             return text_retention_ms
         return retention_ms
-    return tuple(replace(s, retention_ms=kept(s)) if s.evidence else s for s in specs)
+    finite = text_retention_ms not in (None, FOREVER)
+    out = []
+    for spec in specs:
+        if spec.evidence:
+            spec = replace(spec, retention_ms=kept(spec))
+        if spec.text and finite and not spec.evidence:
+            spec = replace(spec, text_kept_ms=text_retention_ms)
+        out.append(spec)
+    return tuple(out)
 

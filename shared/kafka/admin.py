@@ -24,6 +24,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import (
+    FOREVER,
     TopicSpec,
     all_topic_specs,
     check_copartitioned,
@@ -117,6 +118,27 @@ def new_topic(spec: TopicSpec, kafka: KafkaSettings) -> NewTopic:
     return NewTopic(spec.name, spec.partitions, kafka.replication_factor, topic_configs=configs)
 
 
+def text_config_problems(spec: TopicSpec, found: dict[str, str]) -> list[str]:
+    """What an existing topic carrying document text lacks to expire it within the text
+    retention (none when that retention is forever)."""
+    want = spec.expires_after()
+    if spec.text_kept_ms is None or want is None:
+        return []
+    out = []
+    policy = set(found.get("cleanup.policy", "").split(","))
+    if "delete" not in policy:
+        out.append(f"{spec.name} has cleanup.policy={found.get('cleanup.policy', '(not set)')}, "
+                   f"the text retention needs {spec.broker_config()['cleanup.policy']}")
+    try:
+        held = int(found.get("retention.ms", str(FOREVER)))
+    except ValueError:
+        held = FOREVER
+    if held == FOREVER or held > want:
+        out.append(f"{spec.name} has retention.ms={found.get('retention.ms', '(not set)')}, "
+                   f"the text retention needs at most {want}")
+    return out
+
+
 def evidence_config_problems(spec: TopicSpec, found: dict[str, str]) -> list[str]:
     """What an existing evidence topic's configs (as the broker describes them) lack."""
     want = spec.broker_config()
@@ -192,7 +214,8 @@ async def ensure_topics(
                        + "; ".join(wrong))
                 raise InfrastructureError(msg)
             evidence = [s for s in present if s.evidence]
-            names = [s.name for s in evidence]
+            texts = [s for s in present if s.text_kept_ms is not None and not s.evidence]
+            names = [s.name for s in (*evidence, *texts)]
             configs = await described(admin, names) if names else {}
             problems = [p for s in evidence for p in evidence_config_problems(
                 s, configs.get(s.name, {}))]
@@ -200,6 +223,14 @@ async def ensure_topics(
                 msg = ("; ".join(problems) + ". Set STREAMRAG_AUDIT_RETENTION_MS to what the "
                        "broker keeps, or change the topics (kafka-configs.sh --alter "
                        "--entity-type topics --entity-name NAME --add-config retention.ms=...)")
+                raise InfrastructureError(msg)
+            problems = [p for s in texts for p in text_config_problems(
+                s, configs.get(s.name, {}))]
+            if problems:
+                msg = ("; ".join(problems) + ". Copies of document text would outlive "
+                       "STREAMRAG_AUDIT_TEXT_RETENTION_MS: change the topics (kafka-configs.sh "
+                       "--alter --entity-type topics --entity-name NAME --add-config "
+                       "retention.ms=...,cleanup.policy=[...]) or unset the setting")
                 raise InfrastructureError(msg)
         return created
     finally:

@@ -1,5 +1,6 @@
-"""The audit retention governs every topic a proof needs, and only those; bring-up names an
-evidence topic the broker keeps for less."""
+"""The audit retention governs every topic a proof needs, and only those; the text retention
+every topic that carries a document's text; bring-up names an evidence topic the broker
+keeps for less, and a text topic it keeps for longer."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from shared.contract.topics import (
     TOPICS,
     WEEK_MS,
 )
-from shared.kafka.admin import contract_specs, evidence_config_problems
+from shared.kafka.admin import contract_specs, evidence_config_problems, text_config_problems
 
 
 def test_the_evidence_topics_are_what_a_proof_reads() -> None:
@@ -69,14 +70,57 @@ def test_an_existing_evidence_topic_kept_for_less_is_named() -> None:
         "audit.batches.v1 has cleanup.policy=compact, the audit retention needs delete"]
 
 
-def test_the_text_retention_shortens_the_redacted_text_only() -> None:
+def test_the_text_retention_reaches_every_copy_of_the_text_and_nothing_else() -> None:
     specs = {s.name: s for s in contract_specs(
         AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=60_000))}
-    assert specs[DOCS_REDACTED.name].broker_config()["retention.ms"] == "60000"
+    texts = {n for n, s in specs.items() if s.text}
+    # Every topic whose records carry a document's words, raw, redacted or chunked.
+    assert texts == {"docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
+                     "chunks.v1", "chunks.embedded.v1", "search.replies.v1",
+                     "deadletter.raw.v1"}
+    for name in texts:
+        cfg = specs[name].broker_config()
+        assert cfg["retention.ms"] == "60000" and cfg["segment.ms"] == "60000", name
+        assert "delete" in cfg["cleanup.policy"].split(","), name
+    # The compacted chunk topics keep each document's newest version, and none past its age.
+    assert specs[CHUNKS.name].broker_config()["cleanup.policy"] == "compact,delete"
     for kept in (AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS):  # what proves the leaves
         assert specs[kept.name].broker_config()["retention.ms"] == str(FOREVER)
+    others = {n: s.broker_config() for n, s in specs.items() if not s.text}
+    plain = {n: s.broker_config() for n, s in
+             ((s.name, s) for s in contract_specs(AuditRetentionSettings(retention_ms=FOREVER)))
+             if not s.text}
+    assert others == plain  # the text retention changes no topic without text
     unset = {s.name: s for s in contract_specs(AuditRetentionSettings(retention_ms=90_000))}
     assert unset[DOCS_REDACTED.name].retention_ms == 90_000  # unset: the audit retention
+    assert unset[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    assert unset[CHUNKS.name].broker_config()["cleanup.policy"] == "compact"
+
+
+def test_a_text_retention_longer_than_a_topic_s_own_keeps_the_shorter() -> None:
+    two_weeks = 2 * WEEK_MS
+    specs = {s.name: s for s in contract_specs(
+        AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=two_weeks))}
+    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    assert specs["search.replies.v1"].broker_config()["retention.ms"] == str(3_600_000)
+    assert specs[CHUNKS.name].broker_config()["retention.ms"] == str(two_weeks)
+
+
+def test_an_existing_text_topic_that_would_outlive_the_text_retention_is_named() -> None:
+    specs = {s.name: s for s in contract_specs(
+        AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=60_000))}
+    assert text_config_problems(specs[CHUNKS.name], {"cleanup.policy": "compact,delete",
+                                                    "retention.ms": "60000"}) == []
+    assert text_config_problems(specs[CHUNKS.name], {"cleanup.policy": "compact"}) == [
+        "chunks.v1 has cleanup.policy=compact, the text retention needs compact,delete",
+        "chunks.v1 has retention.ms=(not set), the text retention needs at most 60000"]
+    assert text_config_problems(specs[DOCS_NORMALIZED.name], {
+        "cleanup.policy": "delete", "retention.ms": str(WEEK_MS)}) == [
+        f"docs.normalized.v1 has retention.ms={WEEK_MS}, the text retention needs at most 60000"]
+    assert text_config_problems(specs[DOCS_NORMALIZED.name], {
+        "cleanup.policy": "delete", "retention.ms": "30000"}) == []  # shorter is fine
+    forever = {s.name: s for s in contract_specs(AuditRetentionSettings())}
+    assert text_config_problems(forever[DOCS_NORMALIZED.name], {"retention.ms": "-1"}) == []
 
 
 def test_a_finite_retention_rolls_segments_within_it_so_records_can_expire() -> None:
@@ -84,8 +128,10 @@ def test_a_finite_retention_rolls_segments_within_it_so_records_can_expire() -> 
         AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=8_000))}
     assert specs[DOCS_REDACTED.name].broker_config()["segment.ms"] == "8000"
     assert "segment.ms" not in specs[AUDIT_BATCHES.name].broker_config()  # forever: no roll
-    assert specs[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == str(WEEK_MS)
-    assert "segment.ms" not in specs[CHUNKS.name].broker_config()  # compacted
+    assert specs[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == "8000"
+    unset = {s.name: s for s in contract_specs(AuditRetentionSettings())}
+    assert unset[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == str(WEEK_MS)
+    assert "segment.ms" not in unset[CHUNKS.name].broker_config()  # compacted, no expiry
 
 
 @pytest.mark.parametrize("bad", ["0", "-5"])
