@@ -42,6 +42,9 @@ class Shard:
         self.lexical = LexicalIndex() if lexical else None
         self.doc_slots: dict[str, list[int]] = {}
         self.doc_version: dict[str, int] = {}
+        # When the version held of each document was ingested: the text retention expires
+        # it from the shard by that time (expire), as the broker expires its records.
+        self.doc_written: dict[str, float] = {}
         self.offset = -1
         self.digest = ""
         self.dropped = 0  # hits left out of replies because they cannot be serialised
@@ -66,6 +69,7 @@ class Shard:
         self.doc_version[update.doc_id] = update.version
         if vectors is None:
             return True
+        self.doc_written[update.doc_id] = update.ingest_time
         slots = [self.columns.add(SearchHit(
             chunk_id=c.chunk_id, doc_id=update.doc_id, version=update.version, score=0.0,
             event_time=update.event_time, text=c.text, title=update.title,
@@ -87,7 +91,17 @@ class Shard:
             if hit is not None:
                 self.lexical.add(slot, passage(hit.title, hit.text))
 
+    def expire(self, before: float) -> list[str]:
+        """Remove every document whose version here was ingested before `before` (epoch s):
+        its chunks, vectors and words leave the index; its version stays known, so an older
+        one replayed later is still refused. Returns the documents removed."""
+        old = sorted(d for d, t in self.doc_written.items() if t < before)
+        for doc_id in old:
+            self._remove_doc(doc_id)
+        return old
+
     def _remove_doc(self, doc_id: str) -> None:
+        self.doc_written.pop(doc_id, None)
         old = self.doc_slots.pop(doc_id, [])
         if old:
             self.vectors.remove(np.array(old, dtype="int64"))

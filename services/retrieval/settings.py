@@ -46,6 +46,11 @@ class RetrievalSettings(ServiceSettings):
     # Seconds between snapshots of each shard to <data_dir>/retrieval-shards/, from which a
     # restarted shard resumes.
     snapshot_interval_s: float = Field(default=30.0, gt=0)
+    # How long a document's text is kept, in ms (the mesh-wide STREAMRAG_AUDIT_TEXT_RETENTION_MS,
+    # read under that name): a version ingested longer ago leaves the shards and their
+    # snapshots, as its records leave the broker's topics. Unset or -1: kept.
+    text_retention_ms: int | None = Field(default=None,
+                                          validation_alias="STREAMRAG_AUDIT_TEXT_RETENTION_MS")
     # Keep a BM25 index beside FAISS (services/retrieval/lexical.py), for searches that carry
     # the question's text (inference's hybrid search); rebuilt from the texts on load.
     lexical: bool = True
@@ -95,6 +100,19 @@ class RetrievalSettings(ServiceSettings):
             grace_share=self.drift_grace_share, std_floor=self.drift_std_floor,
             top_docs=self.drift_top_docs, top_terms=self.drift_top_terms,
             max_keys=self.drift_max_keys)
+
+    @property
+    def text_kept_s(self) -> float | None:
+        """Seconds a document's text stays in the shards; None: no expiry."""
+        if self.text_retention_ms is None or self.text_retention_ms < 0:
+            return None
+        return self.text_retention_ms / 1000
+
+    @property
+    def expire_every_s(self) -> float:
+        """How often the shards are swept for expired text: a tenth of the retention,
+        between 1 s and a minute."""
+        return max(1.0, min(60.0, (self.text_kept_s or 600.0) / 10))
 
     @property
     def snapshot_dir(self) -> Path:

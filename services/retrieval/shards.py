@@ -200,6 +200,25 @@ class Shards:
         log.info("indexing a new model %s (dimension %d) beside %s", update.model_id,
                  update.dim, sorted(set(self.models) - {update.model_id}) or "none")
 
+    def expire(self, before: float) -> int:
+        """Remove from every shard the documents ingested before `before` (the text
+        retention); the shards changed are dirty, so the next save rewrites their snapshots
+        without the text. Returns how many documents were removed (over all models)."""
+        due = [(key, shard) for key in sorted(self._keys())
+               if (shard := self.get(*key)) is not None
+               and any(t < before for t in shard.doc_written.values())]
+        if not due:
+            return 0
+        self.generation += 1  # before the change, as apply does
+        removed = 0
+        for key, shard in due:
+            removed += len(shard.expire(before))
+            self.dirty.add(key)
+        return removed
+
+    def _keys(self) -> set[Key]:
+        return {(m, p) for m, shards in self.by_model.items() for p in shards}
+
     def applied(self, partition: int, offset: int, value: bytes | None) -> None:
         """The record at `offset` has been consumed: every shard of the partition behind it
         has now seen it (applied to its own model's shard, passed over by the others)."""

@@ -44,7 +44,7 @@ def capture(shard: Shard) -> Captured:
     state = {"format": FORMAT, "model_id": shard.model_id, "dim": shard.dim,
              "offset": shard.offset, "digest": shard.digest, "doc_version": dict(shard.doc_version),
              "doc_slots": dict(shard.doc_slots),  # slot lists are replaced, never mutated
-             "caught_up": shard.caught_up}
+             "doc_written": dict(shard.doc_written), "caught_up": shard.caught_up}
     return Captured(shard.vectors.serialize(), state, list(shard.columns.hits))
 
 
@@ -80,6 +80,11 @@ def load(path: Path, model_id: str, dim: int, config: IndexConfig,
                                      for h in state["hits"]])
     shard.doc_version = state["doc_version"]
     shard.doc_slots = state["doc_slots"]
+    # A snapshot written before ingest times were kept: a document's event time (no later
+    # than its ingest) stands in, so the text retention never keeps it longer.
+    shard.doc_written = state.get("doc_written") or {
+        d: shard.columns.hits[slots[0]].event_time  # type: ignore[union-attr]
+        for d, slots in shard.doc_slots.items() if slots}
     shard.offset, shard.digest = state["offset"], state.get("digest", "")
     shard.caught_up = bool(state.get("caught_up", False))
     shard.rebuild_lexical()

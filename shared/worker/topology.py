@@ -18,6 +18,9 @@ class Topology:
     app: Any  # the faust.App the service's agents, tables and timers are registered on
     settings: Any  # the service's own settings (its ServiceSettings subclass)
     agents: Mapping[str, Any]  # Faust agents by short name
+    # The stage object whose methods the agents are, where the service is built as one
+    # (its counters, buffers and collaborators are its fields, none at module level).
+    stage: Any = None
 
     def agent(self, name: str) -> Any:
         return self.agents[name]

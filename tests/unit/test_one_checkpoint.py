@@ -65,7 +65,8 @@ def test_nothing_but_the_checkpoint_acks_commits_or_reads_a_stream() -> None:
 
 def agent_functions(path: Path) -> list[ast.AsyncFunctionDef]:
     """The functions a module's build registers as Faust agents: `app.agent(topic)(fn)`,
-    or through a local helper `agent(topic, fn)`."""
+    a stage object's method `app.agent(topic)(self.fn)`, or through a local helper
+    `agent(topic, fn)`."""
     tree = ast.parse(path.read_text(), str(path))
     registered = set()
     for node in ast.walk(tree):
@@ -73,9 +74,13 @@ def agent_functions(path: Path) -> list[ast.AsyncFunctionDef]:
             continue
         func = node.func
         if (isinstance(func, ast.Call) and isinstance(func.func, ast.Attribute)
-                and func.func.attr == "agent" and node.args
-                and isinstance(node.args[0], ast.Name)):
-            registered.add(node.args[0].id)
+                and func.func.attr == "agent" and node.args):
+            fn = node.args[0]
+            if isinstance(fn, ast.Name):
+                registered.add(fn.id)
+            elif (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
+                  and fn.value.id == "self"):
+                registered.add(fn.attr)
         elif (isinstance(func, ast.Name) and func.id == "agent" and len(node.args) == 2
               and isinstance(node.args[1], ast.Name)):
             registered.add(node.args[1].id)

@@ -27,7 +27,7 @@ from shared.kafka import checkpoint
 from shared.worker.boundary import Boundary
 
 log = logging.getLogger(__name__)
-LABELS = ["source", "domain", "model"]
+LABELS = ("source", "domain", "model")
 SCORE = Gauge("streamrag_drift_score", "Log of the centroid statistic of the last closed "
               "window (about 0 when nothing changed)", LABELS)
 Z = Gauge("streamrag_drift_z", "z-score of the last judged window against the last K", LABELS)
@@ -38,68 +38,65 @@ LATE = Counter("streamrag_drift_late_samples", "Samples that arrived after their
 DROPPED = Counter("streamrag_drift_dropped_samples", "Late samples of the past (a replay) "
                   "counted in no window", LABELS)
 
-# What build() wired this module's agent to: one topology per process.
-settings: RetrievalSettings
-drift_samples_topic: Any
-drift_windows_topic: Any
-monitor: Monitor
-boundary: Boundary
-judge: Any  # the Faust agent
 
+class Drift:
+    """The drift judge of one retrieval stage: its detectors, topics and boundary."""
 
-def build(app: faust.App, retrieval: RetrievalSettings, topics: Topics) -> None:
-    """Register the drift judge and its window timer on `app` (retrieval's build calls it)."""
-    global settings, drift_samples_topic, drift_windows_topic, monitor, boundary, judge
-    settings = retrieval
-    drift_samples_topic, drift_windows_topic = topics.drift_samples, topics.drift_windows
-    monitor = restore(settings.drift_snapshot, settings.drift_config())
-    boundary = Boundary("retrieval.drift", topics.dlq)
-    judge = app.agent(drift_samples_topic, name=f"{__name__}.judge")(judge_samples)
-    app.timer(1.0, name=f"{app.conf.id}.close_drift_windows")(close_idle_windows)
+    def __init__(self, app: faust.App, settings: RetrievalSettings, topics: Topics) -> None:
+        self.app, self.settings = app, settings
+        self.samples_topic, self.windows_topic = topics.drift_samples, topics.drift_windows
+        self.monitor: Monitor = restore(settings.drift_snapshot, settings.drift_config())
+        self.boundary = Boundary("retrieval.drift", topics.dlq)
+        self.judge: Any = None  # the Faust agent, once registered
 
+    def register(self) -> Any:
+        """Register the drift judge and its window timer on the app; the judge agent."""
+        app = self.app
+        self.judge = app.agent(self.samples_topic, name=f"{__name__}.judge")(
+            self.judge_samples)
+        app.timer(1.0, name=f"{app.conf.id}.close_drift_windows")(self.close_idle_windows)
+        return self.judge
 
-async def sample(update: EmbeddedChunkSet) -> None:
-    """Send the drift sample of an applied chunk set (recent upserts only)."""
-    if not settings.drift or time.time() - update.ingest_time > settings.drift_max_age_s:
-        return
-    record = drift_sample(update)
-    if record is not None:
-        await drift_samples_topic.send(key=record.source.encode(), value=encode(record))
+    async def sample(self, update: EmbeddedChunkSet) -> None:
+        """Send the drift sample of an applied chunk set (recent upserts only)."""
+        if not self.settings.drift or \
+                time.time() - update.ingest_time > self.settings.drift_max_age_s:
+            return
+        record = drift_sample(update)
+        if record is not None:
+            await self.samples_topic.send(key=record.source.encode(), value=encode(record))
 
+    async def publish(self, reports: list[DriftReport]) -> None:
+        for report in reports:
+            labels = (report.source, report.domain, report.model_id)
+            WINDOWS.labels(*labels, report.status).inc()
+            LATE.labels(*labels).inc(report.late)
+            DROPPED.labels(*labels).inc(report.dropped)
+            if report.score is not None:
+                SCORE.labels(*labels).set(report.score)
+            if report.z is not None:
+                Z.labels(*labels).set(report.z)
+            if report.status == "drift":
+                EVENTS.labels(*labels).inc()
+                log.warning("drift in %s/%s (%s) window %.0f: z %.1f, words %s", *labels,
+                            report.window_start, report.z or 0.0, ", ".join(report.terms))
+            await self.windows_topic.send(key=report.source.encode(), value=encode(report))
+        if reports:
+            save(self.monitor, self.settings.drift_snapshot)
 
-async def publish(reports: list[DriftReport]) -> None:
-    for report in reports:
-        labels = (report.source, report.domain, report.model_id)
-        WINDOWS.labels(*labels, report.status).inc()
-        LATE.labels(*labels).inc(report.late)
-        DROPPED.labels(*labels).inc(report.dropped)
-        if report.score is not None:
-            SCORE.labels(*labels).set(report.score)
-        if report.z is not None:
-            Z.labels(*labels).set(report.z)
-        if report.status == "drift":
-            EVENTS.labels(*labels).inc()
-            log.warning("drift in %s/%s (%s) window %.0f: z %.1f, words %s", *labels,
-                        report.window_start, report.z or 0.0, ", ".join(report.terms))
-        await drift_windows_topic.send(key=report.source.encode(), value=encode(report))
-    if reports:
-        save(monitor, settings.drift_snapshot)
+    async def judge_samples(self, stream: Any) -> None:
+        """drift.samples.v1 -> the detectors -> drift.windows.v1."""
+        async for event in checkpoint.records(stream):
+            reports: list[DriftReport] = []
+            async with self.boundary.record(event):
+                record = decode(DriftSample, event.message.value)
+                key = (record.source, record.domain, record.model_id)
+                reports = self.monitor.add(key, from_record(record, self.monitor.dim(key)),
+                                           time.time())
+            await self.publish(reports)
 
+    async def close_idle(self, now: float) -> None:
+        await self.publish(self.monitor.tick(now))
 
-async def judge_samples(stream: Any) -> None:
-    """drift.samples.v1 -> the detectors -> drift.windows.v1."""
-    async for event in checkpoint.records(stream):
-        reports: list[DriftReport] = []
-        async with boundary.record(event):
-            record = decode(DriftSample, event.message.value)
-            key = (record.source, record.domain, record.model_id)
-            reports = monitor.add(key, from_record(record, monitor.dim(key)), time.time())
-        await publish(reports)
-
-
-async def close_idle(now: float) -> None:
-    await publish(monitor.tick(now))
-
-
-async def close_idle_windows() -> None:
-    await close_idle(time.time())
+    async def close_idle_windows(self) -> None:  # a timer: no arguments (Faust passes app)
+        await self.close_idle(time.time())

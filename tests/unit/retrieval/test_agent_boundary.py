@@ -11,8 +11,6 @@ from shared.contract.records import EmbeddedChunkSet
 from tests.support import built
 from tests.unit.retrieval.helpers import chunk_set
 
-agents = built.service("retrieval")
-
 
 class FlakyShard:
     """Applies sets, except that doc 'bad' hits a bug in the index."""
@@ -32,16 +30,17 @@ class FlakyShard:
 def test_an_index_bug_dead_letters_the_set_and_the_partition_moves_on() -> None:
     shard = FlakyShard()
     dead = AsyncMock()
+    stage = built.stage("retrieval")
 
     async def drive() -> None:
-        agents.app.finalize()
-        agents.app.flow_control.resume()
-        with patch.object(agents.shards, "models", {"m": 8}), \
-                patch.object(agents.shards, "by_model", {"m": {0: shard}}), \
-                patch.object(agents.shards, "position", {0: (-1, "")}), \
-                patch.object(agents.shards, "dirty", set()), \
-                patch.object(agents.dlq, "send", dead):
-            async with agents.index.test_context() as agent:
+        stage.app.finalize()
+        stage.app.flow_control.resume()
+        with patch.object(stage.shards, "models", {"m": 8}), \
+                patch.object(stage.shards, "by_model", {"m": {0: shard}}), \
+                patch.object(stage.shards, "position", {0: (-1, "")}), \
+                patch.object(stage.shards, "dirty", set()), \
+                patch.object(stage.dlq, "send", dead):
+            async with stage.index.test_context() as agent:
                 for doc in ("bad", "good"):
                     await agent.put(value=encode(chunk_set(doc, 1, [1])), key=doc.encode(),
                                     partition=0)

@@ -43,18 +43,30 @@ DECLARED = ("t", "topics")  # the names the services give `declare(app)`'s resul
 
 
 def _topic_of(node: ast.AST, fields: dict[str, str], aliases: dict[str, str]) -> str | None:
-    """The topic an expression names: `t.<field>` (`t`, `topics`: what `declare` returned)
-    or a name bound to one."""
-    if (isinstance(node, ast.Attribute) and node.attr in fields
-            and isinstance(node.value, ast.Name) and node.value.id in DECLARED):
+    """The topic an expression names: `t.<field>` (`t`, `topics`: what `declare` returned;
+    also a stage object's `self.topics.<field>`) or a name bound to one (`x`, or a stage
+    object's field `self.x`)."""
+    if isinstance(node, ast.Attribute) and node.attr in fields and (
+            (isinstance(node.value, ast.Name) and node.value.id in DECLARED)
+            or (isinstance(node.value, ast.Attribute) and node.value.attr in DECLARED)):
         return fields[node.attr]
-    if isinstance(node, ast.Name) and node.id in aliases:
-        return aliases[node.id]
+    name = _bound_name(node)
+    return aliases.get(name) if name else None
+
+
+def _bound_name(node: ast.AST) -> str | None:
+    """`x` for a name, `self.x` for a stage object's field; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "self":
+        return f"self.{node.attr}"
     return None
 
 
 def _aliases(tree: ast.AST, fields: dict[str, str]) -> dict[str, str]:
-    """Names bound to a topic field: `x = t.field` and `x, y = t.a, t.b`."""
+    """Names bound to a topic field: `x = t.field`, `x, y = t.a, t.b`, and the same with a
+    stage object's fields (`self.x = t.field`)."""
     out = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Assign):
@@ -65,8 +77,9 @@ def _aliases(tree: ast.AST, fields: dict[str, str]) -> dict[str, str]:
                      else [(target, node.value)])
             for name, value in pairs:
                 topic = _topic_of(value, fields, {})
-                if isinstance(name, ast.Name) and topic is not None:
-                    out[name.id] = topic
+                bound = _bound_name(name)
+                if bound is not None and topic is not None:
+                    out[bound] = topic
     return out
 
 

@@ -12,15 +12,12 @@ from unittest.mock import AsyncMock, patch
 import numpy as np
 from prometheus_client import REGISTRY
 
-from services.retrieval.drift import agents as drift
 from services.retrieval.drift.detector import DriftConfig, Monitor
 from shared.contract.codec import encode
 from shared.contract.records import DriftReport, DriftSample, encode_vector
 from tests.support import built
 from tests.unit.retrieval.drift.synthetic import docs, topic
 from tests.unit.retrieval.helpers import chunk_set
-
-agents = built.service("retrieval")
 
 SOURCE = "agent-test"
 
@@ -41,14 +38,16 @@ def test_closed_windows_go_to_their_topic_and_metrics_and_a_bad_sample_to_the_dl
     values += samples(rng, new, 7, 25) + [b'{"source": "x"}']
     sent, dead = AsyncMock(), AsyncMock()
     snapshot = tmp_path / "drift.json"
+    stage = built.stage("retrieval")
+    drift = stage.drift
 
     async def drive() -> None:
-        agents.app.finalize()
-        agents.app.flow_control.resume()
+        stage.app.finalize()
+        stage.app.flow_control.resume()
         with patch.object(drift, "monitor", Monitor(DriftConfig(grace_s=0))), \
                 patch.object(type(drift.settings), "drift_snapshot", snapshot), \
-                patch.object(drift.drift_windows_topic, "send", sent), \
-                patch.object(agents.dlq, "send", dead):
+                patch.object(drift.windows_topic, "send", sent), \
+                patch.object(stage.dlq, "send", dead):
             async with drift.judge.test_context() as agent:
                 for value in values:
                     await agent.put(value=value, key=SOURCE.encode())
@@ -74,8 +73,10 @@ def test_only_recent_upserts_are_sampled() -> None:
     fresh = chunk_set("fresh", 1, [1]).model_copy(update={"ingest_time": time.time()})
     stale = chunk_set("stale", 1, [1]).model_copy(update={"ingest_time": time.time() - 7200})
 
+    drift = built.stage("retrieval").drift
+
     async def drive() -> None:
-        with patch.object(drift.drift_samples_topic, "send", sent):
+        with patch.object(drift.samples_topic, "send", sent):
             await drift.sample(fresh)
             await drift.sample(stale)
 
