@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from services.audit.documents.verify import OnChain
+from services.audit.documents.verify import ChainAnchor, OnChain, batch_key
 from shared.contract.audit_batches import Tip, build_batch, leaf_for
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, sign
 from shared.contract.records import AuditBatch, Document, RedactedDocument
@@ -40,3 +40,9 @@ def history(epoch: str = "e1") -> tuple[list[RedactedDocument], list[AuditBatch]
 
 def chain_of(batches: list[AuditBatch]) -> dict[str, OnChain]:
     return {b.batch_id: (b.root, b.prev_root, len(b.leaves), b.signer) for b in batches}
+
+
+def on_chain(batches: list[AuditBatch], first_block: int = 10) -> list[ChainAnchor]:
+    """The Anchored events a chain would hold for `batches`, one block each."""
+    return [ChainAnchor(batch_key(b.batch_id), b.root, b.prev_root, len(b.leaves), b.signer,
+                        first_block + i, f"0x{i:064x}", "0xC0") for i, b in enumerate(batches)]

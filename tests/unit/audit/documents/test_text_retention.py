@@ -16,8 +16,7 @@ from services.audit.documents.evidence import Evidence, missing_sentence, retent
 from services.audit.documents.verify import Report, TextRetention, verify
 from shared.contract.audit_signing import DEV_SIGNER
 from shared.contract.records import AuditBatch, RedactedDocument
-from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history
-from tests.unit.audit.documents.test_unprovable import on_chain
+from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history, on_chain
 
 CREATED = 1.0  # every batch of audit_history was recorded at t=1 s
 

@@ -12,13 +12,7 @@ from services.audit.documents import auditor
 from services.audit.documents.verify import ChainAnchor, Report, batch_key, verify
 from shared.contract.audit_signing import DEV_SIGNER
 from shared.contract.records import Anchor, AuditBatch, RedactedDocument
-from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history
-
-
-def on_chain(batches: list[AuditBatch], first_block: int = 10) -> list[ChainAnchor]:
-    """The Anchored events a chain would hold for `batches`, one block each."""
-    return [ChainAnchor(batch_key(b.batch_id), b.root, b.prev_root, len(b.leaves), b.signer,
-                        first_block + i, f"0x{i:064x}", "0xC0") for i, b in enumerate(batches)]
+from tests.unit.audit.documents.audit_history import KNOWN, chain_of, history, on_chain
 
 
 def run(docs: list[RedactedDocument], batches: list[AuditBatch],
