@@ -4,7 +4,8 @@ Every document the client saw acknowledged is searchable exactly once, docs.raw.
 each of them once (no replay, no copies), `audit verify` passes and an earlier proof still
 holds; a killed `up` leaves no process behind. And the broker enforces retention: with a
 short text retention the redacted text expires while its proof holds (`text_held: false`)
-and `audit verify` passes, reporting the leaf as expired.
+and `audit verify` passes, reporting the leaf as expired; every other copy of the text (the
+raw and chunk topics, the index and its snapshots) expires with it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ANVIL = ROOT / ".tools/node_modules/.bin/anvil"
 WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor"]
 doc = plain_doc(WORDS)
+TEXT_TOPICS = ("docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
+               "chunks.v1", "chunks.embedded.v1", "search.replies.v1", "deadletter.raw.v1")
 
 
 def searchable_once(mesh: Endpoints | str, ids: list[str]) -> bool:
@@ -167,12 +170,15 @@ def test_kill_9_of_up_leaves_no_orphan_and_the_next_up_loses_nothing(tmp_path: P
 def test_a_short_text_retention_expires_the_text_and_the_proof_holds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Bring-up (this process) creates the topics with it; the services check it.
-    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", "8000")
+    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", "15000")
     doc_id = f"{uid('expiring')}-0"
+    phrase = f"shipment {doc_id}".encode()  # in its text and chunks, never in an id alone
+    question = f"{WORDS[0]} shipment {doc_id}"
     with isolated(tmp_path / "run", ANVIL, env=MESH_ENV) as mesh:
         produce(mesh, [doc(doc_id, 0)], key=doc_id.encode())
         held = eventually(lambda: proven(mesh, doc_id), "a proof with the text held", 180)
         assert held["text_held"] is True
+        assert chunks_of(mesh, question, doc_id)  # searchable while its text is kept
 
         def redacted_keys() -> set[str]:
             return {r.key.decode() for r in read_topic(mesh, "docs.redacted.v1", 1.5) if r.key}
@@ -192,6 +198,25 @@ def test_a_short_text_retention_expires_the_text_and_the_proof_holds(
         assert (mine["result"], mine["expired"], mine["missing"]) == (
             "expired", [f"{doc_id}@v1"], []), mine
         assert report["unprovable"] == []
+        # Every other copy of the text expires too: the index answers without it, no topic
+        # holds it (raw, parsed, normalized, chunked, embedded, replies), no snapshot file.
+        eventually(lambda: not chunks_of(mesh, question, doc_id) or None,
+                   "the shards to expire the text", 120)
+
+        def copies() -> list[str]:
+            found = [f"{topic}@{r.offset}" for topic in TEXT_TOPICS
+                     for r in read_topic(mesh, topic, 1.5)
+                     if phrase in (r.value or b"") or phrase in (r.key or b"")]
+            found += [str(f) for f in (tmp_path / "run").rglob("*")
+                      if f.is_file() and "kafka" not in f.parts and "logs" not in f.parts
+                      and phrase in f.read_bytes()]
+            return found
+        left: list[list[str]] = []
+        try:
+            eventually(lambda: left.append(copies()) or not left[-1] or None,
+                       "every copy of the text to expire", 240)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; still held: {left[-1]}") from None
         # And a broker without the evidence topics is one sentence, not a client traceback.
         bare = Endpoints(f"127.0.0.1:{free_port()}", "", "", Path())
         code, said = streamrag_audit(bare, "verify")
