@@ -8,17 +8,19 @@ them with it and refuses a broker whose topics say otherwise (shared/kafka/admin
 
 from __future__ import annotations
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.contract.topics import FOREVER
+from shared.contract.topics import DAY_MS, FOREVER
 
 
 class AuditRetentionSettings(BaseSettings):
-    """How long the audit evidence is kept (env prefix STREAMRAG_AUDIT_, shared with
+    """How long the audit evidence, the text and the raw input are kept (env prefix
+    STREAMRAG_AUDIT_, the raw retention STREAMRAG_RAW_RETENTION_MS; shared with
     shared.contract.audit_signing; the two keep their field names apart)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMRAG_AUDIT_", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="STREAMRAG_AUDIT_", frozen=True,
+                                      populate_by_name=True)
 
     # How long the evidence topics (docs.redacted.v1, audit.batches.v1, ledger.anchors.v1)
     # keep records, in ms; -1 (the default): forever.
@@ -27,12 +29,20 @@ class AuditRetentionSettings(BaseSettings):
     # lets the text expire while the signed audit records still prove every leaf
     # (`streamrag audit prove` then says text_held: false).
     text_retention_ms: int | None = None
+    # How long the client's raw bytes (docs.raw.v1, and deadletter.raw.v1 that keeps
+    # rejected ones) are kept, in ms; default one day. They may hold raw PII and nothing in
+    # the mesh reads them again once ingest has committed past them, so they go far sooner
+    # than the week of the other operational topics. Long enough to outlast an outage:
+    # records ingest has not read when they expire are lost. Applies to topics created from
+    # now on (an existing one keeps its retention: kafka-configs.sh --alter changes it).
+    raw_retention_ms: int = Field(default=DAY_MS, validation_alias="STREAMRAG_RAW_RETENTION_MS")
 
-    @field_validator("retention_ms", "text_retention_ms")
+    @field_validator("retention_ms", "text_retention_ms", "raw_retention_ms")
     @classmethod
     def _forever_or_positive(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value != FOREVER and value < 1:
-            name = f"STREAMRAG_AUDIT_{(info.field_name or '').upper()}"
+            name = ("STREAMRAG_RAW_RETENTION_MS" if info.field_name == "raw_retention_ms" else
+                    f"STREAMRAG_AUDIT_{(info.field_name or '').upper()}")
             msg = f"{name} is -1 (keep forever) or a positive number of ms"
             raise ValueError(msg)
         return value

@@ -37,7 +37,8 @@ from shared.errors import ConfigError
 # partition whatever the settings (one reader must see every record).
 PartitionGroup = Literal["documents", "audit", "telemetry", "single"]
 HOUR_MS = 3_600_000
-WEEK_MS = 7 * 24 * HOUR_MS
+DAY_MS = 24 * HOUR_MS
+WEEK_MS = 7 * DAY_MS
 FOREVER = -1  # retention.ms / retention.bytes: never deleted by age or size
 
 
@@ -69,6 +70,8 @@ class TopicSpec:
     # Set by with_audit_retention on text topics when the text retention is finite: no
     # record outlives it (a compacted topic then also deletes by age: compact,delete).
     text_kept_ms: int | None = None
+    # Holds the client's raw bytes: kept for the raw retention (with_audit_retention).
+    raw: bool = False
 
     @property
     def partitions(self) -> int:
@@ -121,7 +124,7 @@ class TableSpec:
 
 DOCS_RAW = TopicSpec(
     "docs.raw.v1", "doc id (optional)", "JSON: plain document, Debezium envelope or API JSON",
-    text=True,
+    text=True, raw=True,
     doc="The input topic: produce here with any Kafka client.",
 )
 DOCS_PARSED = TopicSpec(
@@ -166,7 +169,7 @@ LEDGER_ANCHORS = TopicSpec("ledger.anchors.v1", "batch id", "records.Anchor", "s
                            retention_ms=FOREVER, evidence=True,
                            doc="The on-chain transaction that anchored each audit batch.")
 DEADLETTER_RAW = TopicSpec(
-    "deadletter.raw.v1", "source key", "records.DeadLetter", "single", text=True,
+    "deadletter.raw.v1", "source key", "records.DeadLetter", "single", text=True, raw=True,
     doc="Rejected raw input (before redaction): may hold raw PII, guard like docs.raw.v1.",
 )
 DEADLETTER = TopicSpec("deadletter.v1", "source key", "records.DeadLetter", "single",
@@ -355,12 +358,14 @@ def check_copartitioned(specs: tuple[TopicSpec, ...]) -> None:
 
 
 def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,
-                         text_retention_ms: int | None = None) -> tuple[TopicSpec, ...]:
+                         text_retention_ms: int | None = None,
+                         raw_retention_ms: int | None = None) -> tuple[TopicSpec, ...]:
     """`specs` with every evidence topic kept for `retention_ms` (FOREVER: -1), and, where
     `text_retention_ms` is set and finite, every topic that carries document text (the raw
     input, its parsed and normalized copies, the redacted text, the chunks with and without
     vectors, search replies, raw dead letters) kept no longer than that: the text expires
-    from every copy on the broker, not only from docs.redacted.v1."""
+    from every copy on the broker, not only from docs.redacted.v1. The client's raw bytes
+    (docs.raw.v1, deadletter.raw.v1) are kept for `raw_retention_ms` where that is set."""
     def kept(spec: TopicSpec) -> int:
         if spec.name == DOCS_REDACTED.name and text_retention_ms is not None:
             return text_retention_ms
@@ -368,6 +373,8 @@ def with_audit_retention(specs: tuple[TopicSpec, ...], retention_ms: int,
     finite = text_retention_ms not in (None, FOREVER)
     out = []
     for spec in specs:
+        if spec.raw and raw_retention_ms is not None:
+            spec = replace(spec, retention_ms=raw_retention_ms)
         if spec.evidence:
             spec = replace(spec, retention_ms=kept(spec))
         if spec.text and finite and not spec.evidence:

@@ -59,7 +59,7 @@ def contract_specs(retention: AuditRetentionSettings | None = None,
     by `layout` (default: this process's partition settings)."""
     retention = retention or AuditRetentionSettings()
     specs = with_audit_retention(all_topic_specs(layout), retention.retention_ms,
-                                 retention.text_retention_ms)
+                                 retention.text_retention_ms, retention.raw_retention_ms)
     check_copartitioned(specs)
     return specs
 

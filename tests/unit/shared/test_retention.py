@@ -140,3 +140,23 @@ def test_a_text_retention_that_keeps_nothing_is_refused_by_name(
     monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", bad)
     with pytest.raises(ValidationError, match="STREAMRAG_AUDIT_TEXT_RETENTION_MS"):
         AuditRetentionSettings()
+
+
+def test_the_client_s_raw_bytes_are_kept_a_day_by_default_and_as_set(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = {"docs.raw.v1", "deadletter.raw.v1"}
+    specs = {s.name: s for s in contract_specs(AuditRetentionSettings())}
+    assert {n for n, s in specs.items() if s.raw} == raw
+    for name in raw:
+        assert specs[name].broker_config()["retention.ms"] == str(24 * 3_600_000)
+    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    monkeypatch.setenv("STREAMRAG_RAW_RETENTION_MS", "7200000")
+    specs = {s.name: s for s in contract_specs(AuditRetentionSettings())}
+    assert {specs[n].broker_config()["retention.ms"] for n in raw} == {"7200000"}
+    # A shorter text retention still wins: no copy of the text outlives it.
+    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", "60000")
+    specs = {s.name: s for s in contract_specs(AuditRetentionSettings())}
+    assert {specs[n].broker_config()["retention.ms"] for n in raw} == {"60000"}
+    monkeypatch.setenv("STREAMRAG_RAW_RETENTION_MS", "0")
+    with pytest.raises(ValidationError, match="STREAMRAG_RAW_RETENTION_MS"):
+        AuditRetentionSettings()
