@@ -91,7 +91,7 @@ class QueryEngine:
             s.queue_capacity, observer=BatcherMetrics(self.metrics, "embed", s.embed.max_batch))
         self.questions = VectorCache(s.question_cache_size)
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
-                                   self.metrics, s.answer_shortlist)
+                                   self.metrics, s.answer_shortlist, s.text_kept_s)
         self.generative: GenerativeAnswerer | None = None
         self.reranker: RerankStage | None = None
         if s.reranker_path is not None:
@@ -145,7 +145,8 @@ class QueryEngine:
         self.encoder = encoder
         self.encoder_epoch += 1
         self.questions = VectorCache(self.settings.question_cache_size)
-        self.extractor.cache = VectorCache(self.settings.sentence_cache_size)
+        self.extractor.cache = VectorCache(self.settings.sentence_cache_size,
+                                           self.settings.text_kept_s)
 
     def attach_generator(self, lm: CausalLM, runner: GenerationRunner | None = None) -> None:
         self.generative = GenerativeAnswerer(lm, self.settings, self.metrics, runner)

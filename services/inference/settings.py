@@ -229,6 +229,11 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     answer_cache_size: int = Field(default=4096, ge=1)
     # Seconds a cached answer may be served at most, however unchanged the index.
     answer_cache_ttl_s: float = Field(default=300.0, gt=0)
+    # How long a document's text is kept, in ms (the mesh-wide STREAMRAG_AUDIT_TEXT_RETENTION_MS,
+    # read under that name): no cached answer, hit or sentence vector holding a document's
+    # words is kept longer. Unset or -1: the caches' own bounds only.
+    text_retention_ms: int | None = Field(default=None,
+                                          validation_alias="STREAMRAG_AUDIT_TEXT_RETENTION_MS")
     # How many of a cold answer's candidate sentences (up to 64), the best by BM25 with the
     # question, are encoded and ranked by cosine; 0 encodes them all (scripts/bench_answer
     # measures what that keeps of answer quality).
@@ -308,6 +313,19 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     def generator_source(self) -> Path | None:
         """The generator's folder or GGUF file, or None when answers are only quoted."""
         return weights.source(self.generator_path, self.generator_bundled)
+
+    @property
+    def text_kept_s(self) -> float | None:
+        """Seconds a document's words may stay in a cache; None: no text retention."""
+        if self.text_retention_ms is None or self.text_retention_ms < 0:
+            return None
+        return self.text_retention_ms / 1000
+
+    @property
+    def answer_cache_kept_s(self) -> float:
+        """The answer cache's TTL, never past the text retention."""
+        kept = self.text_kept_s
+        return self.answer_cache_ttl_s if kept is None else min(self.answer_cache_ttl_s, kept)
 
     def fusion(self) -> Fusion:
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)

@@ -25,10 +25,12 @@ Encode = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 class Extractor:
     def __init__(self, encode: Encode, sentences: int, cache_size: int,
-                 metrics: InferenceMetrics, shortlist: int = 0) -> None:
+                 metrics: InferenceMetrics, shortlist: int = 0,
+                 cache_ttl_s: float | None = None) -> None:
         self._encode, self.sentences, self.metrics = encode, sentences, metrics
         self.shortlist = shortlist  # sentences encoded per answer; 0: every candidate
-        self.cache = VectorCache(cache_size)
+        # Its keys are document sentences: none outlives the text retention (cache_ttl_s).
+        self.cache = VectorCache(cache_size, cache_ttl_s)
 
     async def answer(self, params: QueryParams, vector: np.ndarray,
                      hits: Sequence[SearchHit]) -> Answer:

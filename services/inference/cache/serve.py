@@ -56,7 +56,7 @@ class CachedQueries:
         s = engine.settings
         self.engine, self._generation = engine, generation
         self.enabled = s.answer_cache if enabled is None else enabled
-        self.store = AnswerStore(s.answer_cache_size, s.answer_cache_ttl_s, clock)
+        self.store = AnswerStore(s.answer_cache_size, s.answer_cache_kept_s, clock)
         # The settings' fingerprint; a query configuration applied at run time (config/)
         # sets config_version to it plus its version, and every entry of the old one is
         # never found again. The key adds the query's variant.

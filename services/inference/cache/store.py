@@ -1,4 +1,6 @@
-"""Cached answers bounded by count (least recently used out first) and by age.
+"""Cached answers bounded by count (least recently used out first) and by age: an entry
+older than the TTL is never served, and is dropped at the next call whether or not it is
+asked for again (each holds its hits' texts, which must not outlive the text retention).
 
 Pure and synchronous; a lock makes each call atomic for threads as well (on the event loop
 every call is atomic anyway: nothing in here awaits).
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,7 +33,17 @@ class AnswerStore:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries, self.ttl_s, self._clock = max_entries, ttl_s, clock
         self._entries: OrderedDict[CacheKey, Entry] = OrderedDict()
+        self._stored: deque[tuple[float, CacheKey]] = deque()  # in storing order
         self._lock = threading.Lock()
+
+    def _sweep(self) -> None:
+        """Drop every entry older than the TTL (amortised O(1) per entry; under the lock)."""
+        cut = self._clock() - self.ttl_s
+        while self._stored and self._stored[0][0] < cut:
+            at, key = self._stored.popleft()
+            entry = self._entries.get(key)
+            if entry is not None and entry.stored_at == at:
+                del self._entries[key]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -41,9 +53,11 @@ class AnswerStore:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
+                self._sweep()
                 return None, False
             if self._clock() - entry.stored_at > self.ttl_s:
                 del self._entries[key]
+                self._sweep()
                 return None, True
             self._entries.move_to_end(key)
             return entry, False
@@ -53,8 +67,13 @@ class AnswerStore:
         leaves by its first store's time), dropping the least recently used beyond the
         bound."""
         with self._lock:
+            self._sweep()
+            if keep_age and self._clock() - entry.stored_at > self.ttl_s:
+                return  # it would leave at once: its first store's time is past the TTL
             if not keep_age:
                 entry = Entry(entry.retrieval, entry.choice, entry.answer, self._clock())
+                self._stored.append((entry.stored_at, key))
+            # (kept age: the first store's place in _stored still stands for it)
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
@@ -67,3 +86,4 @@ class AnswerStore:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._stored.clear()

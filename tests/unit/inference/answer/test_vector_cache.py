@@ -57,3 +57,32 @@ def test_a_repeated_answer_encodes_only_the_question() -> None:
     assert asyncio.run(go(100)) == ["Who freed the disk?"]
     uncached = asyncio.run(go(0))
     assert uncached[0] == "Who freed the disk?" and len(uncached) > 3  # the sentences again
+
+
+def test_with_a_text_retention_no_sentence_outlives_it() -> None:
+    """Its keys are document sentences: stored longer ago than the retention, a sentence
+    leaves at the next call, asked for or not; storing it again restarts its age."""
+    now = [0.0]
+    cache = VectorCache(10, ttl_s=20.0, clock=lambda: now[0])
+    cache.store(["old sentence"], rows(1.0))
+    now[0] = 10.0
+    cache.store(["again", "newer"], rows(2.0, 3.0))
+    now[0] = 15.0
+    cache.store(["again"], rows(2.0))
+    now[0] = 20.0
+    assert cache.lookup(["newer"])[1] == []
+    assert "old sentence" not in cache._rows  # gone though nobody asked for it
+    now[0] = 30.0
+    assert cache.lookup(["x"])[1] == ["x"]
+    assert set(cache._rows) == {"again"}  # stored again at 15: kept until 35
+    now[0] = 35.0
+    cache.lookup([])
+    assert len(cache) == 0 and cache._born == {}
+
+
+def test_without_a_text_retention_only_capacity_bounds_it() -> None:
+    now = [0.0]
+    cache = VectorCache(2, clock=lambda: now[0])
+    cache.store(["a"], rows(1.0))
+    now[0] = 10.0**9
+    assert cache.lookup(["a"])[1] == [] and len(cache._stored) == 0

@@ -99,3 +99,33 @@ def test_a_scope_names_no_group() -> None:
     assert scope_of(Access.everything()) == "*"
     # The default (no caller named) reads public documents only: fail closed.
     assert key("q").scope == scope_of(Access.of(None, ()))
+
+
+@given(stores=st.lists(st.tuples(st.sampled_from("abcdef"), st.floats(0, 3)), max_size=30),
+       keep=st.lists(st.booleans(), max_size=30))
+def test_no_entry_is_held_past_the_ttl_whether_or_not_it_is_asked_for(
+        stores: list[tuple[str, float]], keep: list[bool]) -> None:
+    """Entries hold their hits' texts: the text retention bounds the TTL, so an entry must
+    leave at its age even if nobody asks for it again (a call for any key sweeps)."""
+    clock = Clock()
+    store = AnswerStore(100, ttl_s=5, clock=clock)
+    for (name, step), kept in zip(stores, keep + [False] * len(stores), strict=False):
+        clock.now += step
+        found, _ = store.get(key(name))
+        if kept and found is not None:
+            store.put(key(name), found, keep_age=True)
+        else:
+            store.put(key(name), entry())
+        assert all(clock.now - e.stored_at <= 5 for e in store._entries.values())
+    clock.now += 5.01
+    store.get(key("z"))  # any call
+    assert len(store) == 0
+
+
+def test_the_text_retention_bounds_the_answer_cache_ttl(monkeypatch: Any) -> None:
+    assert InferenceSettings().answer_cache_kept_s == 300.0  # unset: the cache's own
+    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", "20000")
+    assert (InferenceSettings().text_kept_s, InferenceSettings().answer_cache_kept_s) == (
+        20.0, 20.0)
+    monkeypatch.setenv("STREAMRAG_AUDIT_TEXT_RETENTION_MS", str(3_600_000))
+    assert InferenceSettings().answer_cache_kept_s == 300.0  # the shorter of the two
