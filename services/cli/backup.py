@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -203,7 +204,8 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 def frozen(freezer: Freezer) -> Iterator[Freezer]:
     """The mesh stopped for the block's length, continued however the block ends."""
     stops = (signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, _interrupt) for s in stops}
+    main = threading.current_thread() is threading.main_thread()  # where handlers can be set
+    previous = {s: signal.signal(s, _interrupt) for s in stops} if main else {}
     try:
         freezer.freeze()
         yield freezer
