@@ -202,7 +202,7 @@ def test_a_sparse_file_is_copied_whole_with_its_holes_left_holes(tmp_path: Path)
     size = 10 * 1024 * 1024
     with open(src, "wb") as f:
         f.truncate(size)
-    with open(src, "r+b") as f, mmap.mmap(f.fileno(), size) as index:
+    with open(src, "r+b") as out, mmap.mmap(out.fileno(), size) as index:
         index[:8] = b"entry-01"
         index[6_000_000:6_000_008] = b"entry-02"
         copied = bk.copy_sparse(str(src), str(dst))
