@@ -44,6 +44,8 @@ class SeenVersion(TypedDict):
     deleted: NotRequired[bool]  # the applied version is a delete
     # [kind, key, hash] of the newest applied changes with a position, newest last.
     recent: NotRequired[list[list[Any]]]
+    # [partition, offset] on docs.parsed.v1 of the record whose change made this version.
+    at: NotRequired[list[int]]
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,23 @@ class Applied:
     state: SeenVersion  # what the table holds for the document afterwards
 
 
-def apply_change(prev: SeenVersion | None, doc: Document) -> Applied:
-    """The change's effect, or InvalidInput(stale_version / version_conflict).
+def apply_change(prev: SeenVersion | None, doc: Document,
+                 at: tuple[int, int] | None = None) -> Applied:
+    """The change's effect, or InvalidInput(stale_version / version_conflict); `at` is the
+    record's (partition, offset) on docs.parsed.v1.
 
     A delete of a document never seen is still passed on: ingest state may be younger
-    than the index, and deleting twice is harmless downstream.
+    than the index, and deleting twice is harmless downstream. The very record whose
+    change the table holds, read again (a replay after a crash: the table's changelog
+    record can reach the broker before the version sent on, and the input is not
+    committed until both have), is sent again at its version, never dropped as a repeat:
+    its version may be nowhere downstream. A repeated version is harmless there.
     """
     if prev is None:
         new = doc.model_copy(update={"version": 1})
-        return Applied(new, seen(new))
+        return Applied(new, seen(new, at=at))
+    if at is not None and prev.get("at") == list(at) and prev["hash"] == doc.content_hash:
+        return Applied(doc.model_copy(update={"version": prev["version"]}), prev)
     _check_identity(prev, doc)
     order = _order(prev, doc.position)
     if order is not None and order < 0:
@@ -75,7 +85,7 @@ def apply_change(prev: SeenVersion | None, doc: Document) -> Applied:
     if order == 0:
         raise InvalidInput("version_conflict", "position", _detail(prev, doc))
     new = doc.model_copy(update={"version": prev["version"] + 1})
-    return Applied(new, seen(new, prev))
+    return Applied(new, seen(new, prev, at))
 
 
 def truncated(items: Iterable[tuple[str, SeenVersion]], cut: TableTruncate,
@@ -96,10 +106,13 @@ def truncated(items: Iterable[tuple[str, SeenVersion]], cut: TableTruncate,
             continue
 
 
-def seen(doc: Document, prev: SeenVersion | None = None) -> SeenVersion:
-    """The table's record once `doc` is applied (after `prev`)."""
+def seen(doc: Document, prev: SeenVersion | None = None,
+         at: tuple[int, int] | None = None) -> SeenVersion:
+    """The table's record once `doc` is applied (after `prev`; from the record at `at`)."""
     state: SeenVersion = {"hash": doc.content_hash, "version": doc.version,
                           "source": doc.source}
+    if at is not None:
+        state["at"] = list(at)
     if doc.shared_id or (prev is not None and prev.get("shared")):
         state["shared"] = True
     if doc.op == "delete":

@@ -9,15 +9,18 @@ from unittest.mock import AsyncMock, patch
 
 import pytest
 
+from services.ingest import agents
+from services.ingest.agents import Ingest
 from shared.contract.codec import encode
 from shared.contract.records import Document, Position
 from shared.worker.boundary import counts
 from tests.support import built
 
-agents = built.service("ingest")
-app, normalized_topic, parsed_topic = agents.app, agents.normalized_topic, agents.parsed_topic
-source_clocks, stats_topic = agents.source_clocks, agents.stats_topic
-dlq, dlq_raw = agents.dedup_boundary.dlq_topic, agents.parse_boundary.dlq_topic
+# One stage for the tests below that share it; a test that needs its own builds one.
+stage: Ingest = built.stage("ingest")
+app, normalized_topic, parsed_topic = stage.app, stage.normalized_topic, stage.parsed_topic
+source_clocks, stats_topic = stage.source_clocks, stage.stats_topic
+dlq, dlq_raw = stage.dedup_boundary.dlq_topic, stage.parse_boundary.dlq_topic
 
 
 def run(coro):  # noqa: ANN001, ANN201
@@ -30,7 +33,7 @@ async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock]:
     forward, dead = AsyncMock(), AsyncMock()
     with patch.object(parsed_topic, "send", forward), patch.object(dlq_raw, "send", dead), \
             patch.object(stats_topic, "send", AsyncMock()):
-        async with agents.parse.test_context() as agent:
+        async with stage.parse.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
     return forward, dead
@@ -88,14 +91,14 @@ def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_ne
     app.finalize()
     app.flow_control.resume()
     forward, dead, stats = AsyncMock(), AsyncMock(), AsyncMock()
-    agents.stats.drain()
+    stage.stats.drain()
     values = [_parsed("ord-1", "new", 20), _parsed("ord-1", "old", 10),
               _parsed("ord-1", "new", 20), _parsed("ord-1", "other", 20)]
 
     async def drive() -> None:
         with patch.object(normalized_topic, "send", forward), patch.object(dlq, "send", dead), \
                 patch.object(stats_topic, "send", stats):
-            async with agents.deduplicate.test_context() as agent:
+            async with stage.deduplicate.test_context() as agent:
                 for value in values:
                     await agent.put(value=value, key=b"ord-1")
 
@@ -108,13 +111,13 @@ def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_ne
     assert [(d["stage"], d["reason"]) for d in letters] == [
         ("ingest.dedup", "stale_version"), ("ingest.dedup", "version_conflict")]
     with patch.object(stats_topic, "send", stats):
-        run(agents.send_stats())
+        run(stage.send_stats())
     counted = [json.loads(c.kwargs["value"]) for c in stats.await_args_list]
     assert [(c["source"], c["domain"], c["counts"]) for c in counted] == [
         ("cdc:shop.articles", "default", {"received": 4, "new": 1,
                                           "dead_lettered.stale_version": 1,
                                           "dead_lettered.version_conflict": 1})]
-    run(agents.send_stats())
+    run(stage.send_stats())
     assert stats.await_count == 1  # drained: nothing twice
     clocks = {k: v for k, v in source_clocks.items() if k.startswith("cdc:shop.articles@")}
     assert [c["seen"] for c in clocks.values()] == [4]
@@ -124,18 +127,69 @@ def test_parse_failure_is_counted_as_received_and_dead_lettered() -> None:
     app.finalize()
     app.flow_control.resume()
     stats = AsyncMock()
-    agents.stats.drain()
+    stage.stats.drain()
 
     async def drive() -> None:
         with patch.object(parsed_topic, "send", AsyncMock()), \
                 patch.object(dlq_raw, "send", AsyncMock()), \
                 patch.object(stats_topic, "send", stats):
-            async with agents.parse.test_context() as agent:
+            async with stage.parse.test_context() as agent:
                 await agent.put(value=b"{broken", key=None)
 
     run(drive())
     with patch.object(stats_topic, "send", stats):
-        run(agents.send_stats())
+        run(stage.send_stats())
     counted = json.loads(stats.await_args.kwargs["value"])
     assert (counted["source"], counted["counts"]) == (
         "unknown", {"received": 1, "dead_lettered.malformed_json": 1})
+
+
+def _dedup(ingest: Ingest, values: list[bytes]) -> AsyncMock:
+    """Run `values` through `ingest`'s dedup agent (offsets 0, 1, ... of partition 0); what
+    it sent on to docs.normalized.v1."""
+    ingest.app.finalize()
+    ingest.app.flow_control.resume()
+    forward = AsyncMock()
+
+    async def drive() -> None:
+        with patch.object(ingest.normalized_topic, "send", forward), \
+                patch.object(ingest.dedup_boundary.dlq_topic, "send", AsyncMock()), \
+                patch.object(ingest.stats_topic, "send", AsyncMock()):
+            async with ingest.deduplicate.test_context() as agent:
+                for value in values:
+                    await agent.put(value=value, key=b"crash-1", partition=0)
+    run(drive())
+    return forward
+
+
+def test_a_change_replayed_after_a_crash_that_its_table_record_survived_is_sent_again() -> None:
+    """kill -9 after the doc_versions changelog record reached the broker but before the
+    docs.normalized.v1 record did: the next worker restores the table, reads the same
+    record again (its offset was never committed) and must send it on, not drop it as a
+    repeat, or the document is lost (seen in a backup of a running mesh)."""
+    first = built.stage("ingest")
+    sent = _dedup(first, [_parsed("crash-1", "body", 30)])
+    assert json.loads(sent.await_args.kwargs["value"])["version"] == 1
+    survived = dict(first.doc_versions.items())
+    assert survived["crash-1"]["at"] == [0, 0]
+    after_crash = built.stage("ingest")  # a new worker, its table restored from the changelog
+    for doc_id, state in survived.items():  # as a changelog recovery fills the store
+        after_crash.doc_versions.data[doc_id] = state
+    again = _dedup(after_crash, [_parsed("crash-1", "body", 30)])  # offset 0 once more
+    assert again.await_count == 1
+    resent = json.loads(again.await_args.kwargs["value"])
+    assert (resent["doc_id"], resent["version"], resent["text"]) == ("crash-1", 1, "body")
+
+
+def test_the_same_content_at_another_offset_is_still_a_repeat() -> None:
+    ingest = built.stage("ingest")
+    sent = _dedup(ingest, [_parsed("crash-1", "body", 30), _parsed("crash-1", "body", 30)])
+    assert sent.await_count == 1  # a client sending the same change twice: dropped
+
+
+def test_two_builds_are_two_stages_and_the_module_keeps_no_state() -> None:
+    one, two = built.stage("ingest"), built.stage("ingest")
+    assert one.stats is not two.stats and one.app is not two.app
+    assert one.doc_versions is not two.doc_versions
+    assert not hasattr(agents, "stats") and not hasattr(agents, "doc_versions")
+    assert not hasattr(agents, "app") and not hasattr(agents, "settings")

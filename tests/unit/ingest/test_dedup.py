@@ -140,3 +140,46 @@ def test_seen_keeps_the_position_for_the_table() -> None:
     assert seen(first) == {"hash": "a", "version": 1, "source": "s",
                            "position": {"kind": "pg_lsn", "key": [7]},
                            "recent": [["pg_lsn", [7], "a"]]}
+
+
+@given(changes=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 50),
+                                  st.sampled_from(["upsert", "delete"])),
+                        min_size=1, max_size=12),
+       crash=st.integers(0, 11))
+def test_a_replay_after_a_crash_sends_again_exactly_the_version_the_table_holds(
+        changes: list[tuple[str, int, str]], crash: int) -> None:
+    """Records at offsets 0..n-1 applied in order; a crash after record `crash` whose
+    table record survived (changelog first) but whose sent version may not have: replaying
+    from there sends that record's version again, the same content and number; every
+    other record read again is what it was before (a repeat, stale, or a newer version)."""
+    prev: SeenVersion | None = None
+    states: list[SeenVersion | None] = []
+    outputs: list[Document | None | str] = []
+    for offset, (h, at, op) in enumerate(changes):
+        try:
+            applied = apply_change(prev, doc(h, op, at=at), at=(0, offset))  # type: ignore[arg-type]
+        except InvalidInput as exc:
+            outputs.append(exc.reason)
+            states.append(prev)
+            continue
+        outputs.append(applied.doc)
+        prev = applied.state
+        states.append(prev)
+    crash = min(crash, len(changes) - 1)
+    table = states[crash]
+    if table is None:
+        return
+    table = stored(table)  # as the changelog gives it back
+    h, at, op = changes[crash]
+    first = outputs[crash]
+    if isinstance(first, str):  # refused the first time: refused again, for the same reason
+        assert reason_of(table, doc(h, op, at=at)) == first  # type: ignore[arg-type]
+        return
+    replayed = apply_change(table, doc(h, op, at=at), at=(0, crash))  # type: ignore[arg-type]
+    if isinstance(first, Document):  # it had sent a version: the replay sends it again
+        assert replayed.doc is not None
+        assert (replayed.doc.version, replayed.doc.content_hash, replayed.doc.op) == (
+            first.version, first.content_hash, first.op)
+        assert replayed.state == table
+    else:  # it had sent nothing (a repeat): a replay sends nothing either
+        assert replayed.doc is None
