@@ -23,30 +23,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
-from services.cli.procs import _is_ours
+from services.cli.freeze import Freezer, Guard, Proc, frozen, mesh_processes
 from services.cli.settings import MeshSettings
+from services.cli.sparse import copy_sparse
 from shared.errors import InfrastructureError
 
 CHAIN_STATE = "chain-state.json"
 MANIFEST = "manifest.json"
 KAFKA = "kafka"
-LAST = ("anvil", "broker")  # frozen after the workers, in this order; thawed first
 MAX_PAUSE_S = 300.0
-STOP_TIMEOUT_S = 10.0  # a thread in uninterruptible I/O stops once the I/O is done
 TORN_TRIES = 20  # anvil caught writing its state file: thawed for a moment this often
 
 
@@ -61,164 +53,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                                          "`streamrag backup`")
 
 
-@dataclass(frozen=True)
-class Proc:
-    name: str
-    pid: int  # leader of its own process group (procs.spawn starts a new session)
-
-
-def mesh_processes(run_dir: Path, ours: Callable[[int], bool] = _is_ours) -> list[Proc]:
-    """The live processes `streamrag up` recorded in run_dir/pids, in freezing order: the
-    workers, then anvil, then the broker. A pid file of a process that is gone, or whose pid
-    now names someone else's process, is passed over."""
-    found = []
-    for pid_file in sorted((run_dir / "pids").glob("*.pid")):
-        with contextlib.suppress(OSError):
-            text = pid_file.read_text().strip()
-            if text.isdigit() and ours(int(text)):
-                found.append(Proc(pid_file.stem, int(text)))
-    return sorted(found, key=lambda p: LAST.index(p.name) + 1 if p.name in LAST else 0)
-
-
-def group_stopped(pgid: int) -> bool:
-    """Every thread of every process of the group is stopped (or gone): SIGSTOP is taken
-    when a thread leaves the kernel, so a write under way finishes first."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:
-                continue
-            states = [t.read_text().rsplit(")", 1)[1].split()[0]
-                      for t in stat.parent.glob("task/*/stat")]
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        if any(s not in ("T", "t", "Z", "X") for s in states):
-            return False
-    return True
-
-
-# Runs beside `streamrag backup` with the groups it is told to stop on its stdin; unless it
-# reads "done" within the pause allowed, it continues them all: its parent died, or hangs.
-GUARD = """
-import os, select, signal, sys, time
-deadline, groups, buf = time.monotonic() + float(sys.argv[1]), [], b""
-while True:
-    ready, _, _ = select.select([0], [], [], max(0.0, deadline - time.monotonic()))
-    chunk = os.read(0, 4096) if ready else b""
-    buf += chunk
-    if b"done\\n" in buf:
-        sys.exit(0)
-    *lines, buf = buf.split(b"\\n")
-    groups += [int(x) for x in lines if x.isdigit()]
-    if not chunk:
-        break
-for group in groups:
-    try:
-        os.killpg(group, signal.SIGCONT)
-    except OSError:
-        pass
-sys.exit(1)
-"""
-
-
-class Guard:
-    """The guard process: told of each group before it is stopped."""
-
-    def __init__(self, max_pause_s: float) -> None:
-        self.popen = subprocess.Popen(
-            [sys.executable, "-c", GUARD, str(max_pause_s)],
-            stdin=subprocess.PIPE, start_new_session=True)
-
-    def watch(self, pgid: int) -> None:
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(f"{pgid}\n".encode())
-        self.popen.stdin.flush()
-
-    def tripped(self) -> bool:
-        """It has thawed the mesh by itself (the pause ran over)."""
-        return self.popen.poll() is not None
-
-    def release(self) -> None:
-        assert self.popen.stdin is not None
-        with contextlib.suppress(BrokenPipeError):  # it tripped and exited
-            self.popen.stdin.write(b"done\n")
-        with contextlib.suppress(BrokenPipeError):
-            self.popen.stdin.close()
-        self.popen.wait()
-
-
-@dataclass
-class Freezer:
-    """Stops and continues the mesh's process groups; the signal and the check for a stopped
-    group are parameters so the logic is tested with fakes."""
-
-    processes: list[Proc]
-    signal_group: Callable[[int, int], None] = os.killpg
-    stopped: Callable[[int], bool] = group_stopped
-    watch: Callable[[int], None] = lambda pgid: None
-    frozen: list[Proc] = field(default_factory=list)
-
-    def freeze(self) -> None:
-        for proc in self.processes:
-            self.watch(proc.pid)
-            try:
-                self.signal_group(proc.pid, signal.SIGSTOP)
-            except ProcessLookupError:  # exited since it was listed
-                continue
-            self.frozen.append(proc)
-        for proc in self.frozen:
-            self._wait_stopped(proc)
-
-    def _wait_stopped(self, proc: Proc) -> None:
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while not self.stopped(proc.pid):
-            if time.monotonic() > deadline:
-                msg = f"{proc.name} (pid {proc.pid}) did not stop within {STOP_TIMEOUT_S:.0f}s"
-                raise InfrastructureError(msg)
-            time.sleep(0.005)
-
-    def thaw(self) -> None:
-        """Continue every group stopped, the broker first; never raises."""
-        for proc in reversed(self.frozen):
-            with contextlib.suppress(OSError):
-                self.signal_group(proc.pid, signal.SIGCONT)
-        self.frozen.clear()
-
-    def blink(self, name: str, for_s: float) -> None:
-        """Let one process run for `for_s` (to finish a write it was stopped in)."""
-        for proc in self.frozen:
-            if proc.name == name:
-                with contextlib.suppress(OSError):
-                    self.signal_group(proc.pid, signal.SIGCONT)
-                time.sleep(for_s)
-                with contextlib.suppress(OSError):
-                    self.signal_group(proc.pid, signal.SIGSTOP)
-                self._wait_stopped(proc)
-
-
-def _interrupt(signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-@contextlib.contextmanager
-def frozen(freezer: Freezer) -> Iterator[Freezer]:
-    """The mesh stopped for the block's length, continued however the block ends."""
-    stops = (signal.SIGTERM, signal.SIGHUP)
-    main = threading.current_thread() is threading.main_thread()  # where handlers can be set
-    previous = {s: signal.signal(s, _interrupt) for s in stops} if main else {}
-    try:
-        freezer.freeze()
-        yield freezer
-    finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *stops})  # thaw in one go
-        try:
-            freezer.thaw()
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, *stops})
-
-
 @dataclass
 class Copied:
     files: int = 0
@@ -231,38 +65,6 @@ class Copied:
             self.bytes += copy_sparse(src, dst)
             shutil.copystat(src, dst)
             self.files += 1
-
-
-def copy_sparse(src: str, dst: str, chunk: int = 1 << 20) -> int:
-    """Copy a file's data and leave its holes holes; the bytes of data copied. Kafka
-    preallocates each partition's active index files to 10 MB of holes: a plain copy of a
-    mesh's log writes gigabytes of zeros for a few megabytes of records."""
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        size, copied = os.fstat(fin.fileno()).st_size, 0
-        for start, end in _extents(fin.fileno(), size):
-            for at in range(start, end, chunk):
-                data = os.pread(fin.fileno(), min(chunk, end - at), at)
-                os.pwrite(fout.fileno(), data, at)
-                copied += len(data)
-        os.ftruncate(fout.fileno(), size)
-    return copied
-
-
-def _extents(fd: int, size: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each run of data in the file (what the page cache holds included);
-    the whole file where the filesystem cannot tell (no SEEK_DATA)."""
-    at = 0
-    while at < size:
-        try:
-            start = os.lseek(fd, at, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # only a hole is left
-                return
-            yield at, size
-            return
-        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-        yield start, end
-        at = end
 
 
 def copy_files(run_dir: Path, dest: Path, copied: Copied, chain_state: Callable[[], None]

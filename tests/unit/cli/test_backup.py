@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from services.cli import backup as bk
-from services.cli.backup import Freezer, Proc
+from services.cli import freeze as fz
+from services.cli.freeze import Freezer, Proc
+from services.cli.sparse import copy_sparse
 from shared.errors import InfrastructureError
 from tests.support.polling import eventually
 
@@ -46,16 +48,16 @@ def test_processes_are_listed_workers_first_and_dead_pids_are_passed_over(
     for name, text in [("broker", "10"), ("anvil", "20"), ("ledger", "30"), ("chunking", "31"),
                        ("retrieval", "99"), ("empty", ""), ("junk", "x1")]:
         (pids / f"{name}.pid").write_text(text)
-    found = bk.mesh_processes(tmp_path, ours=lambda pid: pid != 99)  # 99: gone or not ours
+    found = fz.mesh_processes(tmp_path, ours=lambda pid: pid != 99)  # 99: gone or not ours
     assert found == [Proc("chunking", 31), Proc("ledger", 30), Proc("anvil", 20),
                      Proc("broker", 10)]
-    assert bk.mesh_processes(tmp_path / "never-started") == []
+    assert fz.mesh_processes(tmp_path / "never-started") == []
 
 
 def test_the_mesh_is_thawed_broker_first_when_the_copy_fails() -> None:
     signals = Signals()
     freezer = Freezer(MESH, signal_group=signals, stopped=lambda pid: True)
-    with pytest.raises(OSError, match="disk full"), bk.frozen(freezer):
+    with pytest.raises(OSError, match="disk full"), fz.frozen(freezer):
         assert signals.sent == [(30, "SIGSTOP"), (20, "SIGSTOP"), (10, "SIGSTOP")]
         raise OSError("disk full")
     assert signals.sent[3:] == [(10, "SIGCONT"), (20, "SIGCONT"), (30, "SIGCONT")]
@@ -65,7 +67,7 @@ def test_ctrl_c_and_sigterm_while_frozen_thaw_the_mesh() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signals = Signals()
         freezer = Freezer(MESH, signal_group=signals, stopped=lambda pid: True)
-        with pytest.raises(KeyboardInterrupt), bk.frozen(freezer):
+        with pytest.raises(KeyboardInterrupt), fz.frozen(freezer):
             os.kill(os.getpid(), sig)
             time.sleep(5)  # the signal ends this at once
         assert [s for _, s in signals.sent].count("SIGCONT") == 3, sig
@@ -75,17 +77,17 @@ def test_ctrl_c_and_sigterm_while_frozen_thaw_the_mesh() -> None:
 def test_a_process_gone_before_its_stop_is_not_continued() -> None:
     signals = Signals(gone=(20,))
     freezer = Freezer(MESH, signal_group=signals, stopped=lambda pid: True)
-    with bk.frozen(freezer):
+    with fz.frozen(freezer):
         pass
     assert signals.sent == [(30, "SIGSTOP"), (10, "SIGSTOP"), (10, "SIGCONT"), (30, "SIGCONT")]
 
 
 def test_a_process_that_does_not_stop_fails_the_freeze_and_all_are_thawed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bk, "STOP_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(fz, "STOP_TIMEOUT_S", 0.05)
     signals = Signals()
     freezer = Freezer(MESH, signal_group=signals, stopped=lambda pid: pid != 10)
-    with pytest.raises(InfrastructureError, match="broker"), bk.frozen(freezer):
+    with pytest.raises(InfrastructureError, match="broker"), fz.frozen(freezer):
         pytest.fail("the copy must not start")
     assert [s for _, s in signals.sent].count("SIGCONT") == 3
 
@@ -139,20 +141,20 @@ def state(pid: int) -> str:
 
 def test_the_guard_thaws_the_mesh_when_the_backup_dies(sleeper: subprocess.Popen[bytes]
                                                         ) -> None:
-    guard = bk.Guard(max_pause_s=600)
+    guard = fz.Guard(max_pause_s=600)
     guard.watch(sleeper.pid)
     os.killpg(sleeper.pid, signal.SIGSTOP)
-    eventually(lambda: bk.group_stopped(sleeper.pid), "the group to stop", 10, 0.01)
+    eventually(lambda: fz.group_stopped(sleeper.pid), "the group to stop", 10, 0.01)
     assert guard.popen.stdin is not None
     guard.popen.stdin.close()  # as when `streamrag backup` is killed with -9
     assert guard.popen.wait(10) == 1
     eventually(lambda: state(sleeper.pid) != "T", "the guard to continue it", 10, 0.01)
-    assert not bk.group_stopped(sleeper.pid)
+    assert not fz.group_stopped(sleeper.pid)
 
 
 def test_the_guard_thaws_the_mesh_when_the_pause_runs_over(sleeper: subprocess.Popen[bytes]
                                                            ) -> None:
-    guard = bk.Guard(max_pause_s=0.5)
+    guard = fz.Guard(max_pause_s=0.5)
     guard.watch(sleeper.pid)
     os.killpg(sleeper.pid, signal.SIGSTOP)
     eventually(guard.tripped, "the guard to give up on the pause", 10, 0.01)
@@ -205,10 +207,10 @@ def test_a_sparse_file_is_copied_whole_with_its_holes_left_holes(tmp_path: Path)
     with open(src, "r+b") as out, mmap.mmap(out.fileno(), size) as index:
         index[:8] = b"entry-01"
         index[6_000_000:6_000_008] = b"entry-02"
-        copied = bk.copy_sparse(str(src), str(dst))
+        copied = copy_sparse(str(src), str(dst))
     assert dst.read_bytes() == src.read_bytes() and dst.stat().st_size == size
     assert 16 <= copied < size // 100  # the data's blocks, not the holes
     assert dst.stat().st_blocks * 512 < size // 100
     (tmp_path / "plain").write_bytes(b"abc")
-    assert bk.copy_sparse(str(tmp_path / "plain"), str(tmp_path / "plain2")) == 3
+    assert copy_sparse(str(tmp_path / "plain"), str(tmp_path / "plain2")) == 3
     assert (tmp_path / "plain2").read_bytes() == b"abc"
