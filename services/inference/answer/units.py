@@ -22,6 +22,8 @@ _CLAUSE = re.compile(r"\s*;\s*|,\s+(?=(?:and|but|or|while|whilst|whereas)\s)"
 _CONJUNCTION = re.compile(r"^(?:and|but|or|while|whilst|whereas)\s+", re.IGNORECASE)
 _BARE_AND = re.compile(r"\s+(?=(?:and|but)\s)", re.IGNORECASE)
 _CAPITALISED = re.compile(r"(?<![\w'’-])[A-Z][\w'’-]*")
+PRONOUNS = frozenset(("it", "its", "they", "their", "them", "this", "these", "he", "she",
+                      "his", "her"))
 MAX_CELL_CHARS = 40  # longer comma-separated pieces are prose, not a CSV row's cells
 
 
@@ -52,8 +54,23 @@ def passage_units(passage: str) -> list[Unit]:
         while i < len(lines) and _continues(paragraph, lines[i]) and _table_end(lines, i) == i:
             paragraph += " " + lines[i]
             i += 1
-        for sentence in _SENTENCE_END.split(" ".join(paragraph.split())):
-            out += clauses(sentence)
+        out += _sentences(_SENTENCE_END.split(" ".join(paragraph.split())))
+    return out
+
+
+def _sentences(sentences: list[str]) -> list[Unit]:
+    """The clauses of a paragraph's sentences; one that opens with a pronoun ("It keeps
+    pages for 35 days") read with the names of the sentence before it, whom it is about."""
+    out: list[Unit] = []
+    names = ""
+    for sentence in sentences:
+        units = clauses(sentence)
+        if names and sentence.split(maxsplit=1)[0].lower() in PRONOUNS:
+            units = [Unit(u.text, f"{names} {u.context}".strip()) for u in units]
+        else:
+            names = " ".join(w for w in _CAPITALISED.findall(sentence)
+                             if w.lower() not in PRONOUNS) or names
+        out += units
     return out
 
 

@@ -255,3 +255,12 @@ def test_sentences_without_facts_are_judged_by_their_words_as_before() -> None:
     retention = "Grebe keeps audit logs for 400 days, and access logs for 90 days."
     assert supported("it keeps audit logs for days", retention) == 1.0
     assert supported("it deletes everything nightly", retention) == 0.0
+
+
+def test_a_fact_about_it_is_about_the_subject_of_the_sentence_before() -> None:
+    text = ("Tamarin is the cache tier. It keeps cached pages for 35 days. Osprey is the "
+            "gateway. It times out a request after 20 seconds.")
+    assert supported("Tamarin keeps cached pages for 35 days.", text) == 1.0
+    assert supported("Osprey times out a request after 20 seconds.", text) == 1.0
+    assert supported("Osprey keeps cached pages for 35 days.", text) == 0.0
+    assert supported("Tamarin times out a request after 20 seconds.", text) == 0.0

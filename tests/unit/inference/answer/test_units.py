@@ -40,3 +40,10 @@ def test_a_later_clause_is_read_with_the_first_clauses_subject_and_none_of_its_n
         Unit("Gold and Silver give 5%"), Unit("Bronze 2%", "Gold Silver and")]
     assert clauses("Tamarin keeps cached pages for 35 days.") == [
         Unit("Tamarin keeps cached pages for 35 days.")]
+
+
+def test_a_sentence_opening_with_a_pronoun_is_read_with_the_names_of_the_one_before() -> None:
+    text = "Osprey is the gateway. It times out after 20 seconds. Tamarin caches pages."
+    assert passage_units(text) == [
+        Unit("Osprey is the gateway."), Unit("It times out after 20 seconds.", "Osprey"),
+        Unit("Tamarin caches pages.")]
