@@ -130,6 +130,8 @@ class QueryEngine:
             s.default_deadline_ms / 1000 if s.default_deadline_ms else None)
         choice = modes.choose(params.answer_mode, default, load, time_left_s)
         self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
+        if choice.reason == "deadline" and self.generative is not None:
+            self.generative.recheck()  # quoted on the estimate: let it be measured again
         return choice
 
     def start(self) -> None:

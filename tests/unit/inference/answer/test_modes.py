@@ -93,6 +93,11 @@ class Loaded:
     def __init__(self, estimate_s: float, waiting: int) -> None:
         self.estimate_s, self.waiting = estimate_s, waiting
 
+    rechecks = 0  # times auto quoted on the estimate and asked for it to be measured
+
+    def recheck(self) -> None:
+        self.rechecks += 1
+
     def load(self, params: object) -> GeneratorLoad:
         return GeneratorLoad(overloaded=False, estimate_s=self.estimate_s, waiting=self.waiting)
 
@@ -123,4 +128,6 @@ def test_auto_without_a_deadline_keeps_its_own_30s_and_with_one_the_callers() ->
     auto = _params("auto")
     assert _engine(2.0, 0).choose_mode(auto, None, elapsed_s=10.0).budget_s == 30.0
     assert _engine(2.0, 0).choose_mode(auto, 7.5, elapsed_s=10.0).budget_s == 7.5
-    assert _engine(95.2, 0).choose_mode(auto, None) == ModeChoice("extractive", "deadline")
+    engine = _engine(95.2, 0)
+    assert engine.choose_mode(auto, None) == ModeChoice("extractive", "deadline")
+    assert engine.generative.rechecks == 1  # type: ignore[attr-defined]  # measure it again
