@@ -24,7 +24,7 @@ from services.inference.query import QueryParams
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.metrics import BatcherMetrics, InferenceMetrics
 from shared.batching.batcher import Batcher
-from shared.batching.queue import BULK, INTERACTIVE, BatchLimits
+from shared.batching.queue import BULK, INTERACTIVE, BatchLimits, QueueFullError
 from shared.errors import InfrastructureError
 
 if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
@@ -76,7 +76,10 @@ class GenerativeAnswerer:
         prompt = self.lm.render(*PROBE)
         job = Job(prompt, PROBE_TOKENS, 0.0, ())
         tokens = self.lm.count_tokens(prompt) + PROBE_TOKENS
-        request, _ = self.batcher.enqueue(job, 1, tokens, BULK)
+        try:
+            request, _ = self.batcher.enqueue(job, 1, tokens, BULK)
+        except QueueFullError:
+            return  # queries filled the queue meanwhile: their answers measure the pace
         started, first = time.perf_counter(), None
         try:
             while not isinstance(event := await job.events.get(), Finished):
