@@ -79,7 +79,8 @@ def clauses(sentence: str) -> list[Unit]:
     its names (the words it writes with a capital) and the words before those a later
     clause parallels, as many as the first clause has more ("Grebe keeps audit logs for 400
     days, and access logs for 90 days" reads "access logs for 90 days" with "Grebe keeps"),
-    cut before its first number, so no number of the first clause is lent."""
+    cut before its first number, so no number of the first clause is lent. A clause that
+    writes a name of its own has its own subject and is read alone."""
     parts = [c for p in _CLAUSE.split(sentence.strip()) if p and p.strip()
              for c in _numbered(p.strip())]
     if len(parts) < 2:
@@ -89,6 +90,9 @@ def clauses(sentence: str) -> list[Unit]:
     out = [Unit(parts[0])]
     for part in parts[1:]:
         text = _CONJUNCTION.sub("", part, count=1)
+        if _CAPITALISED.search(text):  # a subject of its own: "..., and Silver gives 10%"
+            out.append(Unit(text))
+            continue
         lead = first[:max(len(first) - len(text.split()), 0)]
         lead = lead[:next((k for k, w in enumerate(lead) if _has_digit(w)), len(lead))]
         subject = [*names, *(w for w in lead if w not in names)]

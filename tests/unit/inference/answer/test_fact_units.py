@@ -245,6 +245,15 @@ def test_the_issues_examples_are_unsupported_and_their_right_values_supported() 
         assert supported(sentence, passage) == share, sentence
 
 
+def test_a_sentence_pairing_each_label_with_its_own_value_is_supported() -> None:
+    tiers = "| tier | credit |\n|---|---|\n| Gold | 25% |\n| Silver | 10% |"
+    assert supported("Gold gives 25% and Silver gives 10%.", tiers) == 1.0
+    assert supported("Gold gives 10% and Silver gives 25%.", tiers) == 0.0
+    prose = "Gold gives 25%, and Silver gives 10%."
+    assert supported("Silver gives 10%.", prose) == 1.0
+    assert supported("Gold gives 10%.", prose) == 0.0
+
+
 def test_a_value_without_the_label_it_belongs_to_is_not_supported() -> None:
     tiers = "| tier | credit |\n|---|---|\n| Gold | 25% |\n| Silver | 10% |"
     assert supported("The credit is 10%.", tiers) == 0.0  # whose? no row's label said
