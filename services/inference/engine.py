@@ -117,14 +117,21 @@ class QueryEngine:
         extractive where no generator is loaded."""
         return extractive.ANSWER_MODE if self.generative is None else self.settings.answer_mode
 
-    def choose_mode(self, params: QueryParams, time_left_s: float | None) -> ModeChoice:
-        """The answer path of one query (answer/modes.py), counted by mode and reason."""
+    def choose_mode(self, params: QueryParams, time_left_s: float | None,
+                    elapsed_s: float = 0.0) -> ModeChoice:
+        """The answer path of one query (answer/modes.py), counted by mode and reason.
+        `time_left_s`: of the call's own deadline (None: it set none); `elapsed_s`: the
+        call's time so far, taken from the server's default deadline where it set none."""
         load = None if self.generative is None else self.generative.load(params)
         default = params.settings(self.settings).answer_mode
-        if time_left_s is None:  # auto still judges a call with no deadline of its own
-            time_left_s = self.settings.auto_deadline_ms / 1000
+        s = self.settings
+        time_left_s = modes.time_to_judge(
+            params.answer_mode or default, time_left_s, elapsed_s, s.auto_deadline_ms / 1000,
+            s.default_deadline_ms / 1000 if s.default_deadline_ms else None)
         choice = modes.choose(params.answer_mode, default, load, time_left_s)
         self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
+        if choice.reason == "deadline" and self.generative is not None:
+            self.generative.recheck()  # quoted on the estimate: let it be measured again
         return choice
 
     def start(self) -> None:

@@ -87,7 +87,7 @@ class QueryPipeline:
             if found.choice is not None and found.answer is not None:
                 choice, answer = found.choice, found.answer
             else:
-                choice = self.engine.choose_mode(found.retrieval.params, clock.left())
+                choice = self._choose(found.retrieval.params, clock)
                 answer = await self.engine.answer(found.retrieval, choice)
                 self.cache.store_answer(found, choice, answer)
         self._shown(found.retrieval)
@@ -108,7 +108,7 @@ class QueryPipeline:
         async with self._watched("StreamQuery", clock.started, params, ends=False) as watch:
             found = await self.search(params, self._budget(clock), "query")
             choice = found.choice if found.answer is not None and found.choice is not None \
-                else self.engine.choose_mode(found.retrieval.params, clock.left())
+                else self._choose(found.retrieval.params, clock)
         self._shown(found.retrieval)
 
         async def events() -> AsyncIterator[str | Answer]:
@@ -140,6 +140,11 @@ class QueryPipeline:
     def finished(self, method: str, started: float) -> None:
         """A call outside the query path (Embed) timed as the query calls are."""
         self._finished(method, started)
+
+    def _choose(self, params: QueryParams, clock: CallClock) -> ModeChoice:
+        """The answer path, judged by the call's time left (the server's default deadline
+        less its time so far, where the call set none)."""
+        return self.engine.choose_mode(params, clock.left(), time.perf_counter() - clock.started)
 
     def _budget(self, clock: CallClock) -> float:
         budget = self.engine.settings.shard_timeout_s

@@ -14,12 +14,20 @@ sentences grounded in one cited chunk. A sentence is grounded in a passage when 
 passage holds at least SUPPORT of its content words *and every fact it states*: each number
 (`35`, `2.5`, `1,200`, `20%`, a date's parts and month names), each name or term written
 with a capital (the first word too, "Dingo follows ...", unless it is a stop word or an
-opener), and each quoted term must stand in that same passage (`facts`). Word
-overlap alone credited "retention is 30 days" against a passage saying 35 days, and an
-answer that took a service's name from one passage and its number from another. Overlap
-and facts rather than an entailment model because no NLI model is installable here; it
-credits a sentence copied or closely paraphrased from a passage and fails one that adds or
-changes facts, which is the failure that matters in a small model.
+opener), and each quoted term (`facts`). A generated sentence's facts must stand together in
+one unit of the passage (units.py: a table row read with its header, a sentence, a clause
+read with its subject), clause by clause of the sentence, and that unit must be one the
+sentence is about: no unit has a larger share of its label (its words no other unit holds:
+"Gold", "console", "audit") said by the sentence, and it holds one of the sentence's words
+in its own text, not only in its header (`_in_one_unit`). So a number from the Silver row
+does not support a sentence about Gold, nor access logs' 90 days one about audit logs.
+A quoted answer's facts need only stand in its chunk: it is a passage's sentence, verbatim.
+Word overlap alone credited "retention is 30 days" against a passage saying 35 days, and an
+answer that took a service's name from one passage and its number from another; facts
+anywhere in the chunk credited another row's number. Overlap and facts rather than an
+entailment model because no NLI model is installable here; it credits a sentence copied or
+closely paraphrased from a passage and fails one that adds, changes or moves facts, which
+is the failure that matters in a small model.
 
 Pure: no model, no I/O.
 """
@@ -27,8 +35,11 @@ Pure: no model, no I/O.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from services.inference.answer.units import Unit, clauses, passage_units
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
 _WORD = re.compile(r"[^\W_]+")
@@ -77,13 +88,39 @@ def _number(written: str) -> str:
     return str(int(digits)) if digits.isdigit() else digits
 
 
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+# A date written whole, read as "#2026-3-5" whatever its form: year-month-day, day.month.year,
+# "5 March 2026", "March 5, 2026". Its parts alone would let 2025-04-03 stand in a passage
+# saying 2025-03-04.
+_DATES = (
+    (re.compile(r"(?<![\d.-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\d-])"), (1, 2, 3)),
+    (re.compile(r"(?<![\d.])(\d{1,2})\.(\d{1,2})\.(\d{4})(?![\d.]\d)"), (3, 2, 1)),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH})\.?,?\s+(\d{{4}})\b", re.I),
+     (3, 2, 1)),
+    (re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I),
+     (3, 1, 2)),
+)
+
+
+def dates(text: str) -> set[str]:
+    """The whole dates `text` writes, as "#year-month-day"."""
+    out = set()
+    for pattern, (y, m, d) in _DATES:
+        for found in pattern.finditer(text):
+            month = found.group(m)
+            month_n = int(month) if month.isdigit() else MONTHS[month.lower()]
+            if 1 <= month_n <= 12 and 1 <= int(found.group(d)) <= 31:
+                out.add(f"#{int(found.group(y))}-{month_n}-{int(found.group(d))}")
+    return out
+
+
 def facts(sentence: str) -> set[str]:
     """What a sentence states that a passage must hold for it to be grounded: its numbers
-    ("#35"), the words it writes with a capital ("name:tamarin"; its first word too unless
-    a stop word or an opener such as "According"), and its quoted terms ("term:lazy
-    eviction")."""
+    ("#35"; a whole date as one too, "#2026-3-5", besides its parts), the words it writes
+    with a capital ("name:tamarin"; its first word too unless a stop word or an opener such
+    as "According"), and its quoted terms ("term:lazy eviction")."""
     sentence = MARKER.sub("", sentence)
-    out = {f"#{_number(m.group())}" for m in _NUMBER.finditer(sentence)}
+    out = {f"#{_number(m.group())}" for m in _NUMBER.finditer(sentence)} | dates(sentence)
     first = _WORD.search(sentence)
     for m in _CAPITALISED.finditer(sentence):
         word = m.group().lower()
@@ -100,7 +137,10 @@ def facts(sentence: str) -> set[str]:
     return out
 
 
-def passage_facts(passage: str) -> tuple[set[str], set[str], str]:
+Held = tuple[set[str], set[str], str]  # a passage's numbers, words and lowered text
+
+
+def passage_facts(passage: str) -> Held:
     """(numbers, words, lowered text) of a passage, to look a sentence's facts up in."""
     numbers = {f"#{_number(m.group())}" for m in _NUMBER.finditer(passage)}
     # A dotted date's parts too ("05.03.2026" holds 5, 3 and 2026); not a decimal's or a
@@ -112,6 +152,7 @@ def passage_facts(passage: str) -> tuple[set[str], set[str], str]:
     lowered = passage.lower()
     words = {m.group() for m in _WORD.finditer(lowered)}
     numbers |= {f"#{MONTHS[w]}" for w in words if w in MONTHS}  # "March 5": month 3 too
+    numbers |= dates(passage)
     return numbers, words, " ".join(lowered.split())
 
 
@@ -120,7 +161,7 @@ def unsupported_facts(sentence: str, passage: str) -> set[str]:
     return _missing(facts(sentence), passage_facts(passage))
 
 
-def _missing(stated: set[str], held: tuple[set[str], set[str], str]) -> set[str]:
+def _missing(stated: set[str], held: Held) -> set[str]:
     numbers, words, text = held
     out = set()
     for fact in stated:
@@ -137,7 +178,12 @@ def _missing(stated: set[str], held: tuple[set[str], set[str], str]) -> set[str]
 
 
 def content_words(text: str) -> set[str]:
-    return {w for w in (m.group().lower() for m in _WORD.finditer(text)) if w not in STOP_WORDS}
+    """Its words but stop words, lower case; its numbers as read ("1,200" as "1200", "03"
+    as "3"), so a number counts as written either way."""
+    numbers = {_number(m.group()) for m in _NUMBER.finditer(text)}
+    rest = _NUMBER.sub(" ", text)
+    return numbers | {w for w in (m.group().lower() for m in _WORD.finditer(rest))
+                      if w not in STOP_WORDS}
 
 
 def sentences(answer: str) -> list[str]:
@@ -178,7 +224,7 @@ def check_quoted(answer: str, chunk_ids: Sequence[str], texts: Sequence[str],
     """An extractive answer: its markers are its citations."""
     ids, unknown = marked(answer, chunk_ids)
     return CitationCheck(tuple(ids), "quoted", bool(chunk_ids) and not ids, tuple(unknown),
-                         supported(answer, ids, chunk_ids, texts))
+                         supported(answer, ids, chunk_ids, texts, by_unit=False))
 
 
 def check_generated(answer: str, chunk_ids: Sequence[str], texts: Sequence[str],
@@ -209,21 +255,81 @@ def attribute(answer: str, chunk_ids: Sequence[str], texts: Sequence[str],
 
 
 def supported(answer: str, cited: Sequence[str], chunk_ids: Sequence[str],
-              texts: Sequence[str]) -> float:
+              texts: Sequence[str], by_unit: bool = True) -> float:
     """The share of the answer's sentences grounded in one cited chunk: at least SUPPORT
-    of its content words and every fact it states (module docstring) in that chunk."""
+    of its content words and every fact it states (module docstring) in that chunk, in
+    one unit of it (`by_unit`; else anywhere in it, as a quote's)."""
     said = sentences(answer)
     if not said:
         return 1.0
     by_id = dict(zip(chunk_ids, texts, strict=True))
-    passages = [(content_words(by_id[c]), passage_facts(by_id[c])) for c in cited
-                if c in by_id]
-    grounded = sum(1 for s in said if _grounded(s, passages))
+    passages = [_Passage.read(by_id[c]) for c in cited if c in by_id]
+    grounded = sum(1 for s in said if _grounded(s, passages, by_unit))
     return grounded / len(said)
 
 
-def _grounded(sentence: str, passages: Sequence[tuple[set[str], tuple[set[str], set[str], str]]],
-              ) -> bool:
+@dataclass(frozen=True)
+class _Read:
+    """A unit as a sentence's facts are looked up in it."""
+    words: frozenset[str]  # its content words and its context's, numbers aside
+    own: frozenset[str]  # those of its own text (a row's cells, not its header)
+    label: frozenset[str]  # its words no other unit of the passage holds ("Gold")
+    held: Held
+
+
+@dataclass(frozen=True)
+class _Passage:
+    words: set[str]  # content words, for the SUPPORT share
+    held: Held  # the whole chunk's facts
+    units: tuple[_Read, ...]
+
+    @classmethod
+    def read(cls, text: str) -> _Passage:
+        units = passage_units(text)
+        # Its words as written and as its units read them ("Gold,25,30": 25 and 30).
+        words = content_words(text).union(*(content_words(u.text) for u in units))
+        plain = [_plain(u.full) for u in units]
+        seen = Counter(w for p in plain for w in p)
+        return cls(words, passage_facts(text), tuple(
+            _Read(p, _plain(u.text), frozenset(w for w in p if seen[w] == 1),
+                  passage_facts(u.full)) for u, p in zip(units, plain, strict=True)))
+
+
+def _plain(text: str) -> frozenset[str]:
+    return frozenset(w for w in content_words(text) if not w[0].isdigit())  # numbers aside
+
+
+def _grounded(sentence: str, passages: Sequence[_Passage], by_unit: bool) -> bool:
     words, stated = content_words(sentence), facts(sentence)
-    return any(_covered(words, p) >= SUPPORT and not _missing(stated, held)
-               for p, held in passages)
+    for p in passages:
+        if _covered(words, p.words) < SUPPORT:
+            continue
+        if not stated:
+            return True
+        if by_unit:
+            if all(_in_one_unit(c, p.units) for c in clauses(MARKER.sub("", sentence))):
+                return True
+        elif not _missing(stated, p.held):
+            return True
+    return False
+
+
+def _in_one_unit(clause: Unit, units: Sequence[_Read]) -> bool:
+    """Whether the facts `clause` states stand together in one unit it is about: one whose
+    label (the words no other unit holds) it says as large a share of as of any unit's,
+    holding one of its words in its own text (not only in a header) besides. The share, not
+    the count: a label may be one word ("access") or more ("audit trail"). And no unit with
+    numbers of its own whose whole label it says may lack its facts: "audit and access logs
+    are kept 90 days" says audit's label with access's number."""
+    stated = facts(clause.full)
+    if not stated:
+        return True
+    words, own = _plain(clause.full), _plain(clause.text)
+    fits = [not _missing(stated, u.held) for u in units]
+    if any(u.label and u.label <= words and u.held[0] and not fit
+           for u, fit in zip(units, fits, strict=True)):
+        return False
+    said = [len(words & u.label) / len(u.label) if u.label else 0.0 for u in units]
+    best = max(said, default=0.0)
+    return any(share == best and own & u.own and fit
+               for share, u, fit in zip(said, units, fits, strict=True))

@@ -10,6 +10,11 @@ estimate. Asking for `generative` where no generator is loaded is the caller's e
 queued would outlast the call's deadline is refused at once (RESOURCE_EXHAUSTED): the
 queue admits work at the pace it decodes, not more.
 
+A call that sets no deadline is judged by the server's default one (120 s,
+STREAMRAG_INFERENCE_DEFAULT_DEADLINE_MS: the deadline its guard enforces), less what the call
+has used, in every mode; auto alone judges it by at most its own shorter auto deadline
+(30 s), so a default caller is not kept waiting on a long generation (`time_to_judge`).
+
 Pure: the generator's state comes in as numbers.
 """
 
@@ -38,6 +43,21 @@ class ModeChoice:
     # auto's generation must end within this many seconds, else the quoted answer is served
     # ("deadline: ..."); None: no bound but the call's own deadline (asked for by name).
     budget_s: float | None = None
+
+
+def time_to_judge(wanted: str, time_left_s: float | None, elapsed_s: float,
+                  auto_deadline_s: float, default_deadline_s: float | None) -> float | None:
+    """The seconds left that a query wanting `wanted` (one of MODES) is judged by.
+
+    `time_left_s` is what is left of the call's own deadline (None: it set none);
+    `elapsed_s` how long the call has run; `default_deadline_s` the server's deadline for a
+    call that sets none (None: no default)."""
+    if time_left_s is not None:
+        return time_left_s
+    left = None if default_deadline_s is None else max(default_deadline_s - elapsed_s, 0.0)
+    if wanted == AUTO:
+        return auto_deadline_s if left is None else min(auto_deadline_s, left)
+    return left
 
 
 def choose(requested: str, default: str, load: GeneratorLoad | None,

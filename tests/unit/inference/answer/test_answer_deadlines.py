@@ -34,6 +34,11 @@ class HangingGenerator:
         self.first, self.estimate_s, self.waiting = tuple(first), estimate_s, waiting
         self.lm, self.closed = None, 0
 
+    rechecks = 0  # times auto quoted on the estimate and asked for it to be measured
+
+    def recheck(self) -> None:
+        self.rechecks += 1
+
     def load(self, params: Any) -> GeneratorLoad:
         return GeneratorLoad(overloaded=False, estimate_s=self.estimate_s, waiting=self.waiting)
 

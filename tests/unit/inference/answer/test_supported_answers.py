@@ -29,6 +29,11 @@ class ScriptedGenerator:
     def __init__(self, text: str, estimate_s: float = 0.5) -> None:
         self.text, self.estimate_s, self.lm = text, estimate_s, None
 
+    rechecks = 0  # times auto quoted on the estimate and asked for it to be measured
+
+    def recheck(self) -> None:
+        self.rechecks += 1
+
     def load(self, params: Any) -> GeneratorLoad:
         return GeneratorLoad(overloaded=False, estimate_s=self.estimate_s)
 
