@@ -11,6 +11,7 @@ from unittest.mock import AsyncMock, patch
 import pytest
 from pydantic import SecretStr
 
+from services.redaction import agents
 from shared.batching import current_event
 from shared.contract.audit_batches import GENESIS_ROOT, Tip, build_batch
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
@@ -21,9 +22,14 @@ from shared.worker.boundary import EXIT_FATAL
 from tests.support import built
 from tests.support.polling import eventually_async
 
-agents = built.service("redaction")
-app, audit_topic, dlq, redacted_topic = agents.app, agents.audit_topic, agents.dlq, \
-    agents.redacted_topic
+stage = built.stage("redaction")
+app, audit_topic, dlq, redacted_topic = stage.app, stage.audit_topic, stage.dlq, \
+    stage.redacted_topic
+
+
+def fresh_chains() -> agents.Chains:
+    """The chain ends of a worker that just started."""
+    return agents.Chains(stage.kafka, stage.signer)
 
 
 class FakeRedactor:
@@ -65,11 +71,11 @@ async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = N
     async def read_back(*_: object) -> list[Record]:
         return [Record(encode(b)) for b in audit_history or []]
     with patch.object(redacted_topic, "send", red), patch.object(audit_topic, "send", audit), \
-            patch.object(dlq, "send", dead), patch.object(agents, "redactor", FakeRedactor()), \
+            patch.object(dlq, "send", dead), patch.object(stage, "redactor", FakeRedactor()), \
             patch.object(agents, "read_back", read_back), \
             patch.object(agents.membership, "confirm", AsyncMock(return_value=None)), \
-            patch.object(agents, "chains", agents.Chains()):  # a fresh worker
-        async with agents.redact.test_context() as agent:
+            patch.object(stage, "chains", fresh_chains()):  # a fresh worker
+        async with stage.redact.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
             # The micro-batch closes after batch_within_s; its audit record comes last.
@@ -147,14 +153,14 @@ def test_a_broker_failure_mid_batch_leaves_the_batch_not_done_and_ends_the_worke
             return []
         with patch.object(redacted_topic, "send", AsyncMock(side_effect=broker_gone)), \
                 patch.object(audit_topic, "send", AsyncMock(side_effect=_delivered)) as audit, \
-                patch.object(agents, "redactor", FakeRedactor()), \
+                patch.object(stage, "redactor", FakeRedactor()), \
                 patch.object(agents, "read_back", read_back), \
-                patch.object(agents, "chains", agents.Chains()), \
+                patch.object(stage, "chains", fresh_chains()), \
                 patch.object(agents.membership, "confirm", AsyncMock(return_value=None)), \
                 patch.object(logging, "shutdown", lambda: None), \
                 patch.object(os, "_exit", fake_exit):
             # The app's own agent-error handler, as every agent of a worker has it.
-            async with agents.redact.test_context(on_error=app._on_agent_error) as agent:
+            async with stage.redact.test_context(on_error=app._on_agent_error) as agent:
                 event = await agent.put(value=doc(1, "alpha"), key=None, wait=False)
                 await eventually_async(lambda: exits, "the worker to exit")
             return event.message.acked, audit.await_count
@@ -172,11 +178,11 @@ def test_a_stop_while_the_analyzer_loads_acks_no_batch() -> None:
         app.finalize()
         app.flow_control.resume()
         sent = AsyncMock(side_effect=_delivered)
-        with patch.object(redacted_topic, "send", sent), patch.object(agents, "redactor", None):
-            async with agents.redact.test_context() as agent:
+        with patch.object(redacted_topic, "send", sent), patch.object(stage, "redactor", None):
+            async with stage.redact.test_context() as agent:
                 events = [await agent.put(value=doc(i, "alpha"), key=None, wait=False)
                           for i in range(3)]
-                await asyncio.sleep(agents.settings.batch_within_s + 0.5)  # a batch's time
+                await asyncio.sleep(stage.settings.batch_within_s + 0.5)  # a batch's time
             # Leaving the context stops the agent as a worker's stop does: its stream first,
             # then the actor.
         return [e.message.acked for e in events], sent.await_count
@@ -215,7 +221,7 @@ def test_a_partition_revoked_and_given_back_at_the_same_offset_reloads_its_chain
         return [Record(encode(b)) for b in history]
 
     async def go() -> tuple[int, int]:
-        chains = agents.Chains()
+        chains = fresh_chains()
         with patch.object(agents, "read_back", read_back):
             await chains.tip(0, 0)  # a fresh worker loads once
             chains.saw(0, 4)
@@ -239,7 +245,7 @@ def test_a_partition_loaded_but_never_owned_reloads_when_a_rebalance_hands_it_ov
         return [Record(encode(b)) for b in history]
 
     async def go() -> int:
-        chains = agents.Chains()
+        chains = fresh_chains()
         with patch.object(agents, "read_back", read_back):
             await chains.tip(1, 0)  # start: every partition's end loaded (all genesis)
             chains.saw(1, 3)  # this worker owns partition 1 only
@@ -259,7 +265,7 @@ def test_an_unconfirmed_worker_stops_if_its_chain_end_moved_and_goes_on_if_not()
     evicted = AsyncMock(return_value="UnknownMemberIdError")
     first = sign(build_batch("docs.normalized.v1", 3, (0, 20), [], [], Tip.genesis("ep"),
                              "f" * 64), SecretStr(DEV_SIGNING_KEY))
-    ours = agents.tips_from([first], agents.SIGNER)[3]  # the chain end this batch extends
+    ours = agents.tips_from([first], stage.signer)[3]  # the chain end this batch extends
     theirs = sign(build_batch("docs.normalized.v1", 3, (21, 22), [], [], ours, "f" * 64),
                   SecretStr(DEV_SIGNING_KEY))
 
@@ -268,7 +274,7 @@ def test_an_unconfirmed_worker_stops_if_its_chain_end_moved_and_goes_on_if_not()
             return [Record(encode(b)) for b in history]
         with patch.object(agents.membership, "confirm", evicted), \
                 patch.object(agents, "read_back", read_back):
-            await agents._still_owned(3, ours)
+            await stage._still_owned(3, ours)
     asyncio.run(run([first]))  # nobody audited partition 3 past our end: it goes on
     with pytest.raises(agents.LostPartition, match="partition 3"):
         asyncio.run(run([first, theirs]))  # the new owner did: stop, write nothing
