@@ -1,14 +1,15 @@
-"""Redaction agent: micro-batch, redact, emit redacted docs and one signed audit record per
-partition and batch.
+"""Redaction agent: micro-batch, redact, emit redacted docs, their subject index (who each
+mentions, keyed) and one signed audit record per partition and batch.
 
 A batch is done (shared/kafka/checkpoint.py, which alone commits) only when the loop
-moves on from it, and that is only once the redacted documents and the audit record are
-on the broker: sends are forced past Faust's attachments (which may hang them on another
-partition's event) and awaited. Anything that stops a batch midway (the broker, the
-reader, a lost partition) escapes the agent, and the worker exits with the batch not done
-(shared/kafka/watchdog.py), so it replays. Input offsets an audit record already covers
-are skipped, so a redelivery after a crash never forms a second, overlapping batch. Logs
-name batches, counts and offsets only, never a document's content.
+moves on from it, and that is only once the redacted documents, their subject index
+records and the audit record are on the broker: sends are forced past Faust's attachments
+(which may hang them on another partition's event) and awaited. Anything that stops a
+batch midway (the broker, the reader, a lost partition) escapes the agent, and the worker
+exits with the batch not done (shared/kafka/watchdog.py), so it replays. Input offsets an
+audit record already covers are skipped, so a redelivery after a crash never forms a
+second, overlapping batch. Logs name batches, counts and offsets only, never a document's
+content, and no masked value leaves the redactor's thread but as its subject key.
 
 The stage is one object, `Redaction`, built with its settings, topics, boundary and chain
 ends; its methods are the agent, hook and task `build` registers. Nothing lives at module
@@ -29,11 +30,12 @@ from services.redaction.app import declare
 from services.redaction.pii_counts import pii_counts
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
+from services.redaction.subjects import SubjectKeys
 from shared.contract.audit_batches import Tip, build_batch, leaf_for, tips_from
 from shared.contract.audit_signing import sign
 from shared.contract.codec import decode, encode
 from shared.contract.dlq import send_dead_letter
-from shared.contract.records import AuditBatch, Document, RedactedDocument
+from shared.contract.records import AuditBatch, Document, RedactedDocument, SubjectIndex
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InfrastructureError, InvalidInput
 from shared.kafka import checkpoint, membership
@@ -122,6 +124,9 @@ class Redaction:
         self.topics = t
         self.redacted_topic, self.audit_topic, self.dlq, self.stats_topic = \
             t.redacted, t.audit, t.dlq, t.stats
+        self.subjects_topic = t.subjects
+        self.subject_keys = SubjectKeys(settings.subject_key.get_secret_value().encode(),
+                                        settings.phone_regions)
         # The address of settings.audit_signing_key: whose records extend the chains.
         self.signer: str = Account.from_key(
             settings.audit_signing_key.get_secret_value()).address
@@ -161,9 +166,17 @@ class Redaction:
                 out.append((event, doc))
         return out
 
+    def _redact(self, ready: Redactor, docs: list[Document],
+                ) -> list[tuple[RedactedDocument, SubjectIndex] | Exception]:
+        """Each document redacted, with its subject index (off the event loop: keying the
+        phone numbers parses them); the masked values go no further."""
+        return [found if isinstance(found, Exception) else
+                (found.doc, self.subject_keys.index(found))
+                for found in ready.redact_found(docs)]
+
     async def _redacted(self, ready: Redactor, valid: list[tuple[Any, Document]],
-                        ) -> list[tuple[Any, Document, RedactedDocument]]:
-        results = await asyncio.to_thread(ready.redact_isolated, [doc for _, doc in valid])
+                        ) -> list[tuple[Any, Document, RedactedDocument, SubjectIndex]]:
+        results = await asyncio.to_thread(self._redact, ready, [doc for _, doc in valid])
         out = []
         for (event, doc), result in zip(valid, results, strict=True):
             if isinstance(result, Exception):
@@ -174,7 +187,7 @@ class Redaction:
                 with spans.emitting(event.message):
                     await send_dead_letter(self.dlq, "redaction", exc, event.message)
             else:
-                out.append((event, doc, result))
+                out.append((event, doc, *result))
         return out
 
     async def redact_partition(self, ready: Redactor, partition: int, events: list[Any],
@@ -192,23 +205,26 @@ class Redaction:
         if not done:
             return
         await self._still_owned(partition, tip)
-        leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red in done]
+        leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red, _ in done]
         offsets = (fresh[0].message.offset, fresh[-1].message.offset)
         batch = sign(build_batch(DOCS_NORMALIZED.name, partition, offsets, leaves,
-                                 [red for _, _, red in done], tip, ready.fingerprint),
+                                 [red for _, _, red, _ in done], tip, ready.fingerprint),
                      self.settings.audit_signing_key)
-        # Each redacted document names its batch, so an auditor can regroup the topic.
+        # Each redacted document names its batch, so an auditor can regroup the topic; its
+        # subject index follows it, on the broker before the batch is audited.
         sent = []
-        for ev, _, red in done:
+        named = {"batch_id": batch.batch_id}
+        for ev, _, red, subjects in done:
             with spans.emitting(ev.message):
-                sent.append(await _deliver(
-                    self.redacted_topic, red.doc_id.encode(),
-                    encode(red.model_copy(update={"batch_id": batch.batch_id}))))
+                sent.append(await _deliver(self.redacted_topic, red.doc_id.encode(),
+                                           encode(red.model_copy(update=named))))
+                sent.append(await _deliver(self.subjects_topic, red.doc_id.encode(),
+                                           encode(subjects.model_copy(update=named))))
         await asyncio.gather(*sent)
         await self._still_owned(partition, tip)
         await (await _deliver(self.audit_topic, str(partition).encode(), encode(batch)))
         counted = [await _deliver(self.stats_topic, c.source.encode(), encode(c))
-                   for c in pii_counts([red for _, _, red in done])]
+                   for c in pii_counts([red for _, _, red, _ in done])]
         await asyncio.gather(*counted)
         chains.tips[partition] = Tip(tip.epoch, batch.root, batch.last_offset)
         log.info("audit batch %s: %d docs, root %s", batch.batch_id, batch.doc_count,
@@ -253,7 +269,7 @@ class Redaction:
         return self.redactor
 
     async def redact_batches(self, stream: Any) -> None:
-        """docs.normalized.v1 -> docs.redacted.v1 + audit.batches.v1."""
+        """docs.normalized.v1 -> docs.redacted.v1 + pii.subjects.v1 + audit.batches.v1."""
         # Before the first batch is taken: a batch in hand while the analyzer loads
         # (seconds) would hold a stop waiting for it.
         ready = await self._loaded()
