@@ -3,6 +3,7 @@ however the value is written, with exit 0/1/2 for found/none/unreadable."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -95,3 +96,38 @@ def test_an_unreadable_index_exits_2_with_one_sentence(
 def test_a_replayed_older_version_does_not_hide_the_newest() -> None:
     replayed = [INDEX[1], INDEX[0]]  # version 2, then a replay of version 1
     assert subjects.newest(replayed)["a"].version == 2
+
+
+class Admin:
+    def __init__(self, topics: list[str], **_: object) -> None:
+        self.topics = topics
+
+    async def start(self) -> None:
+        return None
+
+    async def list_topics(self) -> list[str]:
+        return self.topics
+
+    async def close(self) -> None:
+        return None
+
+
+class Message:
+    def __init__(self, value: bytes | None) -> None:
+        self.value = value
+
+
+def test_the_index_is_read_past_tombstones_and_foreign_records(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def read_topic(_: object, spec: object) -> list[Message]:
+        assert spec is subjects.PII_SUBJECTS
+        return [Message(INDEX[0].model_dump_json().encode()), Message(None),
+                Message(b'{"not": "an index record"}'), Message(INDEX[1].model_dump_json()
+                                                                 .encode())]
+    monkeypatch.setattr(subjects, "AIOKafkaAdminClient",
+                        lambda **kw: Admin(["docs.redacted.v1", "pii.subjects.v1"]))
+    monkeypatch.setattr(subjects, "read_topic", read_topic)
+    assert asyncio.run(subjects.read_index(subjects.KafkaSettings())) == INDEX[:2]
+    monkeypatch.setattr(subjects, "AIOKafkaAdminClient", lambda **kw: Admin(["docs.raw.v1"]))
+    with pytest.raises(subjects.IndexUnreadable, match=r"^pii.subjects.v1 is not on the broker"):
+        asyncio.run(subjects.read_index(subjects.KafkaSettings()))
