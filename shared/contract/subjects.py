@@ -40,10 +40,12 @@ _NOT_ALNUM = re.compile(r"[\W_]+")
 _NOT_DIGIT = re.compile(r"\D+")
 
 
-def phone_forms(value: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[str]:
+def phone_forms(value: str, regions: tuple[str, ...] = PHONE_REGIONS,
+                first: bool = False) -> list[str]:
     """Every E.164 form the number may have, the likeliest first: its own country code if
     written with one, else each region (in order) that reads it as a valid number; its
-    digits alone when none does."""
+    digits alone when none does. `first`: the likeliest only (what is indexed; each region
+    tried costs a parse, and a document may hold many numbers)."""
     forms: list[str] = []
     for region in (None, *regions):
         try:
@@ -54,6 +56,8 @@ def phone_forms(value: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[st
             form = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
             if form not in forms:
                 forms.append(form)
+            if first:
+                break
         if region is None:
             break  # a country code of its own decides: no region reads it otherwise
     return forms or [_NOT_DIGIT.sub("", value)]
@@ -64,7 +68,7 @@ def normalised(kind: Kind, value: str, regions: tuple[str, ...] = PHONE_REGIONS)
     if kind == "email":
         return "".join(value.split()).casefold()
     if kind == "phone":
-        return phone_forms(value, regions)[0]
+        return phone_forms(value, regions, first=True)[0]
     if kind == "id":
         return _NOT_ALNUM.sub("", value).upper()
     return " ".join(value.split()).casefold()

@@ -73,6 +73,7 @@ def test_a_phone_number_written_any_way_is_found_by_any_other_way(a: str, b: str
     if phone_forms(canonical)[0] != f"+1{a}{b}{c}":
         return  # not a valid North American number: digits only, tested below
     assert key_of(KEY, "phone", written) == _hmac("phone", f"+1{a}{b}{c}")
+    assert normalised("phone", written) == phone_forms(written)[0]  # indexed: the likeliest
     assert key_of(KEY, "phone", written) in keys_to_find(KEY, "phone", f"{a}-{b}-{c}")
     assert key_of(KEY, "phone", canonical) in keys_to_find(KEY, "phone", written)
 
