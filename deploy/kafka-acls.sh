@@ -61,6 +61,7 @@ allow redaction Read literal \
   --group streamrag-redaction
 allow redaction Write literal \
   --topic docs.redacted.v1 \
+  --topic pii.subjects.v1 \
   --topic audit.batches.v1 \
   --topic deadletter.v1 \
   --topic stats.counts.v1

@@ -10,7 +10,19 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from services.cli import admin, audit, backup, config, produce, query, status, topics, trace, up
+from services.cli import (
+    admin,
+    audit,
+    backup,
+    config,
+    produce,
+    query,
+    status,
+    subjects,
+    topics,
+    trace,
+    up,
+)
 from shared import logsafe
 from shared.contract.topics import SERVICES
 from shared.errors import ConfigError
@@ -32,7 +44,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "up": up.run, "worker": _run_worker, "produce": produce.run, "query": query.run,
     "status": status.run, "topics": topics.run, "health": admin.run_health,
     "audit": audit.run, "backup": backup.run_backup, "restore": backup.run_restore,
-    "trace": trace.run, "config": config.run,
+    "trace": trace.run, "config": config.run, "subjects": subjects.run,
 }
 
 
@@ -49,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_parsers(sub)
     topics.extend_parser(sub.choices["topics"])
     audit.add_parser(sub)
+    subjects.add_parser(sub)
     backup.add_parsers(sub)
     return parser
 

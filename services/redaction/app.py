@@ -15,6 +15,7 @@ from shared.contract.topics import (
     DEADLETTER,
     DOCS_NORMALIZED,
     DOCS_REDACTED,
+    PII_SUBJECTS,
     REDACTION_APP,
     STREAM_STATS,
 )
@@ -33,8 +34,10 @@ class Topics:
     audit: Any
     dlq: Any
     stats: Any  # PII entities found, for the window tables
+    subjects: Any  # who each redacted version mentions, as keyed hashes
 
 
 def declare(app: faust.App) -> Topics:
     return Topics(topic(app, DOCS_NORMALIZED), topic(app, DOCS_REDACTED),
-                  topic(app, AUDIT_BATCHES), topic(app, DEADLETTER), topic(app, STREAM_STATS))
+                  topic(app, AUDIT_BATCHES), topic(app, DEADLETTER), topic(app, STREAM_STATS),
+                  topic(app, PII_SUBJECTS))

@@ -14,7 +14,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerResult
@@ -35,6 +35,7 @@ from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
 from services.redaction.recognizers import MailboxRecognizer, secret_recognizer
 from services.redaction.settings import RedactionSettings
+from services.redaction.subjects import Masked, Redacted
 from services.redaction.windows import merge, shifted, windows
 from shared.contract.records import Document, RedactedDocument
 from shared.errors import InvalidInput
@@ -66,6 +67,8 @@ def _mapped(view: View, results: list[RecognizerResult]) -> list[RecognizerResul
 class Redaction:
     text: str
     counts: Counter[str]
+    # What was masked, as a person reads it: for the subject index only, never logged.
+    masked: tuple[Masked, ...] = field(default=(), repr=False)
 
 
 class Redactor:
@@ -185,28 +188,39 @@ class Redactor:
         # The anonymizer is typed for its own result class (it copies these four fields).
         spans = [AnonymizerSpan(r.entity_type, r.start, r.end, r.score) for r in found]
         out = self.anonymizer.anonymize(text=text, analyzer_results=spans, operators=ops)
-        return Redaction(out.text, Counter(item.entity_type for item in out.items))
+        # The span's text read as a person reads it (hidden characters, look-alikes and
+        # escapes undone), so the value keys as it would when typed.
+        masked = tuple(Masked(r.entity_type, normalised_view(text[r.start:r.end]).text)
+                       for r in found)
+        return Redaction(out.text, Counter(item.entity_type for item in out.items), masked)
 
     def redact_isolated(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
         """The batch in one pass; if that fails, each document alone, so a document that
         breaks the analyzer fails only itself (the agent dead-letters it). A document whose
         labels are refused comes back as its InvalidInput (pii_in_acl, bad_acl)."""
+        return [r if isinstance(r, Exception) else r.doc for r in self.redact_found(docs)]
+
+    def redact_found(self, docs: list[Document]) -> list[Redacted | Exception]:
+        """As redact_isolated, each document with what was masked in it."""
         try:
-            return self.redact_checked(docs)
+            return self._checked(docs)
         except Exception:  # isolated below, where each failure is returned per document
-            out: list[RedactedDocument | Exception] = []
+            out: list[Redacted | Exception] = []
             for doc in docs:
                 try:
-                    out += self.redact_checked([doc])
+                    out += self._checked([doc])
                 except Exception as exc:  # returned, not swallowed: the caller dead-letters
                     out.append(exc)
             return out
 
     def redact_checked(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
         """Labels checked first; the documents whose labels pass are redacted together."""
+        return [r if isinstance(r, Exception) else r.doc for r in self._checked(docs)]
+
+    def _checked(self, docs: list[Document]) -> list[Redacted | Exception]:
         refused = self.label_refusals(docs)
-        done = iter(self.redact_documents([d for d, r in zip(docs, refused, strict=True)
-                                           if r is None]))
+        done = iter(self.redacted([d for d, r in zip(docs, refused, strict=True)
+                                   if r is None]))
         return [next(done) if r is None else r for r in refused]
 
     def label_refusals(self, docs: list[Document]) -> list[InvalidInput | None]:
@@ -232,6 +246,10 @@ class Redactor:
 
     def redact_documents(self, docs: list[Document]) -> list[RedactedDocument]:
         """Redact every string field of every document in one analyzer batch."""
+        return [r.doc for r in self.redacted(docs)]
+
+    def redacted(self, docs: list[Document]) -> list[Redacted]:
+        """As redact_documents, each document with what was masked in any of its fields."""
         fields: list[str] = []
         for doc in docs:
             fields += [doc.title, doc.text, *doc.metadata.values()]
@@ -241,8 +259,11 @@ class Redactor:
             title, text = next(done), next(done)
             meta = {k: next(done) for k in doc.metadata}
             counts = title.counts + text.counts + sum((m.counts for m in meta.values()), Counter())
-            out.append(RedactedDocument(
+            redacted = RedactedDocument(
                 **doc.model_dump(exclude={"title", "text", "metadata"}),
                 title=title.text, text=text.text,
-                metadata={k: m.text for k, m in meta.items()}, entity_counts=dict(counts)))
+                metadata={k: m.text for k, m in meta.items()}, entity_counts=dict(counts))
+            masked = title.masked + text.masked + tuple(x for m in meta.values()
+                                                        for x in m.masked)
+            out.append(Redacted(redacted, masked))
         return out

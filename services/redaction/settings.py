@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.contract.audit_signing import DEV_SIGNING_KEY
+from shared.contract.subjects import DEV_SUBJECT_KEY, PHONE_REGIONS
 from shared.settings import ServiceSettings
 
 DEFAULT_ENTITIES = (
@@ -36,10 +37,9 @@ class RedactionSettings(ServiceSettings):
     # Regions whose national-format phone numbers are found; E.164 (+CC ...) numbers are
     # found whatever the region. Each region costs a little throughput, so the list is the
     # regions the documents come from (docs/benchmarks.md, "Redaction settings").
-    phone_regions: tuple[str, ...] = ("US", "CA", "GB", "IE", "DE", "AT", "CH", "FR", "BE",
-                                      "NL", "ES", "IT", "PT", "DK", "SE", "NO", "FI", "PL",
-                                      "CZ", "IN", "AU", "NZ", "BR", "CN", "JP", "KR", "RU",
-                                      "SA", "AE", "EG")
+    # The same list gives a national-format number its E.164 form in the subject index
+    # (the first region that reads it as valid).
+    phone_regions: tuple[str, ...] = PHONE_REGIONS
     # The most documents in one redaction micro-batch.
     batch_max_docs: int = Field(default=32, ge=1)
     # How long a micro-batch waits for more documents once one is in. Under a backlog the
@@ -85,3 +85,9 @@ class RedactionSettings(ServiceSettings):
     # is a public dev key whose address is the default of STREAMRAG_AUDIT_SIGNERS: fine for
     # the embedded mesh only.
     audit_signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
+
+    # The secret key of the subject index (pii.subjects.v1, masked values kept as
+    # HMAC-SHA256 under it), whose default is public and fine for the embedded mesh only:
+    # set it for anything real. Anyone holding it can test a guess against the index;
+    # `streamrag subjects` reads the same variable.
+    subject_key: SecretStr = SecretStr(DEV_SUBJECT_KEY)

@@ -79,6 +79,20 @@ class RedactedDocument(Document):
     batch_id: str = ""
 
 
+class SubjectIndex(Record):
+    """Who one redacted document version mentions, as keys (shared/contract/subjects.py):
+    HMAC-SHA256 under the subject key of each masked e-mail, phone number, name and
+    identifier. Never a value in clear; a version that mentions nobody has no keys, so it
+    supersedes an older version that did."""
+
+    doc_id: str
+    version: int
+    batch_id: str = ""  # the audit batch of the redacted version
+    key_id: str  # subjects.key_id of the key the keys are under
+    subjects: tuple[str, ...] = ()  # hex keys, sorted, each once
+    kinds: dict[str, int] = Field(default_factory=dict)  # keys per kind
+
+
 class Chunk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     chunk_id: str

@@ -136,6 +136,12 @@ DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document", 
 DOCS_REDACTED = TopicSpec("docs.redacted.v1", "doc id", "records.RedactedDocument",
                           retention_ms=FOREVER, evidence=True, text=True,
                           doc="Documents with every PII entity replaced by a placeholder.")
+PII_SUBJECTS = TopicSpec(
+    "pii.subjects.v1", "doc id", "records.SubjectIndex", compacted=True, text=True,
+    doc="Who each redacted document version mentions, as keyed hashes of the masked "
+        "values (never in clear); compacted to the newest version of each document, "
+        "for `streamrag subjects`.",
+)
 CHUNKS = TopicSpec(
     "chunks.v1", "doc id", "records.ChunkSet", compacted=True, text=True,
     doc="All chunks of one document version (or a delete); compacted to the newest version "
@@ -217,8 +223,8 @@ GUARD_INCIDENTS = TopicSpec(
 )
 
 TOPICS: tuple[TopicSpec, ...] = (
-    DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, CHUNKS, CHUNKS_EMBEDDED,
-    SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS,
+    DOCS_RAW, DOCS_PARSED, DOCS_NORMALIZED, DOCS_REDACTED, PII_SUBJECTS, CHUNKS,
+    CHUNKS_EMBEDDED, SEARCH_REQUESTS, SEARCH_REPLIES, AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS,
     DEADLETTER_RAW, DEADLETTER, FEEDBACK, QUERY_LATENCY, STREAM_STATS, DRIFT_SAMPLES,
     DRIFT_WINDOWS, CONFIG_QUERY, GUARD_SAMPLES, GUARD_INCIDENTS,
 )
@@ -285,7 +291,7 @@ SERVICE_INPUTS: dict[str, tuple[TopicSpec, ...]] = {
 # redacted documents and audit records: the broker's ACLs (shared/contract/acls.py) hold it to that.
 SERVICE_OUTPUTS: dict[str, tuple[TopicSpec, ...]] = {
     "ingest": (DOCS_PARSED, DOCS_NORMALIZED, DEADLETTER_RAW, DEADLETTER, STREAM_STATS),
-    "redaction": (DOCS_REDACTED, AUDIT_BATCHES, DEADLETTER, STREAM_STATS),
+    "redaction": (DOCS_REDACTED, PII_SUBJECTS, AUDIT_BATCHES, DEADLETTER, STREAM_STATS),
     "chunking": (CHUNKS, DEADLETTER), "embedding": (CHUNKS_EMBEDDED, DEADLETTER),
     "retrieval": (SEARCH_REPLIES, DEADLETTER, DRIFT_SAMPLES, DRIFT_WINDOWS),
     # The SLO guard writes configuration versions (as `streamrag config set` does).

@@ -8,10 +8,10 @@ partition. Adding partitions (Kafka's CreatePartitions) changes that mapping for
 the next version of a document would land on another partition than its older versions and
 its per-document state. Old partitions keep their records and offsets; what per-document
 state later readers rebuild from a compacted log (ingest's `doc_versions` changelog,
-chunks.v1, chunks.embedded.v1) is re-homed: each key's newest record is copied to the
-partition the partitioner now picks, then retired where it was (a tombstone, or a contract
-delete where the reader applies deletes and would drop a tombstone as bad input); the
-changelog is rewritten instead (REWRITTEN).
+chunks.v1, chunks.embedded.v1, the subject index pii.subjects.v1) is re-homed: each key's
+newest record is copied to the partition the partitioner now picks, then retired where it
+was (a tombstone, or a contract delete where the reader applies deletes and would drop a
+tombstone as bad input); the changelog is rewritten instead (REWRITTEN).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from shared.contract.topics import (
     CHUNKS,
     CHUNKS_EMBEDDED,
     DOC_VERSIONS,
+    PII_SUBJECTS,
     TopicSpec,
     all_topic_specs,
 )
@@ -75,8 +76,11 @@ class Rehomed:
 # dead-lettered, leaving the document in two shards). chunks.v1: a tombstone, so compaction
 # removes the old copy for the next model's embedding group; the running groups are moved
 # past the re-home writes (nothing new in them).
+# pii.subjects.v1: a tombstone (its reader skips them), so one document's index record is
+# on one partition only, and forgetting it later means one tombstone where it now lives.
 REHOMED: dict[str, Rehomed] = {
     CHUNKS_EMBEDDED.name: Rehomed("delete"), CHUNKS.name: Rehomed("tombstone"),
+    PII_SUBJECTS.name: Rehomed("tombstone"),
 }
 # Table changelogs keyed by doc id: rewritten, not moved in place. Faust's memory store keeps
 # one dict for all the partitions a worker holds and recovers them in no set order, so a

@@ -191,6 +191,18 @@ def test_audit_records_are_signed_with_a_key_of_the_operator_not_the_dev_key() -
     assert holders == {"redaction"}  # the key stays with redaction
 
 
+def test_the_subject_index_is_keyed_with_a_key_of_the_operator_not_the_dev_key() -> None:
+    from services.redaction.settings import RedactionSettings
+    from shared.contract.subjects import DEV_SUBJECT_KEY
+    services = resolved("docker-compose.yml")["services"]
+    key = services["redaction"]["environment"]["STREAMRAG_REDACTION_SUBJECT_KEY"]
+    assert RedactionSettings(subject_key=key).subject_key.get_secret_value() == "e" * 64
+    assert key != DEV_SUBJECT_KEY
+    holders = {n for n, s in services.items()
+               if "STREAMRAG_REDACTION_SUBJECT_KEY" in s.get("environment", {})}
+    assert holders == {"redaction"}
+
+
 def test_the_query_api_is_never_open_and_listens_on_the_hosts_loopback_only() -> None:
     from services.inference.api.auth import TokenVerifier
     from services.inference.settings import InferenceSettings

@@ -3,40 +3,71 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import os
+from pathlib import Path
+from typing import Any
 from unittest.mock import AsyncMock, patch
 
 import pytest
 from pydantic import SecretStr
 
+from services.redaction import agents
+from services.redaction.subjects import Masked, Redacted
 from shared.batching import current_event
 from shared.contract.audit_batches import GENESIS_ROOT, Tip, build_batch
 from shared.contract.audit_signing import DEV_SIGNER, DEV_SIGNING_KEY, check, sign
 from shared.contract.codec import decode, encode
-from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
+from shared.contract.records import (
+    AuditBatch,
+    AuditLeaf,
+    Document,
+    RedactedDocument,
+    SubjectIndex,
+)
+from shared.contract.subjects import DEV_SUBJECT_KEY, key_id
 from shared.errors import InfrastructureError, InvalidInput
 from shared.worker.boundary import EXIT_FATAL
 from tests.support import built
 from tests.support.polling import eventually_async
 
-agents = built.service("redaction")
-app, audit_topic, dlq, redacted_topic = agents.app, agents.audit_topic, agents.dlq, \
-    agents.redacted_topic
+stage = built.stage("redaction")
+app, audit_topic, dlq, redacted_topic = stage.app, stage.audit_topic, stage.dlq, \
+    stage.redacted_topic
+
+
+def fresh_chains() -> agents.Chains:
+    """The chain ends of a worker that just started."""
+    return agents.Chains(stage.kafka, stage.signer)
 
 
 class FakeRedactor:
-    """Fails on documents whose text says so; otherwise upper-cases the text."""
+    """Fails on documents whose text says so; otherwise masks the words with an @ as
+    EMAIL_ADDRESS and those that start with + as PHONE_NUMBER (`_` joins a number's
+    parts), and upper-cases the rest."""
 
     fingerprint = "f" * 64
 
-    def redact_isolated(self, docs: list[Document]) -> list[RedactedDocument | Exception]:
+    def redact_found(self, docs: list[Document]) -> list[Redacted | Exception]:
         return [ValueError(f"analyzer broke on {d.text}") if "boom" in d.text else
                 InvalidInput("pii_in_acl", "acl", "a label holds PHONE_NUMBER")
-                if any(label.startswith("tel:") for label in d.acl) else
-                RedactedDocument(**d.model_dump(exclude={"text"}), text=d.text.upper())
+                if any(label.startswith("tel:") for label in d.acl) else self._masked(d)
                 for d in docs]
+
+    @staticmethod
+    def _masked(d: Document) -> Redacted:
+        masked, words = [], []
+        for word in d.text.split(" "):
+            entity = "EMAIL_ADDRESS" if "@" in word else \
+                "PHONE_NUMBER" if word.startswith("+") else None
+            if entity:
+                masked.append(Masked(entity, word.replace("_", " ")))
+            words.append(f"<{entity}>" if entity else word.upper())
+        return Redacted(RedactedDocument(**d.model_dump(exclude={"text"}),
+                                         text=" ".join(words)), tuple(masked))
 
 
 def doc(i: int, text: str, acl: tuple[str, ...] = ()) -> bytes:
@@ -57,19 +88,33 @@ class Record:
 
 
 async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = None,
-                 ) -> tuple[AsyncMock, AsyncMock, AsyncMock]:
+                 subjects: AsyncMock | None = None, on: Any = stage,
+                 order: list[str] | None = None) -> tuple[AsyncMock, AsyncMock, AsyncMock]:
+    """Put `values` to the stage's agent; the sends to docs.redacted.v1, audit.batches.v1
+    and deadletter.v1 (and to pii.subjects.v1 on `subjects`), each topic's name appended
+    to `order` as it is sent to."""
+    app, redacted_topic, audit_topic, dlq = on.app, on.redacted_topic, on.audit_topic, on.dlq
     app.finalize()
     app.flow_control.resume()
-    red, audit, dead = (AsyncMock(side_effect=_delivered) for _ in range(3))
+
+    def sender(topic: Any) -> AsyncMock:
+        async def send(**kwargs: object) -> asyncio.Future[None]:
+            if order is not None:
+                order.append(topic.get_topic_name())
+            return await _delivered(**kwargs)
+        return AsyncMock(side_effect=send)
+    red, audit, dead = sender(redacted_topic), sender(audit_topic), sender(dlq)
+    indexed = subjects or sender(on.subjects_topic)
 
     async def read_back(*_: object) -> list[Record]:
         return [Record(encode(b)) for b in audit_history or []]
     with patch.object(redacted_topic, "send", red), patch.object(audit_topic, "send", audit), \
-            patch.object(dlq, "send", dead), patch.object(agents, "redactor", FakeRedactor()), \
+            patch.object(dlq, "send", dead), patch.object(on, "redactor", FakeRedactor()), \
+            patch.object(on.subjects_topic, "send", indexed), \
             patch.object(agents, "read_back", read_back), \
             patch.object(agents.membership, "confirm", AsyncMock(return_value=None)), \
-            patch.object(agents, "chains", agents.Chains()):  # a fresh worker
-        async with agents.redact.test_context() as agent:
+            patch.object(on, "chains", agents.Chains(on.kafka, on.signer)):  # a fresh worker
+        async with on.redact.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
             # The micro-batch closes after batch_within_s; its audit record comes last.
@@ -147,14 +192,14 @@ def test_a_broker_failure_mid_batch_leaves_the_batch_not_done_and_ends_the_worke
             return []
         with patch.object(redacted_topic, "send", AsyncMock(side_effect=broker_gone)), \
                 patch.object(audit_topic, "send", AsyncMock(side_effect=_delivered)) as audit, \
-                patch.object(agents, "redactor", FakeRedactor()), \
+                patch.object(stage, "redactor", FakeRedactor()), \
                 patch.object(agents, "read_back", read_back), \
-                patch.object(agents, "chains", agents.Chains()), \
+                patch.object(stage, "chains", fresh_chains()), \
                 patch.object(agents.membership, "confirm", AsyncMock(return_value=None)), \
                 patch.object(logging, "shutdown", lambda: None), \
                 patch.object(os, "_exit", fake_exit):
             # The app's own agent-error handler, as every agent of a worker has it.
-            async with agents.redact.test_context(on_error=app._on_agent_error) as agent:
+            async with stage.redact.test_context(on_error=app._on_agent_error) as agent:
                 event = await agent.put(value=doc(1, "alpha"), key=None, wait=False)
                 await eventually_async(lambda: exits, "the worker to exit")
             return event.message.acked, audit.await_count
@@ -172,11 +217,11 @@ def test_a_stop_while_the_analyzer_loads_acks_no_batch() -> None:
         app.finalize()
         app.flow_control.resume()
         sent = AsyncMock(side_effect=_delivered)
-        with patch.object(redacted_topic, "send", sent), patch.object(agents, "redactor", None):
-            async with agents.redact.test_context() as agent:
+        with patch.object(redacted_topic, "send", sent), patch.object(stage, "redactor", None):
+            async with stage.redact.test_context() as agent:
                 events = [await agent.put(value=doc(i, "alpha"), key=None, wait=False)
                           for i in range(3)]
-                await asyncio.sleep(agents.settings.batch_within_s + 0.5)  # a batch's time
+                await asyncio.sleep(stage.settings.batch_within_s + 0.5)  # a batch's time
             # Leaving the context stops the agent as a worker's stop does: its stream first,
             # then the actor.
         return [e.message.acked for e in events], sent.await_count
@@ -215,7 +260,7 @@ def test_a_partition_revoked_and_given_back_at_the_same_offset_reloads_its_chain
         return [Record(encode(b)) for b in history]
 
     async def go() -> tuple[int, int]:
-        chains = agents.Chains()
+        chains = fresh_chains()
         with patch.object(agents, "read_back", read_back):
             await chains.tip(0, 0)  # a fresh worker loads once
             chains.saw(0, 4)
@@ -239,7 +284,7 @@ def test_a_partition_loaded_but_never_owned_reloads_when_a_rebalance_hands_it_ov
         return [Record(encode(b)) for b in history]
 
     async def go() -> int:
-        chains = agents.Chains()
+        chains = fresh_chains()
         with patch.object(agents, "read_back", read_back):
             await chains.tip(1, 0)  # start: every partition's end loaded (all genesis)
             chains.saw(1, 3)  # this worker owns partition 1 only
@@ -259,7 +304,7 @@ def test_an_unconfirmed_worker_stops_if_its_chain_end_moved_and_goes_on_if_not()
     evicted = AsyncMock(return_value="UnknownMemberIdError")
     first = sign(build_batch("docs.normalized.v1", 3, (0, 20), [], [], Tip.genesis("ep"),
                              "f" * 64), SecretStr(DEV_SIGNING_KEY))
-    ours = agents.tips_from([first], agents.SIGNER)[3]  # the chain end this batch extends
+    ours = agents.tips_from([first], stage.signer)[3]  # the chain end this batch extends
     theirs = sign(build_batch("docs.normalized.v1", 3, (21, 22), [], [], ours, "f" * 64),
                   SecretStr(DEV_SIGNING_KEY))
 
@@ -268,8 +313,43 @@ def test_an_unconfirmed_worker_stops_if_its_chain_end_moved_and_goes_on_if_not()
             return [Record(encode(b)) for b in history]
         with patch.object(agents.membership, "confirm", evicted), \
                 patch.object(agents, "read_back", read_back):
-            await agents._still_owned(3, ours)
+            await stage._still_owned(3, ours)
     asyncio.run(run([first]))  # nobody audited partition 3 past our end: it goes on
     with pytest.raises(agents.LostPartition, match="partition 3"):
         asyncio.run(run([first, theirs]))  # the new owner did: stop, write nothing
     assert issubclass(agents.LostPartition, InfrastructureError)  # the worker stops
+
+
+def _hmac(key: bytes, kind: str, form: str) -> str:
+    """The key of a value, computed here without the code under test."""
+    return hmac.new(key, f"{kind}\x00{form}".encode(), hashlib.sha256).hexdigest()
+
+
+def test_each_redacted_version_is_indexed_by_keyed_subjects_before_its_batch_is_audited(
+        tmp_path: Path) -> None:
+    own = built.stage("redaction", data_dir=tmp_path, subject_key=SecretStr("k-test"))
+    order: list[str] = []
+    subjects = AsyncMock(side_effect=lambda **kw: (order.append("pii.subjects.v1"),
+                                                   _delivered(**kw))[1])
+    _, audit, _ = asyncio.run(_drive(
+        [doc(1, "write to Ann.Lee@Example.COM or call +1_(415)_555-0132 today"),
+         doc(2, "nobody here"), doc(3, "boom Ann.Lee@Example.COM")], subjects=subjects,
+        on=own, order=order))
+    records = [decode(SubjectIndex, c.kwargs["value"]) for c in subjects.await_args_list]
+    (batch,) = [decode(AuditBatch, c.kwargs["value"]) for c in audit.await_args_list]
+    key = b"k-test"
+    assert [(r.doc_id, r.version, r.batch_id) for r in records] == [
+        ("d1", 1, batch.batch_id), ("d2", 1, batch.batch_id)]  # d3 failed: not indexed
+    assert records[0].subjects == tuple(sorted([_hmac(key, "email", "ann.lee@example.com"),
+                                                _hmac(key, "phone", "+14155550132")]))
+    assert records[0].kinds == {"email": 1, "phone": 1}
+    assert records[1].subjects == () and records[1].kinds == {}  # supersedes older mentions
+    assert records[0].key_id == records[1].key_id != key_id(DEV_SUBJECT_KEY.encode())
+    assert [c.kwargs["key"] for c in subjects.await_args_list] == [b"d1", b"d2"]
+    assert all(c.kwargs["force"] for c in subjects.await_args_list)
+    sent = b"".join(c.kwargs["value"] for c in subjects.await_args_list)
+    for clear in (b"Ann.Lee", b"ann.lee", b"example.com", b"415", b"0132"):
+        assert clear not in sent
+    # Each index record right after its document, all before the batch's audit record.
+    assert order == ["deadletter.v1", "docs.redacted.v1", "pii.subjects.v1",
+                     "docs.redacted.v1", "pii.subjects.v1", "audit.batches.v1"]

@@ -139,7 +139,7 @@ def test_the_plain_clients_named_above_are_the_real_ones() -> None:
     assert (defaults["requests"].default, defaults["replies"].default) == (
         topics.SEARCH_REQUESTS, topics.SEARCH_REPLIES)
     agents = (ROOT / "services/redaction/agents.py").read_text()
-    assert "read_back(kafka, AUDIT_BATCHES" in agents  # SERVICE_LOOKUPS["redaction"]
+    assert "read_back(self.kafka, AUDIT_BATCHES" in agents  # SERVICE_LOOKUPS["redaction"]
 
 
 def test_only_redaction_writes_redacted_documents_and_audit_records() -> None:

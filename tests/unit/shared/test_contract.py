@@ -182,7 +182,7 @@ def test_the_groups_hold_the_topics_they_say() -> None:
     groups = {s.name: s.group for s in TOPICS}
     assert {n for n, g in groups.items() if g == "documents"} == {
         "docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
-        "chunks.v1", "chunks.embedded.v1", "search.requests.v1"}
+        "pii.subjects.v1", "chunks.v1", "chunks.embedded.v1", "search.requests.v1"}
     assert {n for n, g in groups.items() if g == "audit"} == {"audit.batches.v1",
                                                               "audit.queries.v1"}
     # One reader must see every record of these (the SLO guard, the config log, the DLQ).

@@ -74,16 +74,18 @@ def test_the_text_retention_reaches_every_copy_of_the_text_and_nothing_else() ->
     specs = {s.name: s for s in contract_specs(
         AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=60_000))}
     texts = {n for n, s in specs.items() if s.text}
-    # Every topic whose records carry a document's words, raw, redacted or chunked.
+    # Every topic whose records carry a document's words, raw, redacted or chunked, and
+    # the keys of who the words mention (the subject index).
     assert texts == {"docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1",
-                     "chunks.v1", "chunks.embedded.v1", "search.replies.v1",
-                     "deadletter.raw.v1"}
+                     "pii.subjects.v1", "chunks.v1", "chunks.embedded.v1",
+                     "search.replies.v1", "deadletter.raw.v1"}
     for name in texts:
         cfg = specs[name].broker_config()
         assert cfg["retention.ms"] == "60000" and cfg["segment.ms"] == "60000", name
         assert "delete" in cfg["cleanup.policy"].split(","), name
     # The compacted chunk topics keep each document's newest version, and none past its age.
     assert specs[CHUNKS.name].broker_config()["cleanup.policy"] == "compact,delete"
+    assert specs["pii.subjects.v1"].broker_config()["cleanup.policy"] == "compact,delete"
     for kept in (AUDIT_BATCHES, AUDIT_QUERIES, LEDGER_ANCHORS):  # what proves the leaves
         assert specs[kept.name].broker_config()["retention.ms"] == str(FOREVER)
     others = {n: s.broker_config() for n, s in specs.items() if not s.text}

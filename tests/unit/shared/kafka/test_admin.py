@@ -110,7 +110,7 @@ def test_one_line_per_group_and_count_naming_every_topic_in_it() -> None:
     assert problem.startswith(f"STREAMRAG_KAFKA_PARTITIONS_DOCUMENTS=6, but "
                               f"{', '.join(documents)} have 4 partitions: run `streamrag "
                               f"topics --grow 6`")
-    assert len(documents) == 9  # seven topics and ingest's two changelogs
+    assert len(documents) == 10  # eight topics and ingest's two changelogs
 
 
 @pytest.mark.parametrize(("spec", "advice"), [

@@ -65,13 +65,17 @@ def test_plan_refuses_missing_topics() -> None:
 def test_grown_topics_are_the_document_path_and_its_tables() -> None:
     assert set(grow.GROWN) == {
         "docs.raw.v1", "docs.parsed.v1", "docs.normalized.v1", "docs.redacted.v1", "chunks.v1",
-        "chunks.embedded.v1", "search.requests.v1", "streamrag-ingest-doc_versions-changelog",
+        "chunks.embedded.v1", "search.requests.v1", "pii.subjects.v1",
+        "streamrag-ingest-doc_versions-changelog",
         "streamrag-ingest-source_clocks-changelog"}
     assert "audit.batches.v1" not in grow.GROWN and "search.replies.v1" not in grow.GROWN
     # One record per key, so a worker recovering several partitions in any order (Faust's
     # memory store is one dict) ends with the newest state.
     assert set(grow.REHOMED) | set(grow.REWRITTEN) <= set(grow.GROWN)
     assert {"streamrag-ingest-doc_versions-changelog": grow.table_key} == grow.REWRITTEN
+    assert {t: r.retire for t, r in grow.REHOMED.items()} == {
+        "chunks.embedded.v1": "delete", "chunks.v1": "tombstone",
+        "pii.subjects.v1": "tombstone"}  # each document's index record on one partition
     assert "streamrag-ingest-source_clocks-changelog" not in grow.REWRITTEN  # per partition
     assert {s.name for s in grow.grown_specs()} == set(grow.GROWN)
 
