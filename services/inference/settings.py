@@ -13,6 +13,7 @@ from services.inference.answer.generative import weights
 from services.inference.rerank.folder import check_model_dir
 from services.inference.search.fusion import Fusion
 from shared.contract.access import parse_acl
+from shared.contract.retention import seconds_kept
 from shared.encoder.runtime import EncoderSettings, Runtime
 from shared.errors import InvalidInput
 from shared.settings import Group, Listener, ServiceSettings, fold_groups
@@ -317,9 +318,7 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     @property
     def text_kept_s(self) -> float | None:
         """Seconds a document's words may stay in a cache; None: no text retention."""
-        if self.text_retention_ms is None or self.text_retention_ms < 0:
-            return None
-        return self.text_retention_ms / 1000
+        return seconds_kept(self.text_retention_ms)
 
     @property
     def answer_cache_kept_s(self) -> float:

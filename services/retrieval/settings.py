@@ -10,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from services.retrieval.drift.detector import DriftConfig
 from services.retrieval.index_config import IndexConfig
+from shared.contract.retention import seconds_kept
 from shared.settings import ServiceSettings
 
 
@@ -104,9 +105,7 @@ class RetrievalSettings(ServiceSettings):
     @property
     def text_kept_s(self) -> float | None:
         """Seconds a document's text stays in the shards; None: no expiry."""
-        if self.text_retention_ms is None or self.text_retention_ms < 0:
-            return None
-        return self.text_retention_ms / 1000
+        return seconds_kept(self.text_retention_ms)
 
     @property
     def expire_every_s(self) -> float:

@@ -14,6 +14,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from shared.contract.topics import DAY_MS, FOREVER
 
 
+def seconds_kept(retention_ms: int | None) -> float | None:
+    """A retention setting in seconds; None for unset or -1 (kept, no expiry)."""
+    if retention_ms is None or retention_ms < 0:
+        return None
+    return retention_ms / 1000
+
+
 class AuditRetentionSettings(BaseSettings):
     """How long the audit evidence, the text and the raw input are kept (env prefix
     STREAMRAG_AUDIT_, the raw retention STREAMRAG_RAW_RETENTION_MS; shared with
