@@ -75,7 +75,12 @@ _SIGNATURE_TITLE = frozenset(str.split(
     "team group department dept platform support engineering engineer operations ops sales "
     "office desk lead director manager head officer president founder owner staff service "
     "services inc ltd gmbh llc corp co company ag sa plc center centre unit division"))
-_SIGNED_TOO = re.compile(rf"\n[ \t]*({WORD}(?:[ \t]+{WORD}){{1,2}})[ \t]*$", re.M)
+# Its words may be initials ("Hans D.", "Hans-J. Trubin") and have a particle or a short
+# lower-case connector between them ("Michaele auch Schlauchin"), up to four words.
+_SIGNED_TOO = re.compile(
+    rf"\n[ \t]*({WORD}\.?(?:[ \t]+(?:{PARTICLES}[ \t]+|[^\W\d_A-Z]{{2,5}}[ \t]+)?{WORD}\.?)"
+    rf"{{1,3}})[ \t]*$", re.M)
+_INITIAL = re.compile(rf"^{_UP}\.?$")
 # A closing, then a name in a script without case on its own line ("감사합니다.\n최미숙"):
 # the lines after it may sign in Latin letters ("Go Hyeonjeong").
 _CLOSING_NATIVE = re.compile(
@@ -368,6 +373,13 @@ def lower_case_words(text: str) -> frozenset[str]:
         r"(?<![\w'’@./:+-])[^\W\d_A-Z][\w'’-]*(?![\w'’-]|[@/]|\.\w)", text))
 
 
+def _bare(word: str) -> str:
+    """A signature word without its initial: "Hans-J." -> "Hans", "Weber." -> "Weber"."""
+    word = word.rstrip(".")
+    head, _, tail = word.rpartition("-")
+    return head if head and len(tail) == 1 else word
+
+
 def _is_given_name(word: str) -> bool:
     names = given_names()
     if word.isupper() or fold(word) in stop_words():  # acronyms (CI, HR) and function words
@@ -587,21 +599,31 @@ class NameRecognizer(LocalRecognizer):
             spans.setdefault((more.start(1), more.end(1)), "signature")
             more = _SIGNED_TOO.match(text, more.end())
 
-    def _signs_too(self, words: list[str], lower: frozenset[str]) -> bool:
+    def _signs_too(self, line: list[str], lower: frozenset[str]) -> bool:
         """Whether the words of a signature's second line are a name, not a title: the
         first a given name or no English word, or the others none ("Site Reliability"), the
         others written as names (after a given name a surname may be a word: "Yeongsug
-        Go"), none a role."""
+        Go"), none a role. Initials and connectors between the words are passed over; a
+        given name that is also a technology ("Cassandra Young") is one when a surname
+        follows it."""
+        words = [_bare(w) for w in line if w[:1].isupper() and not _INITIAL.match(w)]
+        if len(words) < 2 and not (words and len(line) > 1):  # "Hans D.": a name and initial
+            return False
         first = fold(words[0])
+        given_thing = ((first in thing_words() or first in self.allowed)
+                       and _is_given_name(words[0]) and len(words) > 1
+                       and not any(fold(w) in thing_words() or fold(w) in self.allowed
+                                   for w in words[1:]))
         # a given name that is also a word ("Tit Nikolaev") is told by a surname after it
         rest_names = not any(common_word(w) for w in words[1:])  # "Go Hyeonjeong"
-        return (self.surname_like(words[0], lower)
+        return (self.surname_like(words[0], lower, tech_ok=given_thing)
                 and (first not in stop_words() or rest_names)
-                and first not in thing_words()
+                and (first not in thing_words() or given_thing)
                 and (_is_given_name(words[0]) or not common_word(words[0]) or rest_names)
                 and all(self.surname_like(w, lower, tech_ok=True) for w in words[1:])
                 and not any(fold(w) in ROLES or fold(w) in _SIGNATURE_TITLE
-                            or fold(w) in thing_words() for w in words))
+                            or (fold(w) in thing_words() and not (given_thing and i == 0))
+                            for i, w in enumerate(words)))
 
     def surname_like(self, word: str, lower: frozenset[str], tech_ok: bool = False) -> bool:
         """Written as a name (Weber, McDonald, O'Brien, WEBER), not a technology word

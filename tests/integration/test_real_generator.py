@@ -125,7 +125,7 @@ def test_a_streamed_answer_says_the_cause_cited_to_the_document(worker: Worker,
     cited = {c.chunk_id: c.doc_id for c in start.citations}
     assert worker.doc_id in {cited[c] for c in end.cited_chunk_ids}, (text, end)
     assert end.citation_check.cited_by in ("model", "overlap")
-    assert end.citation_check.supported_share > 0
+    assert end.citation_check.supported_share > 0, (text, end)
     # Redaction ran upstream: the chunk the model read holds placeholders, not the person.
     chunk = next(c.text for c in start.citations if c.doc_id == worker.doc_id)
     assert "<PERSON>" in chunk

@@ -21,6 +21,9 @@ _CLAUSE = re.compile(r"\s*;\s*|,\s+(?=(?:and|but|or|while|whilst|whereas)\s)"
                      r"|\s+(?=(?:while|whilst|whereas)\s)", re.IGNORECASE)
 _CONJUNCTION = re.compile(r"^(?:and|but|or|while|whilst|whereas)\s+", re.IGNORECASE)
 _BARE_AND = re.compile(r"\s+(?=(?:and|but)\s)", re.IGNORECASE)
+# A clause that opens with its own subject after the conjunction: "and the on-call engineer".
+_OWN_SUBJECT = re.compile(r"(?:and|but)\s+(?:the|a|an|its|their|our|his|her)\s+\w",
+                          re.IGNORECASE)
 _CAPITALISED = re.compile(r"(?<![\w'’-])[A-Z][\w'’-]*")
 PRONOUNS = frozenset(("it", "its", "they", "their", "them", "this", "these", "he", "she",
                       "his", "her"))
@@ -102,10 +105,14 @@ def clauses(sentence: str) -> list[Unit]:
 
 def _numbered(part: str) -> list[str]:
     """`part` split at a bare "and"/"but" where both sides state a number ("audit logs
-    for 400 days and access logs for 90 days"), not in "Gold and Silver give 5%"."""
+    for 400 days and access logs for 90 days"), or where a clause of three words or more
+    is followed by one with a subject of its own ("... cancelled at 13:49 and the on-call
+    engineer paged the team": two facts of two passage sentences, each true where it
+    stands); not in "Gold and Silver give 5%" nor "Gold and the Silver tier give 5%"."""
     out: list[str] = []
     for piece in _BARE_AND.split(part):
-        if out and _has_digit(out[-1]) and _has_digit(piece):
+        if out and ((_has_digit(out[-1]) and _has_digit(piece))
+                    or (_OWN_SUBJECT.match(piece) and len(out[-1].split()) >= 3)):
             out.append(piece)
         elif out:
             out[-1] += " " + piece

@@ -3,6 +3,9 @@ clauses with their sentence's subject (answer/units.py)."""
 
 from __future__ import annotations
 
+import pytest
+
+from services.inference.answer.citations import supported
 from services.inference.answer.units import Unit, clauses, passage_units
 
 
@@ -48,3 +51,26 @@ def test_a_sentence_opening_with_a_pronoun_is_read_with_the_names_of_the_one_bef
     assert passage_units(text) == [
         Unit("Osprey is the gateway."), Unit("It times out after 20 seconds.", "Osprey"),
         Unit("Tamarin caches pages.")]
+
+
+POSTMORTEM = ("Resolution: the migration was cancelled at 13:49 and the pools drained within "
+              "three minutes. On-call engineer <PERSON> paged the database team.")
+
+
+@pytest.mark.parametrize(("sentence", "share"), [
+    # two true facts of two passage sentences, joined by "and the ...": each stands
+    ("The migration was cancelled after 13:49 and the on-call engineer paged the database "
+     "team.", 1.0),
+    # either one wrong: not supported
+    ("The migration was cancelled after 13:52 and the on-call engineer paged the database "
+     "team.", 0.0),
+    ("The migration was cancelled after 13:49 and the pools drained within 30 minutes.", 0.0),
+])
+def test_a_sentence_joining_two_passage_sentences_is_judged_clause_by_clause(
+        sentence: str, share: float) -> None:
+    assert supported(sentence, ["c1"], ["c1"], [POSTMORTEM]) == share
+
+
+def test_a_noun_and_a_subject_are_not_split_into_clauses() -> None:
+    assert [u.text for u in clauses("Gold and the Silver tier give 5%.")] == [
+        "Gold and the Silver tier give 5%."]
