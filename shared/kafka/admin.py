@@ -118,6 +118,15 @@ def new_topic(spec: TopicSpec, kafka: KafkaSettings) -> NewTopic:
     return NewTopic(spec.name, spec.partitions, kafka.replication_factor, topic_configs=configs)
 
 
+def retention_of(configs: dict[str, str]) -> int | None:
+    """A topic's retention.ms as the broker describes it; None: forever (or not said)."""
+    try:
+        value = int(configs.get("retention.ms", str(FOREVER)))
+    except ValueError:
+        return None
+    return None if value == FOREVER or value < 0 else value
+
+
 def text_config_problems(spec: TopicSpec, found: dict[str, str]) -> list[str]:
     """What an existing topic carrying document text lacks to expire it within the text
     retention (none when that retention is forever)."""
@@ -129,11 +138,8 @@ def text_config_problems(spec: TopicSpec, found: dict[str, str]) -> list[str]:
     if "delete" not in policy:
         out.append(f"{spec.name} has cleanup.policy={found.get('cleanup.policy', '(not set)')}, "
                    f"the text retention needs {spec.broker_config()['cleanup.policy']}")
-    try:
-        held = int(found.get("retention.ms", str(FOREVER)))
-    except ValueError:
-        held = FOREVER
-    if held == FOREVER or held > want:
+    held = retention_of(found)
+    if held is None or held > want:
         out.append(f"{spec.name} has retention.ms={found.get('retention.ms', '(not set)')}, "
                    f"the text retention needs at most {want}")
     return out

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, FOREVER, LEDGER_ANCHORS
-from shared.kafka.admin import describe_topic_configs
+from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS
+from shared.kafka.admin import describe_topic_configs, retention_of
 from shared.settings import KafkaSettings
 
 NEEDED = (DOCS_REDACTED.name, AUDIT_BATCHES.name, LEDGER_ANCHORS.name)
@@ -29,15 +29,6 @@ class EvidenceError(Exception):
 @dataclass(frozen=True)
 class Evidence:
     text_retention_ms: int | None  # None: docs.redacted.v1 is kept forever
-
-
-def retention_of(configs: dict[str, str]) -> int | None:
-    """A topic's retention.ms as the broker reports it; None: forever (or not said)."""
-    try:
-        value = int(configs.get("retention.ms", str(FOREVER)))
-    except ValueError:
-        return None
-    return None if value == FOREVER or value < 0 else value
 
 
 def missing_sentence(bootstrap: str, missing: list[str]) -> str:

@@ -51,16 +51,17 @@ class AnswerStore:
     def get(self, key: CacheKey) -> tuple[Entry | None, bool]:
         """The entry under `key` and whether one was there but too old (dropped now)."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self._sweep()
-                return None, False
-            if self._clock() - entry.stored_at > self.ttl_s:
-                del self._entries[key]
-                self._sweep()
-                return None, True
-            self._entries.move_to_end(key)
-            return entry, False
+            try:
+                entry = self._entries.get(key)
+                if entry is None:
+                    return None, False
+                if self._clock() - entry.stored_at > self.ttl_s:
+                    del self._entries[key]
+                    return None, True
+                self._entries.move_to_end(key)
+                return entry, False
+            finally:
+                self._sweep()  # on a hit too: the others' age runs whoever is asked for
 
     def put(self, key: CacheKey, entry: Entry, *, keep_age: bool = False) -> None:
         """Store `entry` (its age restarts unless `keep_age`: a revalidated answer still
