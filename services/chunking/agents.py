@@ -1,4 +1,13 @@
-"""Chunking agent: docs.redacted.v1 -> chunks.v1, one ChunkSet per document version."""
+"""Chunking agent: docs.redacted.v1 -> chunks.v1, one ChunkSet per document version.
+
+A sealed document (shared/contract/sealed.py) is opened with the data-key store; one whose
+key was destroyed (`streamrag forget`) becomes a delete, so nothing of it is chunked and the
+compacted chunk topics drop what they held of it; one whose key this store does not hold
+is dead-lettered (key_unavailable).
+
+The stage is one object, `Chunking`; its method is the agent `build` registers. Nothing
+lives at module level.
+"""
 
 from __future__ import annotations
 
@@ -13,61 +22,83 @@ from services.chunking.settings import ChunkingSettings
 from shared.contract import sizes
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, RedactedDocument
+from shared.contract.sealed import Forgotten, KeyUnavailable, open_document
 from shared.encoder.model import load_tokenizer
+from shared.errors import InvalidInput
 from shared.kafka import checkpoint
+from shared.keys.settings import KeySettings
+from shared.keys.store import VersionKeys
 from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.topology import Topology
 
-# What build() wired this module's agent to: one topology per process.
-app: faust.App
-settings: ChunkingSettings
-kafka: KafkaSettings
-chunks_topic: Any
-dlq: Any
-boundary: Boundary
-chunk: Any  # the Faust agent
+
+class Chunking:
+    """One chunking stage on one app: its chunker (built at start-up), key store, topics."""
+
+    def __init__(self, app: faust.App, settings: ChunkingSettings, kafka: KafkaSettings,
+                 keys: KeySettings | None = None) -> None:
+        self.app, self.settings, self.kafka = app, settings, kafka
+        self.key_settings = keys or KeySettings()
+        topics = declare(app)
+        self.topics = topics
+        self.chunks_topic, self.dlq = topics.chunks, topics.dlq
+        # A chunker bug on one document dead-letters it (internal_error), never the
+        # stream's place.
+        self.boundary = Boundary("chunking", topics.dlq)
+        self.chunk: Any = None  # the Faust agent, once registered
+
+    def register(self) -> Topology:
+        app, settings = self.app, self.settings
+        export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                      metrics_port=settings.metrics_port)
+        app.task(self.load_chunker)
+        self.chunk = app.agent(self.topics.redacted, name=f"{__name__}.chunk")(
+            self.chunk_documents)
+        return Topology("chunking", app, settings, {"chunk": self.chunk}, self)
+
+    @functools.cached_property
+    def chunker(self) -> DocumentChunker:
+        """The chunker and its tokenizer, built once: at worker start-up, never at build."""
+        return DocumentChunker(load_tokenizer(), self.settings.max_tokens,
+                               self.settings.overlap_tokens)
+
+    @functools.cached_property
+    def keys(self) -> VersionKeys:
+        """The data-key store, opened at the first sealed document."""
+        return VersionKeys.from_settings(self.key_settings)
+
+    async def load_chunker(self) -> None:
+        self.chunker  # noqa: B018 (before the first record rather than inside it)
+
+    def opened(self, doc: RedactedDocument) -> RedactedDocument:
+        """The document in clear; a forgotten one as its delete."""
+        try:
+            return open_document(doc, self.keys) if doc.sealed else doc
+        except Forgotten:
+            return doc.model_copy(update={"op": "delete", "key_id": "", "sealed": ""})
+        except KeyUnavailable as exc:
+            raise InvalidInput("key_unavailable", "key_id",
+                               f"no data key for {doc.doc_id}@v{doc.version}") from exc
+
+    def chunk_record(self, raw: bytes | None) -> ChunkSet:
+        return self.chunker.chunk(self.opened(decode(RedactedDocument, raw)))
+
+    async def chunk_documents(self, stream: Any) -> None:
+        """docs.redacted.v1 -> chunks.v1."""
+        async for event in checkpoint.records(stream):
+            async with self.boundary.record(event):
+                chunk_set = self.chunk_record(event.message.value)
+                spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version,
+                               chunks=len(chunk_set.chunks))
+                key, value = chunk_set.doc_id.encode(), encode(chunk_set)
+                # Too big for the broker: dead-lettered.
+                sizes.check(value, key, "chunk set", self.kafka.max_record_bytes)
+                await self.chunks_topic.send(key=key, value=value)
 
 
 def build(on: faust.App, chunking: ChunkingSettings, kafka_settings: KafkaSettings,
           ) -> Topology:
-    """Register the chunking agent and its start-up task on `on`."""
-    global app, settings, kafka, chunks_topic, dlq, boundary, chunk
-    app, settings, kafka = on, chunking, kafka_settings
-    topics = declare(app)
-    chunks_topic, dlq = topics.chunks, topics.dlq
-    # A chunker bug on one document dead-letters it (internal_error), never the stream's place.
-    boundary = Boundary("chunking", dlq)
-    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-                  metrics_port=settings.metrics_port)
-    chunker.cache_clear()
-    app.task(load_chunker)
-    chunk = app.agent(topics.redacted, name=f"{__name__}.chunk")(chunk_documents)
-    return Topology("chunking", app, settings, {"chunk": chunk})
-
-
-@functools.cache
-def chunker() -> DocumentChunker:
-    """The chunker and its tokenizer, built once: at worker start-up, never at import."""
-    return DocumentChunker(load_tokenizer(), settings.max_tokens, settings.overlap_tokens)
-
-
-async def load_chunker() -> None:
-    chunker()  # before the first record rather than inside its processing
-
-
-def chunk_record(raw: bytes | None) -> ChunkSet:
-    return chunker().chunk(decode(RedactedDocument, raw))
-
-
-async def chunk_documents(stream: Any) -> None:
-    """docs.redacted.v1 -> chunks.v1."""
-    async for event in checkpoint.records(stream):
-        async with boundary.record(event):
-            chunk_set = chunk_record(event.message.value)
-            spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version,
-                           chunks=len(chunk_set.chunks))
-            key, value = chunk_set.doc_id.encode(), encode(chunk_set)
-            sizes.check(value, key, "chunk set", kafka.max_record_bytes)  # or dead-lettered
-            await chunks_topic.send(key=key, value=value)
+    """Build a chunking stage on `on` and register its agent and start-up task."""
+    return Chunking(on, chunking, kafka_settings).register()

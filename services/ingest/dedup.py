@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from services.ingest.ordering import compare
+from shared.contract.forget import is_forget
 from shared.contract.records import Document, Position, TableTruncate
 from shared.errors import InvalidInput
 
@@ -70,7 +71,15 @@ def apply_change(prev: SeenVersion | None, doc: Document,
         new = doc.model_copy(update={"version": 1})
         return Applied(new, seen(new, at=at))
     if at is not None and prev.get("at") == list(at) and prev["hash"] == doc.content_hash:
-        return Applied(doc.model_copy(update={"version": prev["version"]}), prev)
+        return Applied(doc.model_copy(update={"version": prev["version"], "source": prev.get(
+            "source", doc.source)} if is_forget(doc) else {"version": prev["version"]}), prev)
+    if is_forget(doc):
+        # A forget (shared/contract/forget.py) is the owner's delete at the next version,
+        # whatever source asked and whatever positions came before: it is never stale,
+        # never a repeat (each request is its own), and the next change starts afresh.
+        new = doc.model_copy(update={"version": prev["version"] + 1,
+                                     "source": prev.get("source", doc.source)})
+        return Applied(new, seen(new, prev, at))
     _check_identity(prev, doc)
     order = _order(prev, doc.position)
     if order is not None and order < 0:

@@ -25,6 +25,7 @@ from services.ingest.identifiers import check_identifier
 from services.ingest.ordering import api_position, cdc_position, plain_position
 from services.ingest.rawjson import load_object
 from services.ingest.settings import CDC_ACL_COLUMN, FieldMapping, IngestSettings
+from shared.contract import forget
 from shared.contract.access import parse_acl
 from shared.contract.records import Document, Position, TableTruncate
 from shared.errors import InvalidInput
@@ -33,6 +34,8 @@ from shared.text.visible import blank
 PLAIN_VERSIONS = frozenset({1})
 CDC_OPS = {"c": "upsert", "u": "upsert", "r": "upsert", "d": "delete"}
 SOURCE_HEADER = "streamrag-source"
+# The source of a forget request until dedup gives it the document's own.
+FORGET_SOURCE = "streamrag.forget"
 # C0 (but tab and line breaks), DEL and C1: none of them is text.
 _CONTROL = frozenset(chr(c) for c in [*range(32), *range(0x7F, 0xA0)] if chr(c) not in "\t\n\r")
 
@@ -243,8 +246,10 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
     op = obj.get("op", "upsert")
     if not isinstance(op, str):
         raise InvalidInput("wrong_type", "op", f"expected string, got {type(op).__name__}")
+    if op == "forget":
+        return _forget(obj, msg, s, now)
     if op not in ("upsert", "delete"):
-        raise InvalidInput("unknown_op", "op", "expected upsert or delete")
+        raise InvalidInput("unknown_op", "op", "expected upsert, delete or forget")
     event_time = _event_time(obj.get("event_time"), "event_time", msg.timestamp, s)
     return _document(
         doc_id=_check_id(_str_field(obj, "id", required=True), "id", s),
@@ -261,6 +266,26 @@ def _from_plain(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: fl
         position=plain_position(obj, _given(obj.get("event_time"), event_time)),
         acl=labels(obj.get("acl"), "acl", s) if op == "upsert" else (),
     )
+
+
+def _forget(obj: dict[str, Any], msg: RawMessage, s: IngestSettings, now: float) -> Document:
+    """A forget request (shared/contract/forget.py): a delete of the document at its next
+    version carrying the request; dedup gives it the owner's source."""
+    request_id = _check_text(_str_field(obj, "request_id", required=True), "request_id")
+    by = _check_text(_str_field(obj, "requested_by", required=True), "requested_by")
+    if not request_id.strip() or len(request_id) > 128:
+        raise InvalidInput("invalid_field", "request_id", "1 to 128 characters")
+    if len(by) > forget.MAX_BY:
+        raise InvalidInput("invalid_field", "requested_by",
+                           f"at most {forget.MAX_BY} characters")
+    doc = _document(
+        doc_id=_check_id(_str_field(obj, "id", required=True), "id", s), op="delete",
+        text="", title="", source=FORGET_SOURCE, kind="document", domain="",
+        event_time=_event_time(obj.get("event_time"), "event_time", msg.timestamp, s),
+        ingest_time=now, metadata={}, position=None, acl=())
+    marker = forget.request_marker(request_id, by)
+    return doc.model_copy(update={"metadata": marker, "content_hash": content_hash(
+        "delete", "", "", doc.domain, marker)})
 
 
 def _lookup(obj: Any, path: str) -> Any:

@@ -19,7 +19,9 @@ level but the logger.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -31,15 +33,21 @@ from services.redaction.pii_counts import pii_counts
 from services.redaction.redactor import Redactor
 from services.redaction.settings import RedactionSettings
 from services.redaction.subjects import SubjectKeys
+from shared.contract import forget
 from shared.contract.audit_batches import Tip, build_batch, leaf_for, tips_from
 from shared.contract.audit_signing import sign
 from shared.contract.codec import decode, encode
 from shared.contract.dlq import send_dead_letter
+from shared.contract.forget import is_forget
 from shared.contract.records import AuditBatch, Document, RedactedDocument, SubjectIndex
+from shared.contract.sealed import seal
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InfrastructureError, InvalidInput
 from shared.kafka import checkpoint, membership
 from shared.kafka.reader import read_back
+from shared.keys.sealing import VersionKey
+from shared.keys.settings import KeySettings
+from shared.keys.store import Destroyed, VersionKeys
 from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import metrics
@@ -47,6 +55,8 @@ from shared.worker.boundary import Boundary, export_counts
 from shared.worker.topology import Topology
 
 log = logging.getLogger(__name__)
+# One document of a batch, done: its event, input, redacted record and subject index.
+Done = tuple[Any, Document, RedactedDocument, SubjectIndex]
 
 
 class Chains:
@@ -133,8 +143,14 @@ class Redaction:
         # Per document: a bad one never takes its batch along.
         self.boundary = Boundary("redaction", t.dlq)
         self.chains = Chains(kafka, self.signer)
+        self.key_settings = KeySettings()
         self.redactor: Redactor | None = None  # loaded by warm_up, off the event loop
         self.redact: Any = None  # the Faust agent, once registered
+
+    @functools.cached_property
+    def keys(self) -> VersionKeys:
+        """The data-key store (opened at the first batch, off the event loop's start)."""
+        return VersionKeys.from_settings(self.key_settings)
 
     def register(self) -> Topology:
         """Register the redaction agent, its analyzer's warm-up and its rebalance hook."""
@@ -190,6 +206,52 @@ class Redaction:
                 out.append((event, doc, *result))
         return out
 
+    async def _processed(self, ready: Redactor, valid: list[tuple[Any, Document]],
+                         ) -> tuple[list[Done], dict[int, VersionKey]]:
+        """The batch's documents redacted (sealed under their keys) and its forgets
+        carried out, in input order; and each sealed document's key, by input offset. A
+        version whose key was destroyed (a replay of a forgotten one) is dead-lettered
+        (`forgotten`), never redacted again under a new key."""
+        if not self.settings.seal:
+            return await self._redacted(ready, valid), {}
+        wanted = [(d.doc_id, d.version) for _, d in valid if d.op == "upsert"]
+        made = await asyncio.to_thread(self.keys.create, wanted) if wanted else {}
+        plain, forgets = [], []
+        for event, doc in valid:
+            found = made.get((doc.doc_id, doc.version))
+            if isinstance(found, Destroyed):
+                with spans.emitting(event.message):
+                    await send_dead_letter(self.dlq, "redaction", InvalidInput(
+                        "forgotten", "version", f"{doc.doc_id}@v{doc.version} was forgotten "
+                        f"(key {found.key_id})"), event.message)
+            elif is_forget(doc):
+                forgets.append((event, doc))
+            else:
+                plain.append((event, doc))
+        keys = {e.message.offset: k for e, d in plain
+                if isinstance(k := made.get((d.doc_id, d.version)), VersionKey)}
+        done = [(e, d, seal(red, keys[e.message.offset]) if e.message.offset in keys else red,
+                 subjects) for e, d, red, subjects in await self._redacted(ready, plain)]
+        done += [await self._forget(event, doc) for event, doc in forgets]
+        return sorted(done, key=lambda t: t[0].message.offset), keys
+
+    async def _forget(self, event: Any, doc: Document) -> Done:
+        """Destroy the keys of every version of the document before this delete and make
+        the delete its receipt (shared/contract/forget.py)."""
+        gone = await asyncio.to_thread(self.keys.destroy, doc.doc_id, doc.version,
+                                       f"forget {doc.metadata[forget.REQUEST]}")
+        kept = forget.clear_copies_kept_ms()
+        now = time.time()
+        red = RedactedDocument(**{
+            **doc.model_dump(exclude={"metadata"}),
+            "metadata": forget.receipt(doc.metadata, gone, now,
+                                       None if kept is None else now + kept / 1000)})
+        log.info("forgot %s: %d keys destroyed (versions %s), request %s", doc.doc_id,
+                 len(gone), [d.version for d in gone], doc.metadata[forget.REQUEST])
+        subjects = SubjectIndex(doc_id=doc.doc_id, version=doc.version,
+                                key_id=self.subject_keys.key_id)
+        return event, doc, red, subjects
+
     async def redact_partition(self, ready: Redactor, partition: int, events: list[Any],
                                ) -> None:
         """One partition's part of a micro-batch, on the broker when this returns."""
@@ -201,11 +263,13 @@ class Redaction:
             log.info("partition %d: offsets %d-%d are audited already (a redelivery): "
                      "skipped", partition, events[0].message.offset,
                      events[skipped - 1].message.offset)
-        done = await self._redacted(ready, await self._valid(fresh)) if fresh else []
+        done, keys = await self._processed(ready, await self._valid(fresh)) if fresh else \
+            ([], {})
         if not done:
             return
         await self._still_owned(partition, tip)
-        leaves = [leaf_for(doc, red, ev.message.offset) for ev, doc, red, _ in done]
+        leaves = [leaf_for(doc, red, ev.message.offset, keys.get(ev.message.offset))
+                  for ev, doc, red, _ in done]
         offsets = (fresh[0].message.offset, fresh[-1].message.offset)
         batch = sign(build_batch(DOCS_NORMALIZED.name, partition, offsets, leaves,
                                  [red for _, _, red, _ in done], tip, ready.fingerprint),

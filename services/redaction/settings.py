@@ -71,6 +71,11 @@ class RedactionSettings(ServiceSettings):
     pseudonym_key: SecretStr | None = None
     # Hex characters of the HMAC kept in a pseudonym token.
     pseudonym_hex_chars: int = Field(default=8, ge=4, le=64)
+    # Seal each redacted version's title, text and metadata on docs.redacted.v1 under its
+    # own data key (shared/keys; STREAMRAG_KEYS_*), and key its audit leaf's raw hash: what
+    # `streamrag forget` destroys. Off: records and leaves as before data keys (nothing can
+    # then be made unreadable on the evidence topic).
+    seal: bool = True
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> Self:

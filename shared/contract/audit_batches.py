@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from shared.contract import merkle
 from shared.contract.audit_signing import recover
 from shared.contract.records import AuditBatch, AuditLeaf, Document, RedactedDocument
+from shared.keys.sealing import VersionKey
 
 GENESIS_ROOT = "00" * 32
 
@@ -34,21 +35,48 @@ def content_sha256(title: str, text: str, metadata: dict[str, str],
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
+def sealed_content(doc: RedactedDocument) -> list[object]:
+    """What a sealed record's leaf hash covers: its key id, its sealed text (which binds
+    title, text and metadata for the key holder) and its access labels."""
+    return ["sealed", doc.key_id, doc.sealed, list(doc.acl)]
+
+
 def document_sha256(doc: Document) -> str:
+    if isinstance(doc, RedactedDocument) and doc.sealed:
+        canon = json.dumps(sealed_content(doc), ensure_ascii=False)
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()
     return content_sha256(doc.title, doc.text, doc.metadata, doc.acl)
 
 
-def leaf_for(raw: Document, redacted: RedactedDocument, offset: int) -> AuditLeaf:
-    return AuditLeaf(
-        doc_id=raw.doc_id, version=raw.version, offset=offset,
-        redacted_sha256=document_sha256(redacted), raw_sha256=document_sha256(raw),
-    )
+def raw_mac(raw: Document, key: VersionKey) -> str:
+    """The leaf's keyed hash of the raw side: the same parts as content_sha256, under the
+    version's hash key."""
+    parts: list[object] = [raw.title, raw.text, sorted(raw.metadata.items())]
+    if raw.acl:
+        parts.append(list(raw.acl))
+    return key.mac(json.dumps(parts, ensure_ascii=False).encode("utf-8"))
+
+
+def leaf_for(raw: Document, redacted: RedactedDocument, offset: int,
+             key: VersionKey | None = None) -> AuditLeaf:
+    """The leaf of one version; with its data key, its raw side keyed (a guess of the text
+    confirms nothing without the key) and its redacted side the sealed record's hash."""
+    if key is None:
+        return AuditLeaf(
+            doc_id=raw.doc_id, version=raw.version, offset=offset,
+            redacted_sha256=document_sha256(redacted), raw_sha256=document_sha256(raw))
+    return AuditLeaf(doc_id=raw.doc_id, version=raw.version, offset=offset,
+                     redacted_sha256=document_sha256(redacted), raw_sha256=raw_mac(raw, key),
+                     key_id=key.key_id)
 
 
 def canonical(leaf: AuditLeaf) -> bytes:
-    """The bytes hashed into the tree: (doc id, version, redacted sha, raw sha)."""
-    return json.dumps([leaf.doc_id, leaf.version, leaf.redacted_sha256, leaf.raw_sha256],
-                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The bytes hashed into the tree: (doc id, version, redacted sha, raw sha), and the
+    key id when the leaf is keyed."""
+    parts: list[object] = [leaf.doc_id, leaf.version, leaf.redacted_sha256, leaf.raw_sha256]
+    if leaf.key_id:
+        parts.append(leaf.key_id)
+    return json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def batch_root(leaves: Sequence[AuditLeaf]) -> str:

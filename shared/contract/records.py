@@ -77,6 +77,11 @@ class RedactedDocument(Document):
 
     entity_counts: dict[str, int] = Field(default_factory=dict)
     batch_id: str = ""
+    # Sealed (shared/contract/sealed.py): title, text and metadata are "", {} and this
+    # holds them encrypted under the version's data key `key_id` (shared/keys). "": in clear
+    # (records written before sealing, deletes, forget receipts).
+    key_id: str = ""
+    sealed: str = ""
 
 
 class SubjectIndex(Record):
@@ -225,6 +230,11 @@ class AuditLeaf(BaseModel):
     redacted_sha256: str
     raw_sha256: str
     offset: int
+    # Set: raw_sha256 is an HMAC-SHA256 under this version key (shared/keys), so nobody
+    # without the key, and nobody at all once it is destroyed, can test a guessed text
+    # against the anchored root; redacted_sha256 covers the sealed record. "": plain
+    # sha256 of both (leaves before data keys).
+    key_id: str = ""
 
 
 class AuditBatch(Record):

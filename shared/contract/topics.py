@@ -128,11 +128,12 @@ DOCS_RAW = TopicSpec(
     doc="The input topic: produce here with any Kafka client.",
 )
 DOCS_PARSED = TopicSpec(
-    "docs.parsed.v1", "doc id", "records.Document", text=True,
+    "docs.parsed.v1", "doc id", "records.Document", text=True, raw=True,
     doc="Ingest's repartition topic: parsed documents re-keyed by doc id before dedup.",
 )
+# Unredacted text, as the client sent it: kept for the raw retention like docs.raw.v1.
 DOCS_NORMALIZED = TopicSpec("docs.normalized.v1", "doc id", "records.Document", text=True,
-                            doc="New document versions and deletes, deduplicated.")
+                            raw=True, doc="New document versions and deletes, deduplicated.")
 DOCS_REDACTED = TopicSpec("docs.redacted.v1", "doc id", "records.RedactedDocument",
                           retention_ms=FOREVER, evidence=True, text=True,
                           doc="Documents with every PII entity replaced by a placeholder.")

@@ -8,10 +8,14 @@ machine running the whole suite at once an example took 274 ms and failed the te
 property test runs without it; a hang is still caught by pytest-timeout."""
 
 import os
+import tempfile
 
 from hypothesis import settings
 
 os.environ.setdefault("STREAMRAG_INFERENCE_GENERATOR_BUNDLED", "false")
+# The data-key store of stages built in unit tests: a fresh one per run, never the repo's.
+os.environ.setdefault("STREAMRAG_KEYS_PATH", os.path.join(
+    tempfile.mkdtemp(prefix="streamrag-keys-"), "versions.sqlite"))
 
 settings.register_profile("streamrag", deadline=None)
 settings.load_profile("streamrag")

@@ -13,21 +13,21 @@ from shared.contract.records import RedactedDocument
 from shared.errors import InvalidInput
 from tests.support import built
 
-agents = built.service("chunking")
+stage = built.stage("chunking")
 
 DOC = RedactedDocument(doc_id="d", version=2, text="Alpha beta. " * 300, source="s",
                        event_time=1, ingest_time=2)
 
 
 def test_a_document_becomes_its_chunk_set() -> None:
-    chunk_set = agents.chunk_record(encode(DOC))
+    chunk_set = stage.chunk_record(encode(DOC))
     assert (chunk_set.doc_id, chunk_set.version) == ("d", 2) and len(chunk_set.chunks) > 1
     assert "".join(c.text[c.overlap_chars:] for c in chunk_set.chunks) == DOC.text
 
 
 def test_undecodable_input_names_its_reason() -> None:
     with pytest.raises(InvalidInput) as err:
-        agents.chunk_record(b'{"doc_id": ')
+        stage.chunk_record(b'{"doc_id": ')
     assert err.value.reason == "malformed_json"
 
 
@@ -36,17 +36,17 @@ def test_a_chunker_failure_is_a_dead_letter_not_a_lost_record(
     def broken(doc: RedactedDocument) -> None:
         raise IndexError("bug quoting Alpha beta")
 
-    monkeypatch.setattr(agents.chunker(), "chunk", broken)
+    monkeypatch.setattr(stage.chunker, "chunk", broken)
     good = RedactedDocument(doc_id="ok", version=1, text="Gamma delta.", source="s",
                             event_time=1, ingest_time=2)
     forward, dead = AsyncMock(), AsyncMock()
 
     async def drive() -> None:
-        agents.app.finalize()
-        agents.app.flow_control.resume()
-        with patch.object(agents.chunks_topic, "send", forward), \
-                patch.object(agents.dlq, "send", dead):
-            async with agents.chunk.test_context() as agent:
+        stage.app.finalize()
+        stage.app.flow_control.resume()
+        with patch.object(stage.chunks_topic, "send", forward), \
+                patch.object(stage.dlq, "send", dead):
+            async with stage.chunk.test_context() as agent:
                 await agent.put(value=encode(DOC), key=b"d")
                 monkeypatch.undo()
                 await agent.put(value=encode(good), key=b"ok")

@@ -28,6 +28,7 @@ from shared.contract.records import (
     RedactedDocument,
     SubjectIndex,
 )
+from shared.contract.sealed import open_document
 from shared.contract.subjects import DEV_SUBJECT_KEY, key_id
 from shared.errors import InfrastructureError, InvalidInput
 from shared.worker.boundary import EXIT_FATAL
@@ -126,7 +127,12 @@ def test_a_failing_document_is_dead_lettered_alone_and_the_batch_is_audited() ->
     red, audit, dead = asyncio.run(_drive([doc(1, "alpha"), doc(2, "boom secret text"),
                                            b"{not json", doc(3, "gamma")]))
     sent = [json.loads(c.kwargs["value"]) for c in red.await_args_list]
-    assert [(d["doc_id"], d["text"]) for d in sent] == [("d1", "ALPHA"), ("d3", "GAMMA")]
+    # Sealed on the topic: the text is neither there nor in the metadata, only under its key.
+    assert [(d["doc_id"], d["text"], d["title"]) for d in sent] == [("d1", "", ""),
+                                                                    ("d3", "", "")]
+    assert not any("ALPHA" in c.kwargs["value"].decode() for c in red.await_args_list)
+    opened = [open_document(RedactedDocument.model_validate(d), stage.keys) for d in sent]
+    assert [(d.doc_id, d.text) for d in opened] == [("d1", "ALPHA"), ("d3", "GAMMA")]
     assert all(c.kwargs["force"] for c in red.await_args_list + audit.await_args_list)
     letters = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
     assert sorted(x["reason"] for x in letters) == ["malformed_json", "redaction_failed"]

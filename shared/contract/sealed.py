@@ -1,0 +1,68 @@
+"""Sealing a redacted document's text under its version's data key, and opening it.
+
+A sealed RedactedDocument carries `key_id` and `sealed` (base64 of AES-256-GCM over the
+JSON of its title, text and metadata; shared/keys/sealing.py) and empty title, text and
+metadata; everything a stage routes or filters on (ids, version, op, source, domain,
+times, labels, counts, batch) stays in clear. Whoever reads docs.redacted.v1 for its text
+(chunking, the auditor, trace) opens it with the key store; once the key is destroyed
+(`streamrag forget`) no copy of it opens anywhere, backups included.
+"""
+
+from __future__ import annotations
+
+import json
+
+from shared.contract.records import RedactedDocument
+from shared.keys.sealing import SealError, VersionKey
+from shared.keys.store import Destroyed, VersionKeys
+
+
+class Forgotten(Exception):
+    """The version's key was destroyed: its text is gone for good."""
+
+    def __init__(self, marker: Destroyed) -> None:
+        super().__init__(f"{marker.doc_id}@v{marker.version} was forgotten "
+                         f"({marker.reason}, key {marker.key_id})")
+        self.marker = marker
+
+
+class KeyUnavailable(Exception):
+    """The key store holds neither the key nor its destruction (another store, one restored
+    from before the key was made, or a record altered to name another key)."""
+
+
+def seal(doc: RedactedDocument, key: VersionKey) -> RedactedDocument:
+    """`doc` with its title, text and metadata sealed under `key` (deletes stay as they are:
+    they carry no text)."""
+    if doc.op != "upsert":
+        return doc
+    plain = json.dumps({"title": doc.title, "text": doc.text, "metadata": doc.metadata},
+                       ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return doc.model_copy(update={"title": "", "text": "", "metadata": {},
+                                  "key_id": key.key_id, "sealed": key.seal(plain)})
+
+
+def open_with(doc: RedactedDocument, key: VersionKey) -> RedactedDocument:
+    if key.key_id != doc.key_id or (key.doc_id, key.version) != (doc.doc_id, doc.version):
+        raise KeyUnavailable(f"{doc.doc_id}@v{doc.version} is sealed under {doc.key_id}, "
+                             f"not {key.key_id}")
+    try:
+        data = json.loads(key.open(doc.sealed))
+    except SealError as exc:
+        raise KeyUnavailable(str(exc)) from exc
+    return doc.model_copy(update={"title": data["title"], "text": data["text"],
+                                  "metadata": data["metadata"], "key_id": "", "sealed": ""})
+
+
+def open_document(doc: RedactedDocument, keys: VersionKeys) -> RedactedDocument:
+    """`doc` with its text in clear (as it is when not sealed); Forgotten when its key was
+    destroyed, KeyUnavailable when the store does not know it."""
+    if not doc.sealed:
+        return doc
+    found = keys.get(doc.doc_id, doc.version)
+    if isinstance(found, Destroyed):
+        raise Forgotten(found)
+    if found is None:
+        raise KeyUnavailable(f"no key {doc.key_id} for {doc.doc_id}@v{doc.version} in "
+                             f"{keys.path}")
+    return open_with(doc, found)

@@ -1,0 +1,173 @@
+"""The data-key store: one key per document version, where a deletion is real.
+
+SQLite in WAL mode with secure_delete, shared by the processes of one machine (a volume
+in docker-compose): a destroyed key's row is overwritten with zeros and the write-ahead
+log truncated before `destroy` returns. Keys are stored wrapped (AES key wrap, RFC 3394)
+under the key-encryption key (shared/keys/settings.py); a destroyed key leaves a marker
+(its id, version, when and why), never the key, so a replayed record of a forgotten
+version is refused instead of getting a new key.
+
+Creation is idempotent: the version's key id is fixed (sealing.key_id_for), the first
+writer's key wins and every other reads it, so two workers redacting the same version
+(a rebalance, a replay) seal alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
+
+from shared.keys.sealing import VersionKey, key_id_for
+from shared.keys.settings import KeySettings
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS keys (
+    key_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, version INTEGER NOT NULL,
+    wrapped BLOB NOT NULL, created_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS keys_by_doc ON keys (doc_id, version);
+CREATE TABLE IF NOT EXISTS destroyed (
+    key_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, version INTEGER NOT NULL,
+    destroyed_at REAL NOT NULL, reason TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS destroyed_by_doc ON destroyed (doc_id, version);
+"""
+
+
+@dataclass(frozen=True)
+class Destroyed:
+    """A version whose key is gone: its sealed text opens nowhere any more."""
+
+    key_id: str
+    doc_id: str
+    version: int
+    destroyed_at: float
+    reason: str
+
+
+Version = tuple[str, int]  # doc id, version
+
+
+class VersionKeys:
+    """The key store of one process (thread-safe: one connection behind a lock)."""
+
+    def __init__(self, path: Path, kek: bytes) -> None:
+        self.path, self._kek = path, kek
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, timeout=60, check_same_thread=False,
+                                   isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA secure_delete=ON")
+        # NORMAL in WAL: a commit survives the process (kill -9), a power cut may lose the
+        # last ones; sealed records of such keys would not open (docs/design/forgetting.md).
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+        os.chmod(path, 0o600)
+
+    @classmethod
+    def from_settings(cls, settings: KeySettings | None = None) -> VersionKeys:
+        s = settings or KeySettings()
+        return cls(s.store_path(), s.kek_bytes())
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _unwrap(self, key_id: str, doc_id: str, version: int, wrapped: bytes) -> VersionKey:
+        return VersionKey(key_id, doc_id, version, aes_key_unwrap(self._kek, wrapped))
+
+    def create(self, versions: Sequence[Version]) -> dict[Version, VersionKey | Destroyed]:
+        """Each version's key, made if it has none (one transaction for all); a version
+        whose key was destroyed gets its marker, never a new key."""
+        out: dict[Version, VersionKey | Destroyed] = {}
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for doc_id, version in dict.fromkeys(versions):
+                    key_id = key_id_for(doc_id, version)
+                    gone = self._destroyed(key_id)
+                    if gone is not None:
+                        out[(doc_id, version)] = gone
+                        continue
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",
+                        (key_id, doc_id, version, aes_key_wrap(self._kek, os.urandom(32)),
+                         time.time()))
+                    row = self._db.execute("SELECT wrapped FROM keys WHERE key_id = ?",
+                                           (key_id,)).fetchone()
+                    out[(doc_id, version)] = self._unwrap(key_id, doc_id, version, row[0])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return out
+
+    def get(self, doc_id: str, version: int) -> VersionKey | Destroyed | None:
+        """The version's key, its destruction marker, or None (never made here: another
+        key store, or one restored from before it was made)."""
+        key_id = key_id_for(doc_id, version)
+        with self._lock:
+            row = self._db.execute("SELECT wrapped FROM keys WHERE key_id = ?",
+                                   (key_id,)).fetchone()
+            if row is not None:
+                return self._unwrap(key_id, doc_id, version, row[0])
+            return self._destroyed(key_id)
+
+    def _destroyed(self, key_id: str) -> Destroyed | None:
+        row = self._db.execute(
+            "SELECT key_id, doc_id, version, destroyed_at, reason FROM destroyed "
+            "WHERE key_id = ?", (key_id,)).fetchone()
+        return Destroyed(*row) if row is not None else None
+
+    def versions(self, doc_id: str) -> list[int]:
+        """The versions of `doc_id` that have a live key, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT version FROM keys WHERE doc_id = ? "
+                                    "ORDER BY version", (doc_id,)).fetchall()
+        return [r[0] for r in rows]
+
+    def destroy(self, doc_id: str, below: int | None, reason: str,
+                now: float | None = None) -> list[Destroyed]:
+        """Destroy the keys of `doc_id`'s versions under `below` (all with None): rows
+        overwritten, the log truncated, markers left. Idempotent: a second call returns
+        the markers the first left."""
+        at = time.time() if now is None else now
+        limit = below if below is not None else 2**62
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._db.execute(
+                    "SELECT key_id, version FROM keys WHERE doc_id = ? AND version < ?",
+                    (doc_id, limit)).fetchall()
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO destroyed VALUES (?, ?, ?, ?, ?)",
+                    [(key_id, doc_id, version, at, reason) for key_id, version in rows])
+                self._db.execute("DELETE FROM keys WHERE doc_id = ? AND version < ?",
+                                 (doc_id, limit))
+                gone = self._db.execute(
+                    "SELECT key_id, doc_id, version, destroyed_at, reason FROM destroyed "
+                    "WHERE doc_id = ? AND version < ? ORDER BY version",
+                    (doc_id, limit)).fetchall()
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            # The deleted rows' pages are zeroed (secure_delete); the log's copies of them
+            # go with the truncation.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return [Destroyed(*row) for row in gone]
+
+    def destroyed_of(self, doc_ids: Iterable[str]) -> list[Destroyed]:
+        with self._lock:
+            out = []
+            for doc_id in doc_ids:
+                out += [Destroyed(*r) for r in self._db.execute(
+                    "SELECT key_id, doc_id, version, destroyed_at, reason FROM destroyed "
+                    "WHERE doc_id = ? ORDER BY version", (doc_id,))]
+        return out
