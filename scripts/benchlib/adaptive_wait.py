@@ -120,7 +120,7 @@ def main(service: str) -> None:
     SERVICE = service
     if service == "embedding":
         from services.embedding import agents
-        agents.Batcher = AdaptiveWaitBatcher  # type: ignore[misc]
+        agents.Embedding.batcher_class = AdaptiveWaitBatcher
     else:
         from services.inference import engine
         from services.inference.answer.generative import answerer

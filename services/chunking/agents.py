@@ -1,9 +1,10 @@
 """Chunking agent: docs.redacted.v1 -> chunks.v1, one ChunkSet per document version.
 
-A sealed document (shared/contract/sealed.py) is opened with the data-key store; one whose
-key was destroyed (`streamrag forget`) becomes a delete, so nothing of it is chunked and the
-compacted chunk topics drop what they held of it; one whose key this store does not hold
-is dead-lettered (key_unavailable).
+A sealed document (shared/contract/sealed.py) is opened with the data-key store and its
+chunk set sealed again under the same key; one whose key was destroyed (`streamrag
+forget`) becomes a delete, so nothing of it is chunked and the compacted chunk topics drop
+what they held of it; one whose key this store does not hold is dead-lettered
+(key_unavailable).
 
 The stage is one object, `Chunking`; its method is the agent `build` registers. Nothing
 lives at module level.
@@ -22,7 +23,13 @@ from services.chunking.settings import ChunkingSettings
 from shared.contract import sizes
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, RedactedDocument
-from shared.contract.sealed import Forgotten, KeyUnavailable, open_document
+from shared.contract.sealed import (
+    Forgotten,
+    KeyUnavailable,
+    open_with,
+    seal_chunks,
+    version_key,
+)
 from shared.encoder.model import load_tokenizer
 from shared.errors import InvalidInput
 from shared.kafka import checkpoint
@@ -72,18 +79,22 @@ class Chunking:
     async def load_chunker(self) -> None:
         self.chunker  # noqa: B018 (before the first record rather than inside it)
 
-    def opened(self, doc: RedactedDocument) -> RedactedDocument:
-        """The document in clear; a forgotten one as its delete."""
+    def chunk_record(self, raw: bytes | None) -> ChunkSet:
+        """The version's chunk set, sealed under the version's key when the document was
+        (a forgotten version's: its delete)."""
+        doc = decode(RedactedDocument, raw)
+        if not doc.sealed:
+            return self.chunker.chunk(doc)
         try:
-            return open_document(doc, self.keys) if doc.sealed else doc
+            key = version_key(doc.doc_id, doc.version, self.keys)
+            opened = open_with(doc, key)
         except Forgotten:
-            return doc.model_copy(update={"op": "delete", "key_id": "", "sealed": ""})
+            return self.chunker.chunk(doc.model_copy(update={"op": "delete", "key_id": "",
+                                                             "sealed": ""}))
         except KeyUnavailable as exc:
             raise InvalidInput("key_unavailable", "key_id",
                                f"no data key for {doc.doc_id}@v{doc.version}") from exc
-
-    def chunk_record(self, raw: bytes | None) -> ChunkSet:
-        return self.chunker.chunk(self.opened(decode(RedactedDocument, raw)))
+        return seal_chunks(self.chunker.chunk(opened), key)
 
     async def chunk_documents(self, stream: Any) -> None:
         """docs.redacted.v1 -> chunks.v1."""

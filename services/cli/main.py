@@ -15,6 +15,7 @@ from services.cli import (
     audit,
     backup,
     config,
+    forget,
     produce,
     query,
     status,
@@ -45,6 +46,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": status.run, "topics": topics.run, "health": admin.run_health,
     "audit": audit.run, "backup": backup.run_backup, "restore": backup.run_restore,
     "trace": trace.run, "config": config.run, "subjects": subjects.run,
+    "forget": forget.run,
 }
 
 
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.extend_parser(sub.choices["topics"])
     audit.add_parser(sub)
     subjects.add_parser(sub)
+    forget.add_parser(sub)
     backup.add_parsers(sub)
     return parser
 

@@ -9,13 +9,22 @@ Events are taken from the checkpoint unprocessed and handed back to it (`checkpo
 only once their output is on the broker, so a crash can never skip a batch: the worker
 stops and its partitions replay from the last committed offset. Bad records are
 dead-lettered (and done) one by one.
+
+A sealed chunk set (shared/contract/sealed.py) is opened with the data-key store when it is
+taken in, and its output sealed under the same key; a forgotten version's (its key
+destroyed) goes on as its delete; one whose key this store lacks is dead-lettered.
+
+The stage is one object, `Embedding`; its methods are the agent and warm-up task `build`
+registers. Nothing lives at module level but the logger and constants.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,9 +38,20 @@ from shared.batching.padding import padded_tokens
 from shared.contract import sizes
 from shared.contract.codec import decode, encode
 from shared.contract.records import ChunkSet, EmbeddedChunkSet
+from shared.contract.sealed import (
+    Forgotten,
+    KeyUnavailable,
+    open_chunks_with,
+    seal_chunks,
+    version_key,
+)
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
+from shared.errors import InvalidInput
 from shared.kafka import checkpoint
+from shared.keys.sealing import VersionKey
+from shared.keys.settings import KeySettings
+from shared.keys.store import VersionKeys
 from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import metrics
@@ -39,145 +59,183 @@ from shared.worker.boundary import Boundary, exit_now, export_counts, is_fatal
 from shared.worker.topology import Topology
 
 log = logging.getLogger(__name__)
-encoder: SentenceEncoder | None = None
-ready: asyncio.Event  # set once the encoder is loaded (made by build: an event of its loop)
 
-Pending = tuple[Any, ChunkSet]  # (Faust event, its decoded ChunkSet)
-# What build() wired this module's agent to: one topology per process.
-app: faust.App
-settings: EmbeddingSettings
-kafka: KafkaSettings
-embedded_topic: Any
-dlq: Any
-boundary: Boundary
-embed: Any  # the Faust agent
+Pending = tuple[Any, ChunkSet]  # (Faust event, its decoded ChunkSet, in clear)
+SEALING_KEPT = 65_536  # keys of sealed sets held from intake to output (far above any inbox)
+
+
+class Embedding:
+    """One embedding stage on one app: its encoder (once loaded), key store and topics."""
+
+    # The batcher class (scripts/benchlib/adaptive_wait.py swaps in another).
+    batcher_class: type[Batcher[Pending, None]] = Batcher
+
+    def __init__(self, app: faust.App, settings: EmbeddingSettings, kafka: KafkaSettings,
+                 keys: KeySettings | None = None) -> None:
+        self.app, self.settings, self.kafka = app, settings, kafka
+        self.key_settings = keys or KeySettings()
+        t = declare(app)
+        self.topics = t
+        self.embedded_topic, self.dlq = t.embedded, t.dlq
+        self.ready = asyncio.Event()  # set once the encoder is loaded
+        self.encoder: SentenceEncoder | None = None
+        self.boundary = Boundary("embedding", t.dlq)
+        # Each sealed version's key, from intake to its output (by doc id and version; the
+        # newest SEALING_KEPT, so a set queued twice, a replay, still finds its key).
+        self.sealing: OrderedDict[tuple[str, int], VersionKey] = OrderedDict()
+        self.embed: Any = None  # the Faust agent, once registered
+
+    def register(self) -> Topology:
+        app, settings = self.app, self.settings
+        export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
+                      metrics_port=settings.metrics_port)
+        app.task(self.warm_up)
+        self.embed = app.agent(self.topics.chunks, name=f"{__name__}.embed")(
+            self.embed_sets_of)
+        return Topology("embedding", app, settings, {"embed": self.embed}, self)
+
+    @functools.cached_property
+    def keys(self) -> VersionKeys:
+        """The data-key store, opened at the first sealed chunk set."""
+        return VersionKeys.from_settings(self.key_settings)
+
+    async def warm_up(self) -> None:
+        s = self.settings
+        loaded = await asyncio.to_thread(load_encoder, s.encoder_runtime, s.device,
+                                         s.encoder_threads, s.model_cache_dir, s.model_path,
+                                         s.encoder_model_id(), workers=s.encoder_workers)
+        await asyncio.to_thread(loaded.encode, ["warm-up"])
+        self.encoder = loaded
+        self.ready.set()
+        log.info("encoder %s ready on %s (%s), batching %s", loaded.model_id, loaded.device,
+                 loaded.runtime, s.limits())
+
+    async def embed_sets_of(self, stream: Any) -> None:
+        """chunks.v1 -> chunks.embedded.v1."""
+        async def run(batch: Sequence[Pending]) -> list[None]:
+            return await self.flush(batch)
+
+        # propagate: a batch that fails past the per-set fallback stops the worker (replay).
+        batcher: Batcher[Pending, None] = self.batcher_class(
+            "embed", run, self.settings.limits(), self.settings.inbox_max_docs,
+            propagate=True)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.intake(stream, batcher))
+                group.create_task(self.serve(batcher))
+        except Exception as exc:
+            # Not app.crash(): Faust's stop would wait forever for the events queued here,
+            # never done ("Wait for streams..."), the process alive and supervision none the
+            # wiser. Nothing queued was done, so nothing of it is committed either way.
+            log.exception("embedding failed; exiting so the batches in hand replay")
+            exit_now(exc)
+            raise
+
+    def opened(self, chunk_set: ChunkSet) -> ChunkSet:
+        """The set in clear, its key kept for the output; a forgotten version's delete."""
+        if not chunk_set.sealed:
+            return chunk_set
+        try:
+            key = version_key(chunk_set.doc_id, chunk_set.version, self.keys)
+            opened = open_chunks_with(chunk_set, key)
+        except Forgotten:
+            return chunk_set.model_copy(update={"op": "delete", "chunks": (), "title": "",
+                                                "key_id": "", "sealed": ""})
+        except KeyUnavailable as exc:
+            raise InvalidInput("key_unavailable", "key_id", f"no data key for "
+                               f"{chunk_set.doc_id}@v{chunk_set.version}") from exc
+        self.sealing[(chunk_set.doc_id, chunk_set.version)] = key
+        self.sealing.move_to_end((chunk_set.doc_id, chunk_set.version))
+        while len(self.sealing) > SEALING_KEPT:
+            self.sealing.popitem(last=False)
+        return opened
+
+    async def intake(self, stream: Any, batcher: Batcher[Pending, None]) -> None:
+        async for event in checkpoint.taken(stream):
+            queued = False
+            async with self.boundary.record(event):
+                chunk_set = self.opened(decode(ChunkSet, event.message.value))
+                spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version)
+                # A full queue holds the consumer back.
+                await batcher.put((event, chunk_set), len(chunk_set.chunks),
+                                  longest_chunk(chunk_set))
+                queued = True
+            if not queued:  # dead-lettered
+                checkpoint.done(event)
+
+    async def serve(self, batcher: Batcher[Pending, None]) -> None:
+        await self.ready.wait()
+        await batcher.serve()
+
+    async def flush(self, batch: Sequence[Pending]) -> list[None]:
+        """Embed one batch, put its outputs on the broker, then hand its inputs to the
+        checkpoint."""
+        assert self.encoder is not None
+        # Events from before a rebalance belong to whoever owns the partition now and
+        # replay there: skip the work but mark them done, as Faust does, or the next
+        # rebalance waits on them. Marking them commits nothing: the checkpoint holds a
+        # revoked partition until its next seek, and that seek forgets every ack from
+        # before it.
+        live = [(ev, cs) for ev, cs in batch
+                if ev.message.generation_id == self.app.consumer_generation_id]
+        started = time.perf_counter()
+        embedded = await self._embedded(self.encoder, live)
+        encoded_ms = (time.perf_counter() - started) * 1000
+        with spans.batch(self.boundary.stage, [ev.message for ev, _ in live]):
+            sent = await self.send_all(embedded, {(cs.doc_id, cs.version): ev
+                                                  for ev, cs in live})
+        await asyncio.gather(*sent)  # on the broker before the inputs are done
+        for event, _ in batch:
+            checkpoint.done(event)
+        metrics.batch(self.boundary.stage, len(batch))
+        sets = [cs for _, cs in batch]
+        size = padded_tokens(sum(len(cs.chunks) for cs in sets),
+                             max(longest_chunk(cs) for cs in sets))
+        log.info("embedded %d docs (%d padded tokens) in %.0f ms", len(live), size,
+                 encoded_ms)
+        return [None] * len(batch)
+
+    async def send_all(self, embedded: Sequence[EmbeddedChunkSet],
+                       events: dict[tuple[str, int], Any]) -> list[Any]:
+        """Hand every output that fits a record to the producer (sealed under its input's
+        key); dead-letter the input of each one over the limit (derived_too_large)
+        instead. The futures of those sent."""
+        sent = []
+        for out in embedded:
+            event = events[(out.doc_id, out.version)]
+            key_of = self.sealing.get((out.doc_id, out.version))
+            sealed = seal_chunks(out, key_of) if key_of is not None else out
+            key, value = embedded_key(out.model_id, out.doc_id), encode(sealed)
+            async with self.boundary.record(event, count=False, operation="emit"):
+                spans.annotate(doc_id=out.doc_id, version=out.version, model_id=out.model_id)
+                sizes.check(value, key, "embedded chunk set", self.kafka.max_record_bytes)
+                # On its input's partition (chunks.v1 is keyed by doc id too): every model's
+                # records of a document land on the same retrieval shard whatever the key.
+                sent.append(await self.embedded_topic.send(
+                    key=key, value=value, partition=event.message.partition))
+        return sent
+
+    async def _embedded(self, ready: SentenceEncoder, live: list[Pending],
+                        ) -> list[EmbeddedChunkSet]:
+        """The batch's outputs; if the batch fails, each set alone, dead-lettering the bad
+        ones."""
+        try:
+            return await asyncio.to_thread(embed_sets, ready, [cs for _, cs in live],
+                                           self.settings.forward_tokens)
+        except Exception as exc:
+            if is_fatal(exc):
+                raise
+            log.warning("embedding a batch of %d failed (%s); retrying one by one",
+                        len(live), type(exc).__name__)
+        out: list[EmbeddedChunkSet] = []
+        for event, chunk_set in live:
+            async with self.boundary.record(event, count=False, operation="retry"):
+                out.extend(await asyncio.to_thread(embed_sets, ready, [chunk_set],
+                                                   self.settings.forward_tokens))
+        return out
 
 
 def build(on: faust.App, embedding: EmbeddingSettings, kafka_settings: KafkaSettings,
           ) -> Topology:
-    """Register the embedding agent and its encoder's warm-up on `on`."""
-    global app, settings, kafka, embedded_topic, dlq, boundary, embed, ready
-    app, settings, kafka = on, embedding, kafka_settings
-    t = declare(app)
-    embedded_topic, dlq = t.embedded, t.dlq
-    ready = asyncio.Event()
-    boundary = Boundary("embedding", dlq)
-    export_counts(app, settings.data_dir, metrics_host=settings.metrics_host,
-                  metrics_port=settings.metrics_port)
-    app.task(warm_up)
-    embed = app.agent(t.chunks, name=f"{__name__}.embed")(embed_sets_of)
-    return Topology("embedding", app, settings, {"embed": embed})
-
-
-async def warm_up() -> None:
-    global encoder
-    loaded = await asyncio.to_thread(load_encoder, settings.encoder_runtime, settings.device,
-                                     settings.encoder_threads, settings.model_cache_dir,
-                                     settings.model_path, settings.encoder_model_id(),
-                                     workers=settings.encoder_workers)
-    await asyncio.to_thread(loaded.encode, ["warm-up"])
-    encoder = loaded
-    ready.set()
-    log.info("encoder %s ready on %s (%s), batching %s", loaded.model_id, loaded.device,
-             loaded.runtime, settings.limits())
-
-
-async def embed_sets_of(stream: Any) -> None:
-    """chunks.v1 -> chunks.embedded.v1."""
-    async def run(batch: Sequence[Pending]) -> list[None]:
-        return await flush(batch)
-
-    # propagate: a batch that fails past the per-set fallback stops the worker (replay).
-    batcher: Batcher[Pending, None] = Batcher("embed", run, settings.limits(),
-                                              settings.inbox_max_docs, propagate=True)
-    try:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(intake(stream, batcher))
-            group.create_task(serve(batcher))
-    except Exception as exc:
-        # Not app.crash(): Faust's stop would wait forever for the events queued here,
-        # never done ("Wait for streams..."), the process alive and supervision none the
-        # wiser. Nothing queued was done, so nothing of it is committed either way.
-        log.exception("embedding failed; exiting so the batches in hand replay")
-        exit_now(exc)
-        raise
-
-
-async def intake(stream: Any, batcher: Batcher[Pending, None]) -> None:
-    async for event in checkpoint.taken(stream):
-        queued = False
-        async with boundary.record(event):
-            chunk_set = decode(ChunkSet, event.message.value)
-            spans.annotate(doc_id=chunk_set.doc_id, version=chunk_set.version)
-            # A full queue holds the consumer back.
-            await batcher.put((event, chunk_set), len(chunk_set.chunks), longest_chunk(chunk_set))
-            queued = True
-        if not queued:  # dead-lettered
-            checkpoint.done(event)
-
-
-async def serve(batcher: Batcher[Pending, None]) -> None:
-    await ready.wait()
-    await batcher.serve()
-
-
-async def flush(batch: Sequence[Pending]) -> list[None]:
-    """Embed one batch, put its outputs on the broker, then hand its inputs to the
-    checkpoint."""
-    assert encoder is not None
-    # Events from before a rebalance belong to whoever owns the partition now and replay
-    # there: skip the work but mark them done, as Faust does, or the next rebalance waits
-    # on them. Marking them commits nothing: the checkpoint holds a revoked partition until
-    # its next seek, and that seek forgets every ack from before it.
-    live = [(ev, cs) for ev, cs in batch
-            if ev.message.generation_id == app.consumer_generation_id]
-    started = time.perf_counter()
-    embedded = await _embedded(encoder, live)
-    encoded_ms = (time.perf_counter() - started) * 1000
-    with spans.batch(boundary.stage, [ev.message for ev, _ in live]):
-        sent = await send_all(embedded, {(cs.doc_id, cs.version): ev for ev, cs in live})
-    await asyncio.gather(*sent)  # on the broker before the inputs are done
-    for event, _ in batch:
-        checkpoint.done(event)
-    metrics.batch(boundary.stage, len(batch))
-    sets = [cs for _, cs in batch]
-    size = padded_tokens(sum(len(cs.chunks) for cs in sets),
-                         max(longest_chunk(cs) for cs in sets))
-    log.info("embedded %d docs (%d padded tokens) in %.0f ms", len(live), size, encoded_ms)
-    return [None] * len(batch)
-
-
-async def send_all(embedded: Sequence[EmbeddedChunkSet], events: dict[tuple[str, int], Any],
-                   ) -> list[Any]:
-    """Hand every output that fits a record to the producer; dead-letter the input of each
-    one over the limit (derived_too_large) instead. The futures of those sent."""
-    sent = []
-    for out in embedded:
-        event = events[(out.doc_id, out.version)]
-        key, value = embedded_key(out.model_id, out.doc_id), encode(out)
-        async with boundary.record(event, count=False, operation="emit"):
-            spans.annotate(doc_id=out.doc_id, version=out.version, model_id=out.model_id)
-            sizes.check(value, key, "embedded chunk set", kafka.max_record_bytes)
-            # On its input's partition (chunks.v1 is keyed by doc id too): every model's
-            # records of a document land on the same retrieval shard whatever the key.
-            sent.append(await embedded_topic.send(key=key, value=value,
-                                                  partition=event.message.partition))
-    return sent
-
-
-async def _embedded(ready: SentenceEncoder, live: list[Pending]) -> list[EmbeddedChunkSet]:
-    """The batch's outputs; if the batch fails, each set alone, dead-lettering the bad ones."""
-    try:
-        return await asyncio.to_thread(embed_sets, ready, [cs for _, cs in live],
-                                       settings.forward_tokens)
-    except Exception as exc:
-        if is_fatal(exc):
-            raise
-        log.warning("embedding a batch of %d failed (%s); retrying one by one", len(live),
-                    type(exc).__name__)
-    out: list[EmbeddedChunkSet] = []
-    for event, chunk_set in live:
-        async with boundary.record(event, count=False, operation="retry"):
-            out.extend(await asyncio.to_thread(embed_sets, ready, [chunk_set],
-                                               settings.forward_tokens))
-    return out
+    """Build an embedding stage on `on` and register its agent and encoder warm-up."""
+    return Embedding(on, embedding, kafka_settings).register()

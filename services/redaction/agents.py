@@ -55,8 +55,6 @@ from shared.worker.boundary import Boundary, export_counts
 from shared.worker.topology import Topology
 
 log = logging.getLogger(__name__)
-# One document of a batch, done: its event, input, redacted record and subject index.
-Done = tuple[Any, Document, RedactedDocument, SubjectIndex]
 
 
 class Chains:
@@ -207,7 +205,8 @@ class Redaction:
         return out
 
     async def _processed(self, ready: Redactor, valid: list[tuple[Any, Document]],
-                         ) -> tuple[list[Done], dict[int, VersionKey]]:
+                         ) -> tuple[list[tuple[Any, Document, RedactedDocument, SubjectIndex]],
+                                    dict[int, VersionKey]]:
         """The batch's documents redacted (sealed under their keys) and its forgets
         carried out, in input order; and each sealed document's key, by input offset. A
         version whose key was destroyed (a replay of a forgotten one) is dead-lettered
@@ -235,7 +234,8 @@ class Redaction:
         done += [await self._forget(event, doc) for event, doc in forgets]
         return sorted(done, key=lambda t: t[0].message.offset), keys
 
-    async def _forget(self, event: Any, doc: Document) -> Done:
+    async def _forget(self, event: Any, doc: Document,
+                      ) -> tuple[Any, Document, RedactedDocument, SubjectIndex]:
         """Destroy the keys of every version of the document before this delete and make
         the delete its receipt (shared/contract/forget.py)."""
         gone = await asyncio.to_thread(self.keys.destroy, doc.doc_id, doc.version,

@@ -8,6 +8,7 @@ upsert is also sampled for drift detection (services/retrieval/drift/agents.py, 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from functools import partial
@@ -26,9 +27,12 @@ from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
 from shared.contract.codec import decode
 from shared.contract.records import EmbeddedChunkSet, SearchRequest
+from shared.contract.sealed import Forgotten, KeyUnavailable, open_chunks
 from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.kafka import checkpoint
+from shared.keys.settings import KeySettings
+from shared.keys.store import VersionKeys
 from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import local_search, members
@@ -57,6 +61,7 @@ class Retrieval:
         self.topics = t
         self.dlq, self.replies_topic = t.dlq, t.replies
         self.shards = Shards(settings)
+        self.key_settings = KeySettings()
         self.digest_at = digest_reader(kafka, CHUNKS_EMBEDDED.name, digest)
         self.index_boundary = Boundary("retrieval", t.dlq)
         self.search_boundary = Boundary("retrieval.search", t.dlq)
@@ -139,6 +144,23 @@ class Retrieval:
         write_json(members.own_file(self.settings.data_dir / self.app.conf.id, MODELS_FILE),
                    {"at": time.time(), "models": self.shards.summary()})
 
+    @functools.cached_property
+    def keys(self) -> VersionKeys:
+        """The data-key store, opened at the first sealed chunk set."""
+        return VersionKeys.from_settings(self.key_settings)
+
+    def opened(self, update: EmbeddedChunkSet) -> EmbeddedChunkSet:
+        """The set in clear; a forgotten version's (its key destroyed, here or before a
+        restore) as its delete, so no replay nor restored backup brings it back."""
+        try:
+            return open_chunks(update, self.keys)
+        except Forgotten:
+            return update.model_copy(update={"op": "delete", "chunks": (), "title": "",
+                                             "key_id": "", "sealed": ""})
+        except KeyUnavailable as exc:
+            raise InvalidInput("key_unavailable", "key_id", f"no data key for "
+                               f"{update.doc_id}@v{update.version}") from exc
+
     async def index_updates(self, stream: Any) -> None:
         """chunks.embedded.v1 -> this worker's shards."""
         shards = self.shards
@@ -148,7 +170,7 @@ class Retrieval:
             if position is None or msg.offset <= position[0]:
                 continue  # a partition that moved away, or replay overlapping every snapshot
             async with self.index_boundary.record(event):
-                update = decode(EmbeddedChunkSet, event.value)
+                update = self.opened(decode(EmbeddedChunkSet, event.value))
                 spans.annotate(doc_id=update.doc_id, version=update.version,
                                shard=msg.partition)
                 try:

@@ -122,6 +122,10 @@ class ChunkSet(Record):
     ingest_time: float
     chunks: tuple[Chunk, ...] = ()
     acl: tuple[str, ...] = ()  # the document version's access labels, for every chunk
+    # Sealed (shared/contract/sealed.py): the title and every chunk's text are "" and this
+    # holds them encrypted under the version's data key `key_id`; "": in clear.
+    key_id: str = ""
+    sealed: str = ""
 
 
 class EmbeddedChunk(Chunk):
@@ -144,6 +148,10 @@ class EmbeddedChunkSet(Record):
     dim: int
     chunks: tuple[EmbeddedChunk, ...] = ()
     acl: tuple[str, ...] = ()  # the document version's access labels, for every chunk
+    # Sealed: the title, every chunk's text and every vector (a vector gives text away to
+    # an inversion model) are "" and this holds them under the data key `key_id`.
+    key_id: str = ""
+    sealed: str = ""
 
 
 class SearchSpec(BaseModel):

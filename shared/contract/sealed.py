@@ -11,10 +11,13 @@ times, labels, counts, batch) stays in clear. Whoever reads docs.redacted.v1 for
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
-from shared.contract.records import RedactedDocument
+from shared.contract.records import ChunkSet, EmbeddedChunkSet, RedactedDocument
 from shared.keys.sealing import SealError, VersionKey
 from shared.keys.store import Destroyed, VersionKeys
+
+Sets = TypeVar("Sets", ChunkSet, EmbeddedChunkSet)
 
 
 class Forgotten(Exception):
@@ -66,3 +69,58 @@ def open_document(doc: RedactedDocument, keys: VersionKeys) -> RedactedDocument:
         raise KeyUnavailable(f"no key {doc.key_id} for {doc.doc_id}@v{doc.version} in "
                              f"{keys.path}")
     return open_with(doc, found)
+
+
+def seal_chunks(chunk_set: Sets, key: VersionKey) -> Sets:
+    """`chunk_set` with its title and every chunk's text (and vector) sealed under `key`;
+    ids, ordinals, token counts and overlaps stay in clear for batching and routing."""
+    if chunk_set.op != "upsert" or not chunk_set.chunks:
+        return chunk_set
+    embedded = isinstance(chunk_set, EmbeddedChunkSet)
+    payload: dict[str, object] = {"kind": "chunks", "title": chunk_set.title,
+                                  "texts": [c.text for c in chunk_set.chunks]}
+    blank: dict[str, str] = {"text": ""}
+    if embedded:
+        payload["vectors"] = [c.vector for c in chunk_set.chunks]  # type: ignore[union-attr]
+        blank["vector"] = ""
+    chunks = tuple(c.model_copy(update=blank) for c in chunk_set.chunks)
+    plain = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return chunk_set.model_copy(update={"title": "", "chunks": chunks, "key_id": key.key_id,
+                                        "sealed": key.seal(plain)})
+
+
+def open_chunks_with(chunk_set: Sets, key: VersionKey) -> Sets:
+    if key.key_id != chunk_set.key_id or (key.doc_id, key.version) != (chunk_set.doc_id,
+                                                                       chunk_set.version):
+        raise KeyUnavailable(f"{chunk_set.doc_id}@v{chunk_set.version} is sealed under "
+                             f"{chunk_set.key_id}, not {key.key_id}")
+    try:
+        data = json.loads(key.open(chunk_set.sealed))
+        texts, vectors = data["texts"], data.get("vectors")
+        if data.get("kind") != "chunks" or len(texts) != len(chunk_set.chunks):
+            raise KeyUnavailable(f"the sealed text of {chunk_set.doc_id}@v{chunk_set.version}"
+                                 " is not its chunks")
+    except SealError as exc:
+        raise KeyUnavailable(str(exc)) from exc
+    chunks = tuple(c.model_copy(update={"text": texts[i], **(
+        {"vector": vectors[i]} if vectors is not None else {})})
+        for i, c in enumerate(chunk_set.chunks))
+    return chunk_set.model_copy(update={"title": data["title"], "chunks": chunks,
+                                        "key_id": "", "sealed": ""})
+
+
+def version_key(doc_id: str, version: int, keys: VersionKeys) -> VersionKey:
+    """The live key of a version; Forgotten or KeyUnavailable otherwise."""
+    found = keys.get(doc_id, version)
+    if isinstance(found, Destroyed):
+        raise Forgotten(found)
+    if found is None:
+        raise KeyUnavailable(f"no key for {doc_id}@v{version} in {keys.path}")
+    return found
+
+
+def open_chunks(chunk_set: Sets, keys: VersionKeys) -> Sets:
+    """`chunk_set` in clear (as it is when not sealed); Forgotten or KeyUnavailable."""
+    if not chunk_set.sealed:
+        return chunk_set
+    return open_chunks_with(chunk_set, version_key(chunk_set.doc_id, chunk_set.version, keys))

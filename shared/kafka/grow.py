@@ -234,7 +234,8 @@ def retirement(rec: Rec, how: Retire) -> bytes | None:
         update = decode(EmbeddedChunkSet, rec.value)
     except InvalidInput:
         return None  # not a chunk set: nothing reads it as one
-    return encode(update.model_copy(update={"op": "delete", "chunks": ()}))
+    return encode(update.model_copy(update={"op": "delete", "chunks": (), "title": "",
+                                            "key_id": "", "sealed": ""}))
 
 
 def rehome_writes(records: Iterable[Rec], partitions: int, how: Retire,

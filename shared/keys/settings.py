@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # A dev-only key-encryption key so the embedded mesh works out of the box: it is public
@@ -25,15 +26,15 @@ class KeySettings(BaseSettings):
     # services of one machine share (the embedded mesh); docker-compose mounts one volume
     # at the same path in every service that seals or opens text. Backups never copy it.
     path: Path | None = None
-    # STREAMRAG_DATA_DIR, read for the default path.
-    data_dir: Path = Field(default=Path(".run/data"), validation_alias="STREAMRAG_DATA_DIR")
     # The key-encryption key, 64 hex characters (AES-256 key wrap, RFC 3394).
     kek: SecretStr = SecretStr(DEV_KEK)
     # A file holding the key-encryption key instead (hex); it wins over `kek`.
     kek_file: Path | None = None
 
     def store_path(self) -> Path:
-        return self.path or self.data_dir / "keys" / "versions.sqlite"
+        # STREAMRAG_DATA_DIR as shared.settings.ProcessSettings reads it (a room above).
+        data_dir = Path(os.environ.get("STREAMRAG_DATA_DIR") or ".run/data")
+        return self.path or data_dir / "keys" / "versions.sqlite"
 
     def kek_bytes(self) -> bytes:
         text = (self.kek_file.read_text().strip() if self.kek_file is not None

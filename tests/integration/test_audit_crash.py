@@ -96,6 +96,8 @@ class MiniMesh:
         self.env = {"STREAMRAG_KAFKA_BOOTSTRAP": self.bootstrap,
                     "STREAMRAG_LEDGER_RPC_URL": rpc_url,
                     "STREAMRAG_DATA_DIR": str(run_dir / "data"),
+                    # Redaction's data keys outlive the mesh with its chain ends.
+                    "STREAMRAG_KEYS_PATH": str(data_dir / "keys" / "versions.sqlite"),
                     "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": KEY,
                     "STREAMRAG_AUDIT_SIGNERS": json.dumps([SIGNER])}
         self.children: dict[str, Child] = {}

@@ -28,7 +28,7 @@ SECRETS = {**PASSWORDS, "STREAMRAG_REDACTION_AUDIT_SIGNING_KEY": AUDIT_KEY,
            "STREAMRAG_INFERENCE_AUDIT_SIGNING_KEY": QUERY_KEY,
            "STREAMRAG_AUDIT_QUERY_SIGNERS": '["0xb"]', "STREAMRAG_AUDIT_PRINCIPAL_KEY": "7" * 64,
            "STREAMRAG_INFERENCE_AUTH_TOKEN": "t" * 43, "STREAMRAG_INFERENCE_FEEDBACK_KEY": "f" * 64,
-           "STREAMRAG_REDACTION_SUBJECT_KEY": "e" * 64}
+           "STREAMRAG_REDACTION_SUBJECT_KEY": "e" * 64, "STREAMRAG_KEYS_KEK": "c" * 64}
 
 
 def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

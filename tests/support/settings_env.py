@@ -17,6 +17,7 @@ from shared.contract.audit_signing import AuditSignerSettings
 from shared.contract.query_audit import AuditPrincipalSettings
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import SERVICES
+from shared.keys.settings import KeySettings
 from shared.settings import (
     KafkaSettings,
     LedgerSettings,
@@ -33,7 +34,7 @@ def settings_classes() -> list[type[BaseSettings]]:
     classes: list[type[BaseSettings]] = [ProcessSettings, KafkaSettings, PartitionSettings,
                                          LedgerSettings, MeshSettings, AuditSignerSettings,
                                          AuditRetentionSettings, TracingSettings,
-                                         AuditPrincipalSettings, QueryAuditSettings]
+                                         AuditPrincipalSettings, QueryAuditSettings, KeySettings]
     for name in SERVICES:
         module = importlib.import_module(f"services.{name}.settings")
         classes += [c for c in vars(module).values() if isinstance(c, type)

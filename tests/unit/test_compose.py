@@ -118,8 +118,12 @@ def test_every_data_volume_is_mounted_where_its_service_keeps_state() -> None:
     assert {"ingest", "redaction", "retrieval", "ledger"} <= stateful
     for name in stateful:
         svc = services[name]
-        data_dir = ProcessSettings(data_dir=svc["environment"]["STREAMRAG_DATA_DIR"]).data_dir
-        assert [Path(v["target"]) for v in svc["volumes"]] == [data_dir], name
+        env = svc["environment"]
+        data_dir = ProcessSettings(data_dir=env["STREAMRAG_DATA_DIR"]).data_dir
+        # The data-key store is its own volume, shared by the stages that seal and open.
+        keys = [Path(env["STREAMRAG_KEYS_PATH"]).parent] if "STREAMRAG_KEYS_PATH" in env else []
+        wanted = [data_dir] if name not in ("chunking", "embedding") else []
+        assert [Path(v["target"]) for v in svc["volumes"]] == wanted + keys, name
 
 
 def test_the_broker_takes_only_sasl_and_denies_what_no_acl_allows() -> None:
@@ -201,6 +205,21 @@ def test_the_subject_index_is_keyed_with_a_key_of_the_operator_not_the_dev_key()
     holders = {n for n, s in services.items()
                if "STREAMRAG_REDACTION_SUBJECT_KEY" in s.get("environment", {})}
     assert holders == {"redaction"}
+
+
+def test_the_stages_that_seal_and_open_text_share_one_key_store_under_the_operators_kek(
+) -> None:
+    from shared.keys.settings import DEV_KEK, KeySettings
+    services = resolved("docker-compose.yml")["services"]
+    holders = {n for n, s in services.items()
+               if "STREAMRAG_KEYS_PATH" in s.get("environment", {})}
+    assert holders == {"redaction", "chunking", "embedding", "retrieval"}
+    for name in holders:
+        env = services[name]["environment"]
+        settings = KeySettings(path=env["STREAMRAG_KEYS_PATH"], kek=env["STREAMRAG_KEYS_KEK"])
+        assert settings.kek_bytes() == bytes.fromhex("c" * 64) != bytes.fromhex(DEV_KEK)
+        mounts = {v["target"]: v.get("source") for v in services[name]["volumes"]}
+        assert mounts[str(settings.store_path().parent)] == "data-keys"
 
 
 def test_the_query_api_is_never_open_and_listens_on_the_hosts_loopback_only() -> None:

@@ -104,9 +104,13 @@ def reads_through_checkpoint(path: Path, fn: ast.AsyncFunctionDef) -> bool:
                     and func.value.id == "checkpoint"
                     and func.attr in ("records", "batches", "taken")):
                 return True
-            if isinstance(func, ast.Name) and func.id in helpers and func.id not in seen:
-                seen.add(func.id)
-                if uses(helpers[func.id]):
+            # A helper of the module, or a method of the stage object (self.intake(...)).
+            name = (func.id if isinstance(func, ast.Name) else func.attr
+                    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                    and func.value.id == "self" else None)
+            if name in helpers and name not in seen:
+                seen.add(name)
+                if uses(helpers[name]):
                     return True
         return False
     return uses(fn)

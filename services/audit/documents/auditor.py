@@ -43,9 +43,10 @@ from services.audit.onchain import (
     read_anchors,
     recorded_contract,
 )
-from shared.contract.audit_batches import canonical, document_sha256, prove
+from shared.contract.audit_batches import canonical, document_sha256, prove, sealed_content
 from shared.contract.audit_signing import AuditSignerSettings, check, digest, signed_bytes
 from shared.contract.codec import decode
+from shared.contract.forget import REQUEST, is_forget, read_receipt
 from shared.contract.records import Anchor, AuditBatch, Record, RedactedDocument
 from shared.contract.topics import AUDIT_BATCHES, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 from shared.errors import InvalidInput
@@ -176,8 +177,9 @@ def proof_document(doc: RedactedDocument | None, batch: AuditBatch, anchors: lis
     leaf_bytes = canonical(proof.leaf)
     # Exactly what the leaf's redacted hash covers (audit.content_sha256): with labels,
     # the proof shows who could read the version as well as what it said.
-    content = [doc.title, doc.text, sorted(doc.metadata.items()),
-               *([list(doc.acl)] if doc.acl else [])] if doc else None
+    content = (None if doc is None else sealed_content(doc) if doc.sealed else
+               [doc.title, doc.text, sorted(doc.metadata.items()),
+                *([list(doc.acl)] if doc.acl else [])])
     return {
         "doc_id": doc_id, "version": version, "batch_id": batch.batch_id,
         "batch_key": hashlib.sha256(batch.batch_id.encode("utf-8")).hexdigest(),
@@ -186,6 +188,11 @@ def proof_document(doc: RedactedDocument | None, batch: AuditBatch, anchors: lis
         "leaf_bytes_hex": leaf_bytes.hex(), "leaf_hash": proof.leaf_hash,
         "path": list(proof.path), "root": proof.root, "prev_root": batch.prev_root,
         "redacted_content": content, "text_held": doc is not None,
+        # The version is a forget's receipt (shared/contract/forget.py): what was forgotten,
+        # when, by whose request, which keys went.
+        "forgotten": read_receipt(doc.metadata) if doc is not None and is_forget(doc) else None,
+        # Sealed under a data key: the content above is the sealed bytes the leaf covers.
+        "sealed_under": doc.key_id if doc is not None and doc.sealed else None,
         "signer": batch.signer, "signature": batch.signature,
         "record_digest": digest(batch).hex(),
         "record_signed_bytes": signed_bytes(batch).decode("utf-8"),
@@ -211,13 +218,27 @@ def proof_document(doc: RedactedDocument | None, batch: AuditBatch, anchors: lis
 def render_proof(p: dict[str, Any]) -> str:
     def mark(ok: bool) -> str:
         return "ok" if ok else "FAILED"
-    lines = [f"document  {p['doc_id']} v{p['version']}",
-             f"batch     {p['batch_id']} (partition {p['partition']}, {p['tree_size']} leaves)",
-             f"leaf      #{p['leaf_index']} {p['leaf_hash']}",
-             f"          = H(0x00 || [doc id, version, sha256 redacted "
-             f"{p['leaf']['redacted_sha256'][:16]}.., "
-             f"sha256 raw {p['leaf']['raw_sha256'][:16]}..])",
-             "path      RFC 6962 audit path, leaf to root:"]
+    lines = [f"document  {p['doc_id']} v{p['version']}"]
+    if (f := p.get("forgotten")) is not None:
+        at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(f["at"]))
+        expires = ("never (a topic upstream keeps records for ever)"
+                   if f["raw_expires_by"] is None else
+                   time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(f["raw_expires_by"])))
+        lines += [f"forgotten at {at}, receipt {f['request_id']} (asked by "
+                  f"{f['requested_by'] or 'unnamed'}): keys of versions "
+                  f"{', '.join(map(str, f['versions'])) or '(none held)'} destroyed "
+                  f"({', '.join(f['keys_destroyed']) or 'none'}); the last clear copy "
+                  f"upstream of redaction expires by {expires}; this version is the receipt:"]
+    leaf = p["leaf"]
+    keyed = (f"sha256 sealed redacted {leaf['redacted_sha256'][:16]}.., hmac raw "
+             f"{leaf['raw_sha256'][:16]}.., key id {leaf['key_id']}" if leaf.get("key_id") else
+             f"sha256 redacted {leaf['redacted_sha256'][:16]}.., "
+             f"sha256 raw {leaf['raw_sha256'][:16]}..")
+    lines += [
+        f"batch     {p['batch_id']} (partition {p['partition']}, {p['tree_size']} leaves)",
+        f"leaf      #{p['leaf_index']} {p['leaf_hash']}",
+        f"          = H(0x00 || [doc id, version, {keyed}])",
+        "path      RFC 6962 audit path, leaf to root:"]
     lines += [f"          {i + 1}. {h}" for i, h in enumerate(p["path"])] or ["          (none)"]
     checks = p["checks"]
     lines += [f"root      {p['root']} (proof {mark(checks['proof_holds'])})",
@@ -277,6 +298,8 @@ def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSet
     ok = not reasons
     if args.json:
         print(json.dumps({"ok": ok, "reasons": reasons, "orphans": report.orphans,
+                          "forget_receipts": sorted({d.metadata[REQUEST] for d in data.docs
+                                                     if is_forget(d)}),
                           "unreadable": data.unreadable,
                           "redelivered_docs": report.redelivered_docs,
                           "unprovable": [asdict(u) for u in report.unprovable],
@@ -287,6 +310,10 @@ def run_verify(args: argparse.Namespace, kafka: KafkaSettings, ledger: LedgerSet
                                       for b in report.batches]}, indent=2))
         return 0 if ok else 1
     print(render_verify(report, data.unreadable, chain, inputs))
+    if receipts := len({d.metadata[REQUEST] for d in data.docs if is_forget(d)}):
+        print(f"{receipts} forget receipts among the leaves above: their documents' earlier "
+              "versions are sealed under destroyed keys (`streamrag audit prove DOC` shows "
+              "each receipt)")
     return 0 if ok else 1
 
 

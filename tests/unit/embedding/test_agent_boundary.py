@@ -14,7 +14,7 @@ import numpy as np
 from shared.contract.records import Chunk, ChunkSet
 from tests.support import built
 
-agents = built.service("embedding")
+stage = built.stage("embedding")
 
 
 class PoisonEncoder:
@@ -41,8 +41,8 @@ def test_a_failing_batch_is_retried_set_by_set_and_only_the_poison_is_dead_lette
     live = [pending("a", "fine text", 1), pending("b", "poison text", 2),
             pending("c", "more text", 3)]
     dead = AsyncMock()
-    with patch.object(agents.dlq, "send", dead):
-        out = asyncio.run(agents._embedded(PoisonEncoder(), live))  # noqa: SLF001
+    with patch.object(stage.dlq, "send", dead):
+        out = asyncio.run(stage._embedded(PoisonEncoder(), live))  # noqa: SLF001
     assert [s.doc_id for s in out] == ["a", "c"]
     letter = json.loads(dead.await_args.kwargs["value"])
     assert (letter["stage"], letter["reason"], letter["detail"], letter["offset"]) == (

@@ -21,7 +21,7 @@ from shared.contract.topics import CHUNKS, EMBEDDING_APP, embedded_key, embeddin
 from shared.encoder.model import MODEL_ID
 from tests.support import built
 
-agents = built.service("embedding")
+stage = built.stage("embedding")
 
 
 def test_each_model_has_its_own_group_and_the_first_model_keeps_its_own() -> None:
@@ -72,10 +72,10 @@ def event(doc_id: str, partition: int) -> tuple[Any, ChunkSet]:
 def test_outputs_carry_the_model_and_stay_on_their_input_partition() -> None:
     sent = AsyncMock(side_effect=lambda **kw: asyncio.sleep(0))
     batch = [event("a", 2), event("b", 0)]
-    with patch.object(agents, "encoder", TinyEncoder()), \
-            patch.object(agents.embedded_topic, "send", sent), \
-            patch.object(type(agents.app), "consumer_generation_id", 7, create=True):
-        asyncio.run(agents.flush(batch))
+    with patch.object(stage, "encoder", TinyEncoder()), \
+            patch.object(stage.embedded_topic, "send", sent), \
+            patch.object(type(stage.app), "consumer_generation_id", 7, create=True):
+        asyncio.run(stage.flush(batch))
     calls = [c.kwargs for c in sent.await_args_list]
     assert [(c["key"], c["partition"]) for c in calls] == [(b"acme/tiny\0a", 2),
                                                            (b"acme/tiny\0b", 0)]

@@ -13,7 +13,7 @@ from shared.contract import sizes
 from shared.contract.records import EmbeddedChunk, EmbeddedChunkSet
 from tests.support import built
 
-agents = built.service("embedding")
+stage = built.stage("embedding")
 
 LIMIT = sizes.MIN_RECORD_BYTES
 
@@ -33,10 +33,10 @@ def test_an_oversized_output_is_dead_lettered_and_the_rest_are_sent() -> None:
     batch = [pending("small", 100, 1), pending("huge", LIMIT, 2), pending("edge", 200, 3)]
     events = {(out.doc_id, out.version): ev for ev, out in batch}
     sent, dead = AsyncMock(return_value="future"), AsyncMock()
-    with patch.object(agents, "kafka", SimpleNamespace(max_record_bytes=LIMIT)), \
-            patch.object(agents.embedded_topic, "send", sent), \
-            patch.object(agents.dlq, "send", dead):
-        futures = asyncio.run(agents.send_all([out for _, out in batch], events))
+    with patch.object(stage, "kafka", SimpleNamespace(max_record_bytes=LIMIT)), \
+            patch.object(stage.embedded_topic, "send", sent), \
+            patch.object(stage.dlq, "send", dead):
+        futures = asyncio.run(stage.send_all([out for _, out in batch], events))
     assert futures == ["future", "future"]
     assert [(c.kwargs["key"], c.kwargs["partition"]) for c in sent.await_args_list] == [
         (b"m\0small", 2), (b"m\0edge", 2)]  # another model than the first: its own key

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared.contract.retention import AuditRetentionSettings
+from shared.contract.retention import DAY_MS, AuditRetentionSettings
 from shared.contract.topics import (
     AUDIT_BATCHES,
     AUDIT_QUERIES,
@@ -41,7 +41,8 @@ def test_the_setting_sets_the_evidence_topics_and_leaves_the_others_alone() -> N
     specs = {s.name: s for s in contract_specs(AuditRetentionSettings(retention_ms=days_400))}
     assert {n for n, s in specs.items() if s.retention_ms == days_400} == {
         DOCS_REDACTED.name, AUDIT_BATCHES.name, AUDIT_QUERIES.name, LEDGER_ANCHORS.name}
-    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    # Unredacted text keeps the raw retention (a day by default), not the audit's.
+    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(DAY_MS)
     assert "retention.bytes" not in specs[DOCS_NORMALIZED.name].broker_config()
     assert "retention.ms" not in specs[CHUNKS.name].broker_config()  # compacted
 
@@ -95,7 +96,7 @@ def test_the_text_retention_reaches_every_copy_of_the_text_and_nothing_else() ->
     assert others == plain  # the text retention changes no topic without text
     unset = {s.name: s for s in contract_specs(AuditRetentionSettings(retention_ms=90_000))}
     assert unset[DOCS_REDACTED.name].retention_ms == 90_000  # unset: the audit retention
-    assert unset[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    assert unset[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(DAY_MS)
     assert unset[CHUNKS.name].broker_config()["cleanup.policy"] == "compact"
 
 
@@ -103,7 +104,7 @@ def test_a_text_retention_longer_than_a_topic_s_own_keeps_the_shorter() -> None:
     two_weeks = 2 * WEEK_MS
     specs = {s.name: s for s in contract_specs(
         AuditRetentionSettings(retention_ms=FOREVER, text_retention_ms=two_weeks))}
-    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(DAY_MS)
     assert specs["search.replies.v1"].broker_config()["retention.ms"] == str(3_600_000)
     assert specs[CHUNKS.name].broker_config()["retention.ms"] == str(two_weeks)
 
@@ -132,7 +133,7 @@ def test_a_finite_retention_rolls_segments_within_it_so_records_can_expire() -> 
     assert "segment.ms" not in specs[AUDIT_BATCHES.name].broker_config()  # forever: no roll
     assert specs[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == "8000"
     unset = {s.name: s for s in contract_specs(AuditRetentionSettings())}
-    assert unset[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == str(WEEK_MS)
+    assert unset[DOCS_NORMALIZED.name].broker_config()["segment.ms"] == str(DAY_MS)
     assert "segment.ms" not in unset[CHUNKS.name].broker_config()  # compacted, no expiry
 
 
@@ -146,12 +147,13 @@ def test_a_text_retention_that_keeps_nothing_is_refused_by_name(
 
 def test_the_client_s_raw_bytes_are_kept_a_day_by_default_and_as_set(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = {"docs.raw.v1", "deadletter.raw.v1"}
+    # The client's bytes and the unredacted copies ingest makes of them.
+    raw = {"docs.raw.v1", "deadletter.raw.v1", "docs.parsed.v1", "docs.normalized.v1"}
     specs = {s.name: s for s in contract_specs(AuditRetentionSettings())}
     assert {n for n, s in specs.items() if s.raw} == raw
     for name in raw:
         assert specs[name].broker_config()["retention.ms"] == str(24 * 3_600_000)
-    assert specs[DOCS_NORMALIZED.name].broker_config()["retention.ms"] == str(WEEK_MS)
+    assert specs[DOCS_REDACTED.name].broker_config()["retention.ms"] == str(FOREVER)
     monkeypatch.setenv("STREAMRAG_RAW_RETENTION_MS", "7200000")
     specs = {s.name: s for s in contract_specs(AuditRetentionSettings())}
     assert {specs[n].broker_config()["retention.ms"] for n in raw} == {"7200000"}
