@@ -34,10 +34,12 @@ from services.cli.freeze import Freezer, Guard, Proc, frozen, mesh_processes
 from services.cli.settings import MeshSettings
 from services.cli.sparse import copy_sparse
 from shared.errors import InfrastructureError
+from shared.keys.settings import KeySettings
 
 CHAIN_STATE = "chain-state.json"
 MANIFEST = "manifest.json"
 KAFKA = "kafka"
+KEYS = "keys"  # under data/: the data-key store, never copied
 MAX_PAUSE_S = 300.0
 TORN_TRIES = 20  # anvil caught writing its state file: thawed for a moment this often
 
@@ -48,9 +50,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", type=Path, help="where the copy goes (created; must be empty)")
     p.add_argument("--max-pause-s", type=float, default=MAX_PAUSE_S, metavar="S",
                    help="thaw the mesh and fail if the copy takes longer than this")
-    sub.add_parser("restore", help="place a backup for the next `streamrag up`"
-                   ).add_argument("dir", type=Path, help="a directory written by "
-                                                         "`streamrag backup`")
+    r = sub.add_parser("restore", help="place a backup for the next `streamrag up`")
+    r.add_argument("dir", type=Path, help="a directory written by `streamrag backup`")
+    r.add_argument("--keys", type=Path, default=None, metavar="PATH",
+                   help="the data-key store (versions.sqlite) to link; default: the one "
+                   "the backup was taken beside")
 
 
 @dataclass
@@ -80,9 +84,19 @@ def copy_files(run_dir: Path, dest: Path, copied: Copied, chain_state: Callable[
         copied.copy(str(source / "cluster-id"), str(dest / KAFKA / "cluster-id"))
     chain_state()
     if (run_dir / "data").exists():  # the ledger's contract record, retrieval's snapshots
-        shutil.copytree(run_dir / "data", dest / "data", ignore_dangling_symlinks=True,
-                        copy_function=copied.copy)
+        data = run_dir / "data"
+        # Never the data keys (shared/keys): a backup must not bring back a key a forget
+        # destroyed after it was taken. Restore links the store it was taken beside.
+        shutil.copytree(data, dest / "data", ignore_dangling_symlinks=True,
+                        copy_function=copied.copy,
+                        ignore=lambda d, names: [KEYS] if Path(d) == data else [])
     return partitions
+
+
+def key_store_of(run_dir: Path) -> Path:
+    """Where the mesh of `run_dir` keeps its data keys (a set STREAMRAG_KEYS_PATH wins)."""
+    set_path = KeySettings().path
+    return (set_path or run_dir / "data" / KEYS / "versions.sqlite").resolve()
 
 
 def copy_chain_state(run_dir: Path, dest: Path, copied: Copied,
@@ -133,7 +147,9 @@ def backup(run_dir: Path, dest: Path, max_pause_s: float = MAX_PAUSE_S) -> Backu
         result = _frozen_backup(run_dir, dest, processes, copied, max_pause_s)
     counts = {"partitions": result.partitions, "frozen_processes": result.processes,
               "pause_s": round(result.pause_s, 3), "bytes": copied.bytes}
-    (dest / MANIFEST).write_text(json.dumps({"at": time.time(), **counts}, indent=1))
+    (dest / MANIFEST).write_text(json.dumps({"at": time.time(), **counts,
+                                             "key_store": str(key_store_of(run_dir))},
+                                            indent=1))
     return result
 
 
@@ -187,6 +203,24 @@ def place(src: Path, run_dir: Path) -> None:
                         copy_function=copied.copy)
 
 
+def link_keys(src: Path, run_dir: Path, keys: Path | None) -> Path | None:
+    """Point the restored mesh at the key store the backup's records are sealed under
+    (`keys`, else the one the manifest names), never a copy: a key destroyed there since
+    the backup stays destroyed, so the forget holds in the restored mesh too. The store
+    linked, or None when there is none to link."""
+    named = json.loads((src / MANIFEST).read_text()).get("key_store")
+    store = (keys or (Path(named) if named else None))
+    if store is None or not store.exists():
+        return None
+    target = run_dir / "data" / KEYS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists():
+        msg = f"{target} exists: restore into a new run directory"
+        raise FileExistsError(msg)
+    target.symlink_to(store.parent.resolve(), target_is_directory=True)
+    return store
+
+
 def run_backup(args: argparse.Namespace) -> int:
     done = backup(MeshSettings().run_dir, args.dir, args.max_pause_s)
     size = done.copied.bytes / 1e6
@@ -205,5 +239,12 @@ def run_backup(args: argparse.Namespace) -> int:
 def run_restore(args: argparse.Namespace) -> int:
     run_dir = MeshSettings().run_dir
     place(args.dir, run_dir)
+    store = link_keys(args.dir, run_dir, args.keys)
     print(f"placed the backup in {run_dir}: `streamrag up` starts from it")
+    if store is not None:
+        print(f"data keys: {run_dir / 'data' / KEYS} links the key store {store} (not "
+              "copied: what was forgotten since the backup stays forgotten)")
+    else:
+        print("data keys: the key store the backup was taken beside is not here: its "
+              "sealed documents open only where that store is (--keys PATH names it)")
     return 0

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,7 @@ from shared.contract.records import (
     EmbeddedChunkSet,
     RedactedDocument,
 )
+from shared.contract.sealed import Forgotten, KeyUnavailable, open_chunks
 from shared.contract.topics import (
     CHUNKS,
     CHUNKS_EMBEDDED,
@@ -53,6 +55,7 @@ from shared.contract.topics import (
 )
 from shared.errors import InvalidInput
 from shared.kafka.offsets import Committed, committed, groups_of, refused
+from shared.keys.store import VersionKeys
 from shared.rpc.streamrag.v1 import inference_pb2, inference_pb2_grpc
 from shared.settings import KafkaSettings
 
@@ -469,6 +472,17 @@ async def read(kafka: KafkaSettings, doc_id: str, timeout_s: float) -> tuple[lis
     return out, False
 
 
+def _opened(chunk_set: ChunkSet | EmbeddedChunkSet) -> ChunkSet | EmbeddedChunkSet:
+    """The set in clear with this machine's data keys (STREAMRAG_KEYS_*); as it is when it
+    is not sealed or its key is gone (then no chunk text asks the question)."""
+    if not chunk_set.sealed:
+        return chunk_set
+    try:
+        return open_chunks(chunk_set, VersionKeys.from_settings())
+    except (Forgotten, KeyUnavailable, OSError, sqlite3.Error):
+        return chunk_set
+
+
 def seen_in_search(target: str, doc_id: str, newest: Trail, until: float,
                    metadata: Metadata = ()) -> Searchable | None:
     """When Retrieve (filtered to the document's source, asked with its own first chunk)
@@ -476,7 +490,7 @@ def seen_in_search(target: str, doc_id: str, newest: Trail, until: float,
     None if not before `until` (monotonic)."""
     doc = newest.doc
     text = next((c.text for _, d in newest.stops if isinstance(d, ChunkSet | EmbeddedChunkSet)
-                 for c in d.chunks[:1]), doc.title or doc_id)
+                 for c in _opened(d).chunks[:1] if c.text), doc.title or doc_id)
     request = inference_pb2.RetrieveRequest(question=text[:300], top_k=50, source=doc.source)
     missed = None
     with grpc.insecure_channel(target) as channel:

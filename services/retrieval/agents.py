@@ -8,6 +8,7 @@ upsert is also sampled for drift detection (services/retrieval/drift/agents.py, 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -32,7 +33,7 @@ from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.kafka import checkpoint
 from shared.keys.settings import KeySettings
-from shared.keys.store import VersionKeys
+from shared.keys.store import Destroyed, VersionKeys
 from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import local_search, members
@@ -116,6 +117,23 @@ class Retrieval:
                                           self.digest_at)
         await resume_at(app, CHUNKS_EMBEDDED.name, resume)
         log.info("shards %s resume at %s", sorted(resume), resume)
+        await self.drop_forgotten()
+
+    async def drop_forgotten(self) -> int:
+        """Remove from the loaded shards every version whose data key was destroyed (a
+        snapshot from before a forget: a restored backup), and rewrite their snapshots."""
+        # The key store is asked off the event loop; the shards change on it.
+        held = self.shards.held()
+        gone = await asyncio.to_thread(lambda: {dv for dv in held if self._destroyed(*dv)})
+        removed = self.shards.forget(lambda d, v: (d, v) in gone) if gone else 0
+        if removed:
+            saved = await self.shards.save()
+            log.info("%d forgotten documents dropped from the loaded shards, %d snapshots "
+                     "rewritten", removed, len(saved))
+        return removed
+
+    def _destroyed(self, doc_id: str, version: int) -> bool:
+        return isinstance(self.keys.get(doc_id, version), Destroyed)
 
     async def on_shutdown(self, app: Any, **kwargs: Any) -> None:
         await self.shards.save()

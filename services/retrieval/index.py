@@ -10,6 +10,7 @@ from __future__ import annotations
 import binascii
 import logging
 import math
+from collections.abc import Callable
 
 import numpy as np
 from pydantic_core import PydanticSerializationError
@@ -99,6 +100,16 @@ class Shard:
         for doc_id in old:
             self._remove_doc(doc_id)
         return old
+
+    def forget(self, gone: Callable[[str, int], bool]) -> list[str]:
+        """Remove every document whose version here `gone` says was forgotten (its data key
+        destroyed: a snapshot from before a forget, restored from a backup). Returns the
+        documents removed."""
+        out = sorted(d for d, v in self.doc_version.items()
+                     if d in self.doc_slots and gone(d, v))
+        for doc_id in out:
+            self._remove_doc(doc_id)
+        return out
 
     def _remove_doc(self, doc_id: str) -> None:
         self.doc_written.pop(doc_id, None)

@@ -216,6 +216,23 @@ class Shards:
             self.dirty.add(key)
         return removed
 
+    def held(self) -> set[tuple[str, int]]:
+        """Every (doc id, version) some shard holds chunks of."""
+        return {(d, v) for key in self._keys() if (shard := self.get(*key)) is not None
+                for d, v in shard.doc_version.items() if d in shard.doc_slots}
+
+    def forget(self, gone: Callable[[str, int], bool]) -> int:
+        """Remove from every shard the document versions `gone` says were forgotten; the
+        shards changed are dirty (the next save rewrites their snapshots). How many went."""
+        removed = 0
+        for key in sorted(self._keys()):
+            shard = self.get(*key)
+            if shard is not None and (out := shard.forget(gone)):
+                self.generation += 1
+                removed += len(out)
+                self.dirty.add(key)
+        return removed
+
     def _keys(self) -> set[Key]:
         return {(m, p) for m, shards in self.by_model.items() for p in shards}
 

@@ -1,0 +1,86 @@
+"""The data-key store: one key per version, the same for every caller, wrapped on disk,
+gone for good when destroyed (its bytes overwritten), and never made again after."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.keywrap import InvalidUnwrap
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.keys.sealing import key_id_for
+from shared.keys.settings import KeySettings
+from shared.keys.store import Destroyed, VersionKey, VersionKeys
+
+KEK = bytes(range(32))
+
+
+def store(tmp: Path, kek: bytes = KEK) -> VersionKeys:
+    return VersionKeys(tmp / "keys" / "versions.sqlite", kek)
+
+
+def test_a_version_gets_one_key_whoever_asks_and_however_often(tmp_path: Path) -> None:
+    one, two = store(tmp_path), store(tmp_path)  # two workers sharing the store
+    a = one.create([("d", 1), ("d", 2)])
+    b = two.create([("d", 2), ("d", 1)])
+    assert a[("d", 1)] == b[("d", 1)] and a[("d", 2)] == b[("d", 2)]
+    assert a[("d", 1)] != a[("d", 2)]  # never shared between versions
+    key = a[("d", 1)]
+    assert isinstance(key, VersionKey) and key.key_id == key_id_for("d", 1)
+    assert two.get("d", 1) == key and two.get("d", 3) is None
+    assert "secret" not in repr(key) and key.secret.hex() not in repr(key)
+
+
+def test_keys_are_wrapped_on_disk_and_a_wrong_kek_cannot_unwrap_them(tmp_path: Path) -> None:
+    key = store(tmp_path).create([("d", 1)])[("d", 1)]
+    assert isinstance(key, VersionKey)
+    files = b"".join(p.read_bytes() for p in (tmp_path / "keys").iterdir())
+    assert key.secret not in files
+    with pytest.raises(InvalidUnwrap):
+        store(tmp_path, bytes(32)).get("d", 1)
+    assert os.stat(tmp_path / "keys" / "versions.sqlite").st_mode & 0o077 == 0
+
+
+def test_a_destroyed_key_is_gone_from_every_file_and_never_made_again(tmp_path: Path) -> None:
+    keys = store(tmp_path)
+    made = keys.create([("d", 1), ("d", 2), ("d", 3), ("e", 1)])
+    wrapped = [row[0] for row in keys._db.execute("SELECT wrapped FROM keys "  # noqa: SLF001
+                                                  "WHERE doc_id = 'd' AND version < 3")]
+    gone = keys.destroy("d", 3, "forget r1", now=100.0)
+    assert [(g.version, g.key_id, g.reason) for g in gone] == [
+        (1, key_id_for("d", 1), "forget r1"), (2, key_id_for("d", 2), "forget r1")]
+    files = b"".join(p.read_bytes() for p in (tmp_path / "keys").iterdir())
+    assert not any(w in files for w in wrapped)  # overwritten (secure_delete) and no WAL copy
+    assert isinstance(keys.get("d", 1), Destroyed) and keys.get("d", 3) == made[("d", 3)]
+    assert keys.get("e", 1) == made[("e", 1)]
+    again = store(tmp_path).create([("d", 1), ("d", 2)])  # a replay of a forgotten version
+    assert all(isinstance(v, Destroyed) for v in again.values())
+    assert keys.destroy("d", 3, "forget r2") == gone  # idempotent: the markers stand
+
+
+@settings(max_examples=30)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 4)), max_size=12),
+       st.sampled_from("abc"), st.integers(1, 5))
+def test_destroy_takes_exactly_the_versions_below(tmp_path_factory: pytest.TempPathFactory,
+                                                  made: list[tuple[str, int]], doc: str,
+                                                  below: int) -> None:
+    keys = store(tmp_path_factory.mktemp("k"))
+    keys.create(made)
+    gone = {(g.doc_id, g.version) for g in keys.destroy(doc, below, "x")}
+    assert gone == {(d, v) for d, v in made if d == doc and v < below}
+    for d, v in set(made):
+        assert isinstance(keys.get(d, v), Destroyed) == ((d, v) in gone)
+
+
+def test_the_settings_name_a_bad_kek(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="STREAMRAG_KEYS_KEK must hold 64 hex"):
+        KeySettings(kek="abc").kek_bytes()
+    path = tmp_path / "kek"
+    path.write_text("ab" * 32 + "\n")
+    assert KeySettings(kek_file=path).kek_bytes() == bytes([0xAB] * 32)
+    monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "d"))
+    monkeypatch.delenv("STREAMRAG_KEYS_PATH", raising=False)
+    assert KeySettings().store_path() == tmp_path / "d" / "keys" / "versions.sqlite"
