@@ -10,7 +10,9 @@ import pytest
 
 from shared.contract.codec import encode
 from shared.contract.records import RedactedDocument
+from shared.contract.sealed import open_chunks, seal
 from shared.errors import InvalidInput
+from shared.keys.sealing import VersionKey
 from tests.support import built
 
 stage = built.stage("chunking")
@@ -57,3 +59,29 @@ def test_a_chunker_failure_is_a_dead_letter_not_a_lost_record(
         "chunking", "internal_error", "IndexError")
     assert "Alpha" not in dead.await_args.kwargs["value"].decode()  # hash only, no message
     assert forward.await_count == 1 and forward.await_args.kwargs["key"] == b"ok"
+
+
+def test_a_sealed_document_chunks_to_a_set_sealed_under_its_key_and_a_forgotten_one_to_a_delete(
+) -> None:
+    made = stage.keys.create([("sealed-d", 4)])[("sealed-d", 4)]
+    assert isinstance(made, VersionKey)
+    doc = RedactedDocument(doc_id="sealed-d", version=4, text="Alpha beta. " * 300,
+                           title="Ledger", source="s", event_time=1, ingest_time=2)
+    chunk_set = stage.chunk_record(encode(seal(doc, made)))
+    assert chunk_set.key_id == made.key_id and chunk_set.title == ""
+    assert len(chunk_set.chunks) > 1 and all(c.text == "" for c in chunk_set.chunks)
+    opened = open_chunks(chunk_set, stage.keys)
+    assert opened.title == "Ledger"
+    assert "".join(c.text[c.overlap_chars:] for c in opened.chunks) == doc.text
+    stage.keys.destroy("sealed-d", None, "forget t")
+    gone = stage.chunk_record(encode(seal(doc, made)))
+    assert (gone.op, gone.chunks, gone.sealed) == ("delete", (), "")
+
+
+def test_a_sealed_document_whose_key_this_store_lacks_is_dead_lettered_by_reason() -> None:
+    elsewhere = VersionKey("k" + "0" * 31, "nowhere", 1, bytes(32))
+    doc = RedactedDocument(doc_id="nowhere", version=1, text="Alpha.", source="s",
+                           event_time=1, ingest_time=2)
+    with pytest.raises(InvalidInput) as err:
+        stage.chunk_record(encode(seal(doc, elsewhere)))
+    assert err.value.reason == "key_unavailable"

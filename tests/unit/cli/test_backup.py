@@ -220,3 +220,31 @@ def test_a_sparse_file_is_copied_whole_with_its_holes_left_holes(tmp_path: Path)
     (tmp_path / "plain").write_bytes(b"abc")
     assert copy_sparse(str(tmp_path / "plain"), str(tmp_path / "plain2")) == 3
     assert (tmp_path / "plain2").read_bytes() == b"abc"
+
+
+def test_the_data_keys_are_never_copied_and_restore_links_the_store_they_came_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STREAMRAG_KEYS_PATH", raising=False)
+    run_dir = tmp_path / "run"
+    (run_dir / "kafka" / "node-1" / "docs.redacted.v1-0").mkdir(parents=True)
+    (run_dir / "data" / "keys").mkdir(parents=True)
+    (run_dir / "data" / "keys" / "versions.sqlite").write_bytes(b"wrapped key bytes")
+    (run_dir / "data" / "retrieval-shards").mkdir()
+    (run_dir / "data" / "retrieval-shards" / "shard-0.npz").write_bytes(b"snapshot")
+    bk.backup(run_dir, tmp_path / "copy")
+    copy = tmp_path / "copy"
+    assert (copy / "data" / "retrieval-shards" / "shard-0.npz").exists()
+    assert not (copy / "data" / "keys").exists()
+    assert all(b"wrapped key" not in p.read_bytes() for p in copy.rglob("*") if p.is_file())
+    manifest = json.loads((copy / bk.MANIFEST).read_text())
+    assert manifest["key_store"] == str((run_dir / "data" / "keys" /
+                                         "versions.sqlite").resolve())
+    moved = tmp_path / "moved"
+    bk.place(copy, moved)
+    assert bk.link_keys(copy, moved, None) == run_dir / "data" / "keys" / "versions.sqlite"
+    linked = moved / "data" / "keys"
+    assert linked.is_symlink() and linked.resolve() == (run_dir / "data" / "keys").resolve()
+    # Not a copy: a key destroyed in the origin's store since is destroyed here too.
+    (run_dir / "data" / "keys" / "versions.sqlite").write_bytes(b"after a forget")
+    assert (linked / "versions.sqlite").read_bytes() == b"after a forget"
+    assert bk.link_keys(copy, tmp_path / "elsewhere", tmp_path / "no-such-store") is None
