@@ -160,7 +160,19 @@ class Redaction:
         app.task(self.warm_up)  # a task: Faust passes the app to one with args
         self.redact = app.agent(self.topics.normalized, name=f"{__name__}.redact")(
             self.redact_batches)
+        if settings.seal and (kept := settings.text_kept_s) is not None:
+            app.timer(max(1.0, min(60.0, kept / 10)))(self.expire_keys)
         return Topology("redaction", app, settings, {"redact": self.redact}, self)
+
+    async def expire_keys(self) -> int:  # a timer
+        """The text retention as a forget by age: destroy the data keys made longer ago."""
+        kept = self.settings.text_kept_s
+        if kept is None:
+            return 0
+        gone = await asyncio.to_thread(self.keys.expire, time.time() - kept)
+        if gone:
+            log.info("text retention: %d data keys destroyed", gone)
+        return gone
 
     async def on_revoked(self, app: Any, revoked: set[Any], **kwargs: Any) -> None:
         self.chains.forget({tp.partition for tp in revoked
@@ -240,12 +252,10 @@ class Redaction:
         the delete its receipt (shared/contract/forget.py)."""
         gone = await asyncio.to_thread(self.keys.destroy, doc.doc_id, doc.version,
                                        f"forget {doc.metadata[forget.REQUEST]}")
-        kept = forget.clear_copies_kept_ms()
-        now = time.time()
         red = RedactedDocument(**{
             **doc.model_dump(exclude={"metadata"}),
-            "metadata": forget.receipt(doc.metadata, gone, now,
-                                       None if kept is None else now + kept / 1000)})
+            "metadata": forget.receipt(doc.metadata, gone, doc.ingest_time,
+                                       forget.clear_copies_kept_ms())})
         log.info("forgot %s: %d keys destroyed (versions %s), request %s", doc.doc_id,
                  len(gone), [d.version for d in gone], doc.metadata[forget.REQUEST])
         subjects = SubjectIndex(doc_id=doc.doc_id, version=doc.version,

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.contract.audit_signing import DEV_SIGNING_KEY
+from shared.contract.retention import seconds_kept
 from shared.contract.subjects import DEV_SUBJECT_KEY, PHONE_REGIONS
 from shared.settings import ServiceSettings
 
@@ -76,6 +77,16 @@ class RedactionSettings(ServiceSettings):
     # `streamrag forget` destroys. Off: records and leaves as before data keys (nothing can
     # then be made unreadable on the evidence topic).
     seal: bool = True
+    # How long a document's text is kept, in ms (the mesh-wide STREAMRAG_AUDIT_TEXT_RETENTION_MS,
+    # read under that name): a version's data key is destroyed this long after it was made,
+    # so no sealed copy (on a topic, in a backup) opens past it. Unset or -1: kept.
+    text_retention_ms: int | None = Field(default=None,
+                                          validation_alias="STREAMRAG_AUDIT_TEXT_RETENTION_MS")
+
+    @property
+    def text_kept_s(self) -> float | None:
+        """Seconds a version's data key lives; None: until a forget."""
+        return seconds_kept(self.text_retention_ms)
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> Self:

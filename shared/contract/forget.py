@@ -69,12 +69,14 @@ def request_marker(request_id: str, requested_by: str) -> dict[str, str]:
     return {REQUEST: request_id, BY: requested_by}
 
 
-def receipt(request: Mapping[str, str], destroyed: Sequence[Destroyed], now: float,
-            raw_expires_by: float | None) -> dict[str, str]:
+def receipt(request: Mapping[str, str], destroyed: Sequence[Destroyed], asked_at: float,
+            kept_ms: int | None) -> dict[str, str]:
     """The receipt's fields (the delete's metadata on docs.redacted.v1). Its time is the
-    keys' destruction (a replay of the same forget destroys nothing more and writes the
-    same receipt); `now` when there were no keys."""
-    at = max((d.destroyed_at for d in destroyed), default=now)
+    keys' destruction, `asked_at` (when ingest took the request) when there were none, so
+    a replay of the same forget, which destroys nothing more, writes the same receipt; the
+    upstream copies are gone `kept_ms` after it (clear_copies_kept_ms; None: never)."""
+    at = max((d.destroyed_at for d in destroyed), default=asked_at)
+    raw_expires_by = None if kept_ms is None else at + kept_ms / 1000
     return {
         REQUEST: request[REQUEST], BY: request.get(BY, ""), AT: f"{at:.3f}",
         VERSIONS: json.dumps(sorted({d.version for d in destroyed})),

@@ -171,3 +171,23 @@ class VersionKeys:
                     "SELECT key_id, doc_id, version, destroyed_at, reason FROM destroyed "
                     "WHERE doc_id = ? ORDER BY version", (doc_id,))]
         return out
+
+    def expire(self, created_before: float, reason: str = "text retention",
+               now: float | None = None) -> int:
+        """Destroy every key made before `created_before` (the text retention: a forget by
+        age, so no copy kept anywhere, a backup included, opens past it); how many went."""
+        at = time.time() if now is None else now
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                moved = self._db.execute(
+                    "INSERT OR IGNORE INTO destroyed SELECT key_id, doc_id, version, ?, ? "
+                    "FROM keys WHERE created_at < ?", (at, reason, created_before)).rowcount
+                self._db.execute("DELETE FROM keys WHERE created_at < ?", (created_before,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            if moved:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return moved

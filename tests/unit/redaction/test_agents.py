@@ -437,3 +437,15 @@ def test_a_replayed_version_of_a_forgotten_document_is_dead_lettered_not_reseale
     (letter,) = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
     assert letter["reason"] == "forgotten" and "alpha" not in json.dumps(letter)
     assert isinstance(stage.keys.get("again", 1), Destroyed)  # no new key was made
+
+
+def test_a_forget_redone_after_a_crash_writes_the_same_receipt() -> None:
+    """Killed after the keys went but before its batch was on the broker, the forget is
+    consumed again: it destroys nothing more and its receipt comes out the same."""
+    asyncio.run(_drive([upsert("crash", 1, "alpha"), upsert("crash", 2, "beta")]))
+    first, _, _ = asyncio.run(_drive([forget_request("crash", 3, "req-c")]))
+    again, _, _ = asyncio.run(_drive([forget_request("crash", 3, "req-c")]))
+    one, two = (RedactedDocument.model_validate_json(m.await_args_list[0].kwargs["value"])
+                for m in (first, again))
+    assert one.metadata == two.metadata and forget.read_receipt(one.metadata)["versions"] == \
+        [1, 2]

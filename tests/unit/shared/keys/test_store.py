@@ -4,6 +4,7 @@ gone for good when destroyed (its bytes overwritten), and never made again after
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,17 @@ def test_the_settings_name_a_bad_kek(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "d"))
     monkeypatch.delenv("STREAMRAG_KEYS_PATH", raising=False)
     assert KeySettings().store_path() == tmp_path / "d" / "keys" / "versions.sqlite"
+
+
+def test_the_text_retention_destroys_the_keys_made_before_its_cut(tmp_path: Path) -> None:
+    keys = store(tmp_path)
+    keys.create([("old", 1), ("old", 2)])
+    cut = time.time() + 0.001
+    time.sleep(0.01)
+    made = keys.create([("new", 1)])
+    assert keys.expire(cut - 3600) == 0  # nothing that old
+    assert keys.expire(cut) == 2
+    assert isinstance(keys.get("old", 1), Destroyed) and isinstance(keys.get("old", 2),
+                                                                   Destroyed)
+    assert keys.get("new", 1) == made[("new", 1)] and keys.expire(cut) == 0
+    assert keys.destroyed_of(["old"])[0].reason == "text retention"
