@@ -1,7 +1,8 @@
 """A backup of a running mesh is a consistent cut: taken while a client produces 5 documents/s
 and a burst of documents is still on its way through the stages, restored into a new run
 directory and brought up there, it holds every document acknowledged before the backup
-began, passes `audit verify`, and every one of those documents answers there exactly once.
+began, passes `audit verify`, and every one of those documents answers there exactly once,
+but for one forgotten after the backup was taken: its keys are gone, so it never answers.
 The mesh it was taken from carries on after each freeze. (A copy of the partitions one
 after another while records flow held redacted documents whose raw and normalized inputs
 and audit records it lacked: `audit verify` failed for good on it.)
@@ -56,14 +57,17 @@ def burst(bootstrap: str, prefix: str) -> list[str]:
     return acked
 
 
+def question(doc_id: str) -> str:
+    return f"{WORDS[int(doc_id.rsplit('-', 1)[1]) % len(WORDS)]} shipment {doc_id}"
+
+
 def answering(mesh: Endpoints, ids: list[str], found: set[str]) -> bool:
     """Each of `ids` (`prefix-n`) answers once, at version 1; `found` keeps those that did."""
     for doc_id in ids:
         if doc_id in found:
             continue
-        n = int(doc_id.rsplit("-", 1)[1])
         try:
-            hits = chunks_of(mesh, f"{WORDS[n % len(WORDS)]} shipment {doc_id}", doc_id)
+            hits = chunks_of(mesh, question(doc_id), doc_id)
         except grpc.RpcError:  # the worker is restarting
             return False
         if len(hits) > 1 or (hits and hits[0].version != 1):
@@ -101,23 +105,36 @@ def test_a_backup_of_a_running_mesh_restores_to_a_verifiable_mesh(tmp_path: Path
         found: set[str] = set()
         eventually(lambda: answering(mesh, [*before, *client.acked[after:]], found),
                    "the frozen mesh to carry on: every document answers", 300)
+        # Forgotten after the backups were taken: a restore must not bring it back.
+        forgotten = bursted[0]
+        env = {**os.environ, "STREAMRAG_KAFKA_BOOTSTRAP": mesh.bootstrap}
+        done = subprocess.run([sys.executable, "-m", "services.cli.main", "forget", forgotten],
+                              env=env, timeout=300, check=False, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        eventually(lambda: not chunks_of(mesh, question(forgotten), forgotten),
+                   "the forgotten document gone on the mesh it was forgotten on", 120)
 
     moved = tmp_path / "moved"  # another machine: a run directory of its own
     done = cli(moved, "restore", str(copies[0]))
     assert done.returncode == 0, done.stderr
+    assert "links the key store" in done.stdout, done.stdout
     with isolated(moved, ANVIL, env=MESH_ENV) as mesh:
         held = eventually(lambda: keys_of(mesh, "docs.raw.v1") >= set(before) or None,
                           "the copy to hold every document acknowledged before it", 60)
         assert held
         wait_verified(mesh, "on the restored mesh", 180)
         found = set()
+        kept = [d for d in before if d != forgotten]
         try:
-            eventually(lambda: answering(mesh, before, found), "every document acknowledged "
+            eventually(lambda: answering(mesh, kept, found), "every document acknowledged "
                        "before the backup to answer on the restored mesh", 240)
         except AssertionError as exc:
-            missing = [d for d in before if d not in found]
+            missing = [d for d in kept if d not in found]
             raise AssertionError(f"{exc}; {len(missing)} missing: {missing[:5]}; "
                                  f"{dedup_signature(mesh, missing)}") from None
+        # The backup holds it (snapshot, sealed topics), but its keys are gone: never again.
+        assert not chunks_of(mesh, question(forgotten), forgotten)
 
 
 def keys_of(mesh: Endpoints, topic: str, json_keys: bool = False) -> set[str]:
