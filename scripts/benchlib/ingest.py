@@ -436,6 +436,13 @@ def print_modes(res: dict[str, Any]) -> None:
               + ", ".join(f"{h:.0f}" for h in hops))
     print("targets: end to end >= 0.8 x raw and >= 7.9 docs/s (Pathway, 2,000 "
           "documents); peak RSS 1.5 GiB one-process, 2.5 GiB multi-process")
+    if res.get("before"):
+        print(f"'<mode> before': the same bring-up with {res['before']} (same run)")
+        print(f"{'bring-up':<12}{'docs/s':>10}{'before':>10}{'ratio':>8}")
+        for mode, out in res["modes"].items():
+            if (base := res["modes"].get(f"{mode} before")) is not None:
+                print(f"{mode:<12}{out['docs_per_s']:>10.2f}{base['docs_per_s']:>10.2f}"
+                      f"{out['docs_per_s'] / base['docs_per_s']:>7.3f}x")
     for mode, out in res["modes"].items():
         cpu = out.get("cpu_s_per_doc", {})
         print(f"CPU per document, {mode} (core-ms; the burst's total over its documents): "
@@ -453,7 +460,12 @@ def modes_main(args: argparse.Namespace) -> dict[str, Any]:
                            "raw": [], "modes": {}}
     print(f"raw model rate on {args.docs} documents ...", flush=True)
     res["raw"].append(raw_rate(args.docs))
+    before = dict(kv.split("=", 1) for kv in args.before)
+    res["before"] = before
     for mode in args.modes:
+        if before:  # the baseline bring-up first, then today's, in the same run
+            res["modes"][f"{mode} before"] = run_mode(mode, args.docs, run + "b",
+                                                      {**env, **before})
         res["modes"][mode] = run_mode(mode, args.docs, run, env)
     print("raw model rate again (the machine's load drifts) ...", flush=True)
     res["raw"].append(raw_rate(args.docs))
@@ -472,6 +484,9 @@ def main() -> int:
                     help="every document its own source (default: one source per run)")
     ap.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
                     help="settings for the bring-ups' services (the raw rate keeps defaults)")
+    ap.add_argument("--before", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="settings of a baseline bring-up run beside each mode, same run "
+                         "('<mode> before'; the table gives the ratio)")
     ap.add_argument("--batching", action="store_true",
                     help="compare the embedding batching policies instead (one mesh)")
     ap.add_argument("--paced-docs", type=int, default=30, help="documents in the latency run")
