@@ -4,14 +4,15 @@
     scripts/bench_forget --docs 200 --rounds 3
 
 It starts its own one-process mesh (embedded broker, anvil, the workers) on free ports,
-produces --docs documents that all name one e-mail address plus one document that names
-nobody, waits until redaction has indexed them all (pii.subjects.v1), then times, as a user
-runs them, `streamrag forget DOC` (one document) and `streamrag forget --subject EMAIL`
-(every document that mentions the person): from the command's start until every receipt
-is written and its audit batch anchored (the command's own exit). Then it checks that no
-forgotten document answers. The baseline in the same run is a plain delete of as many
-documents (a `{"op": "delete"}` record each, which drops them from the index but destroys
-no key and writes no receipt), timed until none answers; the table gives the ratio.
+produces --docs documents that all name one e-mail address (and as many that name nobody,
+for the baseline), waits until redaction has indexed them all (pii.subjects.v1), then
+times, as a user runs it, `streamrag forget --subject EMAIL` (every document that mentions
+the person): from the command's start until every receipt is written and its audit batch
+anchored (the command's own exit), and checks that no forgotten document answers. The
+baseline in the same run is a plain delete of as many documents (a `{"op": "delete"}`
+record each, which drops them from the index but destroys no key and writes no receipt),
+timed until none answers; the table gives the ratio. Last, once that backlog is through,
+`streamrag forget DOC` of one document, and the command's start alone (`--help`).
 Targets (the forgetting issue): one document in seconds; a person with 1,000 documents in
 under a minute on the 2-core machine.
 """
@@ -59,11 +60,12 @@ def produce(mesh: Endpoints, values: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 def retrieved(mesh: Endpoints, source: str) -> set[str]:
-    """Doc ids Retrieve returns from `source` (top 200) for the person's question."""
+    """Doc ids Retrieve returns from `source` (its top 50, the most it gives) for the
+    person's question."""
     with grpc.insecure_channel(mesh.grpc_target) as channel:
         stub = inference_pb2_grpc.InferenceStub(channel)
         reply = stub.Retrieve(inference_pb2.RetrieveRequest(
-            question="meeting notes with the customer contact", top_k=200, source=source),
+            question="meeting notes with the customer contact", top_k=50, source=source),
             timeout=30)
     return {c.doc_id for c in reply.chunks}
 
@@ -96,13 +98,10 @@ def one_round(mesh: Endpoints, docs: int, run: str) -> dict[str, Any]:
             + [(d, {"id": d, "source": plain, "text": f"Meeting notes with the customer "
                     f"contact about delivery {i}."}) for i, d in enumerate(deleted)])
     wait_for("indexed", lambda: len(retrieved(mesh, source)) + len(retrieved(mesh, plain)),
-             1800, total=min(200, docs + 1) + min(200, docs))
+             1800, total=min(50, docs + 1) + min(50, docs))
     # Every one indexed by redaction (the subject index lists them all).
     wait_for("subject index", lambda: _mentioning(mesh), 1800, total=docs)
     out: dict[str, Any] = {"docs": docs}
-    took, done = cli(mesh, "forget", single, "--json")
-    assert done.returncode == 0, done.stderr
-    out["one_document_s"] = took
     took, done = cli(mesh, "forget", "--subject", EMAIL, "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     receipts = json.loads(done.stdout)
@@ -113,6 +112,13 @@ def one_round(mesh: Endpoints, docs: int, run: str) -> dict[str, Any]:
     produce(mesh, [(d, {"id": d, "op": "delete", "source": plain}) for d in deleted])
     wait_for("plain deletes", lambda: not retrieved(mesh, plain), 1800)
     out["delete_s"] = time.monotonic() - started
+    # One document on a mesh with nothing else to do (the backlog above is through).
+    wait_for("single indexed", lambda: single in retrieved(mesh, source), 600)
+    time.sleep(5)
+    took, done = cli(mesh, "forget", single, "--json")
+    assert done.returncode == 0, done.stderr
+    out["one_document_s"] = took
+    out["command_start_s"], _ = cli(mesh, "forget", "--help")  # the interpreter's share
     return out
 
 
@@ -142,6 +148,8 @@ def main() -> int:
           f"{med['subject_s']:>10.1f}{'< 60 s':>12}")
     print(f"{'baseline: plain delete until none answers':<44}{args.docs:>6}"
           f"{med['delete_s']:>10.1f}{'':>12}")
+    print(f"{'of which starting the command (--help)':<44}{'':>6}"
+          f"{med['command_start_s']:>10.1f}{'':>12}")
     print(f"ratio forget --subject / plain delete: {med['subject_s'] / med['delete_s']:.2f}x; "
           f"keys destroyed {med['keys_destroyed']:.0f}; forgotten documents still answered: "
           f"{med['still_answered']:.0f}")

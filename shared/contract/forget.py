@@ -21,6 +21,7 @@ from shared.contract.topics import (
     DOCS_NORMALIZED,
     DOCS_PARSED,
     DOCS_RAW,
+    SEARCH_REPLIES,
     all_topic_specs,
     with_audit_retention,
 )
@@ -32,8 +33,8 @@ BY = PREFIX + "by"  # who asked, as the request says
 AT = PREFIX + "at"  # when the keys were destroyed (seconds since the epoch)
 VERSIONS = PREFIX + "versions"  # JSON list of the versions whose keys went
 KEYS = PREFIX + "keys"  # JSON list of the key ids destroyed
-# When the last clear copy upstream of redaction (docs.raw.v1, docs.parsed.v1,
-# docs.normalized.v1: Kafka deletes no single record) is past its topic's retention.
+# When the last clear copy (CLEAR_COPIES: Kafka deletes no single record) is past its
+# topic's retention.
 RAW_EXPIRES_BY = PREFIX + "raw_expires_by"
 STORES = PREFIX + "stores"  # JSON list of what the forget clears, as the receipt states it
 
@@ -46,18 +47,20 @@ STORES_CLEARED = (
     "pii.subjects.v1 (the delete's empty index supersedes the version's keys)",
 )
 MAX_BY = 256
-# Where clear text lies before redaction seals it: Kafka cannot delete one record there.
-UPSTREAM = (DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name)
+# Where clear text lies outside the sealed stores: before redaction seals it, and in the
+# shards' replies to searches (hit texts, in flight for an hour). Kafka cannot delete one
+# record there; each keeps records for its retention.
+CLEAR_COPIES = (DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name, SEARCH_REPLIES.name)
 
 
 def clear_copies_kept_ms(retention: AuditRetentionSettings | None = None) -> int | None:
-    """The longest any topic upstream of redaction keeps a record, as the contract creates
-    them (None: one keeps it for ever); Kafka deletes whole segments, each rolled within
-    one retention, so a record is gone within twice this."""
+    """The longest any topic holding clear text keeps a record (CLEAR_COPIES), as the
+    contract creates them (None: one keeps it for ever); Kafka deletes whole segments,
+    each rolled within one retention, so a record is gone within twice this."""
     r = retention or AuditRetentionSettings()
     specs = with_audit_retention(all_topic_specs(), r.retention_ms, r.text_retention_ms,
                                  r.raw_retention_ms)
-    kept = [s.expires_after() for s in specs if s.name in UPSTREAM]
+    kept = [s.expires_after() for s in specs if s.name in CLEAR_COPIES]
     return None if any(k is None for k in kept) else 2 * max(k for k in kept if k)
 
 

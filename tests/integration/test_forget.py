@@ -6,6 +6,7 @@ outside the broker's log holds its text, another document stays, and verify pass
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.cli.mesh import Endpoints
+from shared.contract import forget
 from shared.contract.records import RedactedDocument
 from shared.contract.sealed import Forgotten, open_document
 from shared.keys.sealing import key_id_for
@@ -130,6 +133,12 @@ def test_a_document_and_a_person_are_forgotten_with_anchored_receipts(
         if doc.doc_id in (a, b) and doc.sealed:
             with pytest.raises(Forgotten):
                 open_document(doc, keys)
+    # Every other topic, changelogs and dead letters included (keys, headers and values):
+    # nothing but the clear copies the receipt names holds the forgotten words.
+    held = [f"{r.topic}@{r.partition}/{r.offset}" for r in every_record(mesh.bootstrap)
+            if r.topic not in forget.CLEAR_COPIES and r.topic != "deadletter.raw.v1"
+            and any(w.encode() in _bytes(r) for w in (ONLY_A, ONLY_B))]
+    assert held == []
     # The subject index and the chunk topics end with the deletes (compaction keeps those).
     for topic in ("pii.subjects.v1", "chunks.v1"):
         newest = {}
@@ -144,6 +153,37 @@ def test_a_document_and_a_person_are_forgotten_with_anchored_receipts(
         return [str(p) for p in _files(mesh.run_dir)
                 if ONLY_A.encode() in (data := p.read_bytes()) or ONLY_B.encode() in data]
     eventually(lambda: not clean(), "no file holding the forgotten text", timeout_s=120)
+
+
+def _bytes(record: Any) -> bytes:
+    return b"".join([record.key or b"", record.value or b"",
+                     *(k.encode() + (v or b"") for k, v in record.headers or ())])
+
+
+def every_record(bootstrap: str) -> list[Any]:
+    """Every record of every topic on the broker, each partition read to its end."""
+    async def go() -> list[Any]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            parts = [TopicPartition(t, p) for t in await consumer.topics()
+                     for p in consumer.partitions_for_topic(t) or ()]
+            consumer.assign(parts)
+            await consumer.seek_to_beginning(*parts)
+            ends = await consumer.end_offsets(parts)
+            out: list[Any] = []
+            left = {tp for tp in parts if ends[tp] > 0}
+            while left:
+                for tp, records in (await consumer.getmany(timeout_ms=1000)).items():
+                    out += records
+                    if records and records[-1].offset + 1 >= ends[tp]:
+                        left.discard(tp)
+                left = {tp for tp in left if await consumer.position(tp) < ends[tp]}
+            return out
+        finally:
+            await consumer.stop()
+    return asyncio.run(go())
 
 
 def _files(root: Path) -> list[Path]:

@@ -221,14 +221,15 @@ def render_proof(p: dict[str, Any]) -> str:
     lines = [f"document  {p['doc_id']} v{p['version']}"]
     if (f := p.get("forgotten")) is not None:
         at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(f["at"]))
-        expires = ("never (a topic upstream keeps records for ever)"
+        expires = ("never (a topic with clear text keeps records for ever)"
                    if f["raw_expires_by"] is None else
                    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(f["raw_expires_by"])))
         lines += [f"forgotten at {at}, receipt {f['request_id']} (asked by "
                   f"{f['requested_by'] or 'unnamed'}): keys of versions "
                   f"{', '.join(map(str, f['versions'])) or '(none held)'} destroyed "
-                  f"({', '.join(f['keys_destroyed']) or 'none'}); the last clear copy "
-                  f"upstream of redaction expires by {expires}; this version is the receipt:"]
+                  f"({', '.join(f['keys_destroyed']) or 'none'}); the last clear copy (raw "
+                  f"input, search replies) expires by {expires}; this version is the "
+                  "receipt:"]
     leaf = p["leaf"]
     keyed = (f"sha256 sealed redacted {leaf['redacted_sha256'][:16]}.., hmac raw "
              f"{leaf['raw_sha256'][:16]}.., key id {leaf['key_id']}" if leaf.get("key_id") else
