@@ -66,6 +66,9 @@ class Pending:
     request_id: str
     receipt: RedactedDocument | None = None
     anchor: Anchor | None = None
+    # Seconds from sending the requests until the receipt was read / its anchor announced.
+    receipt_s: float | None = None
+    anchor_s: float | None = None
 
 
 def subject_documents(kafka: KafkaSettings, values: list[str], kind: str) -> list[str]:
@@ -106,17 +109,22 @@ async def carry_out(kafka: KafkaSettings, pending: list[Pending], by: str, wait:
                    progress=False)
         if not wait:
             return
+        sent = time.monotonic()
         by_request = {p.request_id: p for p in pending}
         anchors: dict[str, Anchor] = {}
-        deadline = time.monotonic() + timeout
+        deadline = sent + timeout
         while time.monotonic() < deadline and not all(p.anchor for p in pending):
-            batches = await consumer.getmany(timeout_ms=500, max_records=2000)
+            batches = await consumer.getmany(timeout_ms=200, max_records=2000)
             for tp, records in batches.items():
                 for r in records:
                     _take(tp.topic, r.value, by_request, anchors)
+            now = time.monotonic() - sent
             for p in pending:
+                if p.receipt is not None and p.receipt_s is None:
+                    p.receipt_s = now
                 if p.receipt is not None and p.anchor is None:
                     p.anchor = anchors.get(p.receipt.batch_id)
+                    p.anchor_s = now if p.anchor is not None else None
     finally:
         await consumer.stop()
 
@@ -145,6 +153,7 @@ def as_json(pending: list[Pending]) -> list[dict[str, Any]]:
                     "receipt": receipt, "batch_id": p.receipt.batch_id if p.receipt else None,
                     "tx_hash": p.anchor.tx_hash if p.anchor else None,
                     "block_number": p.anchor.block_number if p.anchor else None,
+                    "receipt_after_s": p.receipt_s, "anchored_after_s": p.anchor_s,
                     "done": p.anchor is not None})
     return out
 
