@@ -10,10 +10,13 @@ times, labels, counts, batch) stays in clear. Whoever reads docs.redacted.v1 for
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
+import zlib
 from typing import TypeVar
 
-from shared.contract.records import ChunkSet, EmbeddedChunkSet, RedactedDocument
+from shared.contract.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, RedactedDocument
 from shared.keys.sealing import SealError, VersionKey
 from shared.keys.store import Destroyed, VersionKeys
 
@@ -71,22 +74,29 @@ def open_document(doc: RedactedDocument, keys: VersionKeys) -> RedactedDocument:
     return open_with(doc, found)
 
 
+def _chunks_plain(chunk_set: ChunkSet | EmbeddedChunkSet) -> bytes:
+    """What a chunk set's seal holds: zlib of a length-prefixed JSON head (kind, title,
+    texts) followed by the vectors as raw float32 bytes (base64 inside the seal would grow
+    a vector by a third again: the largest set must still fit a record, shared/contract/
+    sizes.py)."""
+    head = json.dumps({"kind": "chunks", "title": chunk_set.title,
+                       "texts": [c.text for c in chunk_set.chunks]},
+                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    vectors = b"".join(base64.b64decode(c.vector) for c in chunk_set.chunks
+                       if isinstance(c, EmbeddedChunk))
+    return zlib.compress(struct.pack(">I", len(head)) + head + vectors, 1)
+
+
 def seal_chunks(chunk_set: Sets, key: VersionKey) -> Sets:
     """`chunk_set` with its title and every chunk's text (and vector) sealed under `key`;
     ids, ordinals, token counts and overlaps stay in clear for batching and routing."""
     if chunk_set.op != "upsert" or not chunk_set.chunks:
         return chunk_set
-    embedded = isinstance(chunk_set, EmbeddedChunkSet)
-    payload: dict[str, object] = {"kind": "chunks", "title": chunk_set.title,
-                                  "texts": [c.text for c in chunk_set.chunks]}
-    blank: dict[str, str] = {"text": ""}
-    if embedded:
-        payload["vectors"] = [c.vector for c in chunk_set.chunks]  # type: ignore[union-attr]
-        blank["vector"] = ""
+    blank = {"text": "", "vector": ""} if isinstance(chunk_set, EmbeddedChunkSet) else \
+        {"text": ""}
     chunks = tuple(c.model_copy(update=blank) for c in chunk_set.chunks)
-    plain = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return chunk_set.model_copy(update={"title": "", "chunks": chunks, "key_id": key.key_id,
-                                        "sealed": key.seal(plain)})
+                                        "sealed": key.seal(_chunks_plain(chunk_set))})
 
 
 def open_chunks_with(chunk_set: Sets, key: VersionKey) -> Sets:
@@ -95,16 +105,26 @@ def open_chunks_with(chunk_set: Sets, key: VersionKey) -> Sets:
         raise KeyUnavailable(f"{chunk_set.doc_id}@v{chunk_set.version} is sealed under "
                              f"{chunk_set.key_id}, not {key.key_id}")
     try:
-        data = json.loads(key.open(chunk_set.sealed))
-        texts, vectors = data["texts"], data.get("vectors")
+        plain = zlib.decompress(key.open(chunk_set.sealed))
+        (size,) = struct.unpack(">I", plain[:4])
+        data = json.loads(plain[4:4 + size])
+        texts, raw = data["texts"], plain[4 + size:]
         if data.get("kind") != "chunks" or len(texts) != len(chunk_set.chunks):
             raise KeyUnavailable(f"the sealed text of {chunk_set.doc_id}@v{chunk_set.version}"
                                  " is not its chunks")
-    except SealError as exc:
-        raise KeyUnavailable(str(exc)) from exc
-    chunks = tuple(c.model_copy(update={"text": texts[i], **(
-        {"vector": vectors[i]} if vectors is not None else {})})
-        for i, c in enumerate(chunk_set.chunks))
+    except (SealError, KeyError, TypeError, ValueError, struct.error, zlib.error) as exc:
+        raise KeyUnavailable(f"{chunk_set.doc_id}@v{chunk_set.version} does not open: "
+                             f"{type(exc).__name__}") from exc
+    updates: list[dict[str, str]] = [{"text": t} for t in texts]
+    if isinstance(chunk_set, EmbeddedChunkSet):
+        width = 4 * chunk_set.dim
+        if len(raw) != width * len(texts):
+            raise KeyUnavailable(f"the sealed vectors of {chunk_set.doc_id}@v"
+                                 f"{chunk_set.version} are not {len(texts)} of {chunk_set.dim}")
+        for i, update in enumerate(updates):
+            update["vector"] = base64.b64encode(raw[i * width:(i + 1) * width]).decode("ascii")
+    chunks = tuple(c.model_copy(update=u) for c, u in zip(chunk_set.chunks, updates,
+                                                          strict=True))
     return chunk_set.model_copy(update={"title": data["title"], "chunks": chunks,
                                         "key_id": "", "sealed": ""})
 

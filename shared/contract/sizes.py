@@ -13,7 +13,8 @@ GROWTH x the input limit (16 MiB) on every topic (`max.message.bytes`), in every
 
 Planned from the input's size alone (`largest`, one token per byte, a 512-character id
 and a title that takes its 64 tokens off each chunk's budget), the largest embedded chunk
-set of a 1 MiB input is 16,127,808 bytes: under the limit with the default chunking. Every
+set of a 1 MiB input is 16,127,808 bytes in clear and less sealed (the vectors travel as
+raw float32 inside the seal, base64 once): under the limit with the default chunking. Every
 stage still checks each record against the limit before it sends it (`check`): what does
 not fit (a larger chunk overlap, text that redaction made longer, a shape beyond the plan)
 is dead-lettered `derived_too_large`, never handed to a producer that would refuse it.
@@ -116,6 +117,30 @@ def embedded_set_bytes(text_bytes: int, shape: Shape) -> int:
     return chunk_set_bytes(text_bytes, shape) + n * (vector_b64_bytes(shape.dim) + 12)
 
 
+# A sealed value's own bytes: nonce and tag (28), the zlib frame, the JSON head's length,
+# kind and field names, and the key id's field.
+SEAL_BYTES = 256
+
+
+def _sealed(plain_bytes: int) -> int:
+    """base64 of AES-GCM over zlib of `plain_bytes` (zlib never grows incompressible data
+    by more than 5 bytes per 16 KiB block, with headroom)."""
+    zipped = plain_bytes + 5 * math.ceil(plain_bytes / 16_384) + 16
+    return 4 * math.ceil((zipped + SEAL_BYTES) / 3)
+
+
+def sealed_chunk_set_bytes(text_bytes: int, shape: Shape, dim: int | None = None) -> int:
+    """The largest sealed ChunkSet (dim None) or EmbeddedChunkSet (vectors of `dim`, as raw
+    float32 inside the seal): the chunks' clear fields beside one sealed value holding the
+    title, every text (JSON-quoted) and every vector."""
+    n = planned_chunks(text_bytes, shape)
+    repeated = n * shape.overlap_tokens
+    vectors = n * 4 * dim if dim else 0
+    plain = shape.title_bytes + text_bytes + repeated + 4 * n + vectors
+    per_chunk = CHUNK_FIELDS_BYTES + shape.id_bytes + (12 if dim else 0)
+    return SET_FIELDS_BYTES + shape.id_bytes + _sealed(plain) + n * per_chunk
+
+
 def document_bytes(input_bytes: int) -> int:
     """The largest Document/RedactedDocument of an input: its text, title and metadata are
     at most the input's bytes (JSON escapes in the input count as much as in the output),
@@ -139,5 +164,10 @@ def largest(input_bytes: int, shape: Shape = WORST) -> dict[str, int]:
         "Document / RedactedDocument": document_bytes(input_bytes),
         "ChunkSet": chunk_set_bytes(input_bytes, shape),
         "EmbeddedChunkSet": embedded_set_bytes(input_bytes, shape),
+        # Sealed under the version's data key (shared/contract/sealed.py), as the mesh
+        # writes them; the redacted document grows by a third, its text in base64.
+        "ChunkSet, sealed": sealed_chunk_set_bytes(input_bytes, shape),
+        "EmbeddedChunkSet, sealed": sealed_chunk_set_bytes(input_bytes, shape, shape.dim),
+        "RedactedDocument, sealed": SET_FIELDS_BYTES + _sealed(document_bytes(input_bytes)),
         "DeadLetter (raw, payload kept)": dead_letter_bytes(input_bytes, 256 * 1024),
     }

@@ -21,6 +21,7 @@ from services.cli.mesh import Endpoints as RunningMesh
 from shared.contract.topics import DOC_VERSIONS, all_topic_specs
 from tests.support.mesh import produce, read_topic, uid
 from tests.support.polling import eventually
+from tests.support.sealed import opened_text
 
 pytestmark = pytest.mark.integration
 # May hold raw input by design (ingest's side of redaction).
@@ -111,7 +112,8 @@ def test_a_label_hiding_pii_is_dead_lettered_and_appears_nowhere_past_redaction(
         records = read_topic(mesh, spec.name)
         scanned.append(spec.name)
         for r in records:
-            blob = b"\n".join([r.key or b"", r.value or b"", *(v for _, v in r.headers or ())])
+            blob = b"\n".join([r.key or b"", r.value or b"", *(v for _, v in r.headers or ()),
+                               opened_text(mesh, r.value).encode()])  # sealed: opened too
             assert phone.encode() not in blob, (spec.name, r.offset)
     assert {"deadletter.v1", "docs.redacted.v1", "chunks.embedded.v1"} <= set(scanned)
 

@@ -20,6 +20,7 @@ from services.cli.mesh import Endpoints
 from shared.text.visible import reading_view
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
+from tests.support.sealed import opened
 
 pytestmark = pytest.mark.integration
 CARD = "4111111111111111"
@@ -108,7 +109,7 @@ def test_the_edges_of_the_issue_on_the_real_mesh(onebox_mesh: Endpoints) -> None
     assert "expedition" in orders[0].text and "choir" in customers[0].text
 
     def redacted_of(key: str) -> list[dict[str, Any]]:
-        return [json.loads(r.value) for r in read_topic(mesh, "docs.redacted.v1")
+        return [opened(mesh, r.value) for r in read_topic(mesh, "docs.redacted.v1")
                 if r.key == key.encode()]
 
     talk = eventually(lambda: redacted_of(f"{tag}-chat"), "the chat transcript, redacted")

@@ -9,6 +9,7 @@ import pytest
 from services.cli.mesh import Endpoints as RunningMesh
 from tests.support.mesh import chunks_of, produce, read_topic, uid
 from tests.support.polling import eventually
+from tests.support.sealed import opened
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +31,11 @@ def test_tables_and_json_stay_whole_and_every_chunk_is_searchable(mesh: RunningM
                                         source="e2e-structured"), "the document")
 
     def chunk_sets() -> list[dict]:
-        return [json.loads(r.value) for r in read_topic(mesh, "chunks.v1")
+        return [opened(mesh, r.value) for r in read_topic(mesh, "chunks.v1")
                 if r.key == doc_id.encode()]
 
     (chunk_set,) = eventually(chunk_sets, "the ChunkSet on chunks.v1")
-    (redacted,) = [json.loads(r.value) for r in read_topic(mesh, "docs.redacted.v1")
+    (redacted,) = [opened(mesh, r.value) for r in read_topic(mesh, "docs.redacted.v1")
                    if r.key == doc_id.encode()]
     chunks = chunk_set["chunks"]
     assert len(chunks) >= 3

@@ -23,6 +23,7 @@ from shared.contract.topics import DOC_VERSIONS, INGEST_APP, all_topic_specs
 from shared.rpc.streamrag.v1 import inference_pb2
 from tests.support.mesh import produce, query, read_topic, uid
 from tests.support.polling import eventually
+from tests.support.sealed import opened, opened_text
 
 pytestmark = pytest.mark.integration
 # Fixed so CI is repeatable; STREAMRAG_PII_SEED=random (or a number) plants fresh values.
@@ -120,9 +121,12 @@ def hits(blob: str, where: str) -> list[str]:
     return [f"{name} in {where}" for name, needle in needles().items() if needle in blob]
 
 
-def record_text(rec: Any) -> str:
+def record_text(mesh: RunningMesh, rec: Any) -> str:
+    """Key, value and headers; a sealed value opened (the scan reads the text the mesh can
+    read, not ciphertext, which would hide anything)."""
     parts = [rec.key or b"", rec.value or b""] + [v for _, v in rec.headers or ()]
-    return "\n".join(p.decode("utf-8", "replace") for p in parts)
+    return "\n".join([*(p.decode("utf-8", "replace") for p in parts),
+                      opened_text(mesh, rec.value)])
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +170,11 @@ def flowed(mesh: RunningMesh) -> dict[str, Any]:
 
 def test_planted_documents_were_redacted_not_dropped(mesh: RunningMesh,
                                                      flowed: dict[str, Any]) -> None:
-    redacted = {json.loads(r.value)["doc_id"]: json.loads(r.value)
+    redacted = {json.loads(r.value)["doc_id"]: opened(mesh, r.value)
                 for r in read_topic(mesh, "docs.redacted.v1")
                 if r.key and r.key.decode() in flowed["ids"]}
+    assert all(json.loads(r.value)["sealed"] for r in read_topic(mesh, "docs.redacted.v1")
+               if r.key and r.key.decode() in flowed["ids"])  # sealed on the topic
     assert set(redacted) == flowed["ids"]
     plain = redacted[f"pii-plain-{flowed['tag']}"]
     assert plain["title"] == "Call from <PERSON> in <LOCATION>"
@@ -197,7 +203,7 @@ def test_no_planted_value_on_any_topic_past_redaction(mesh: RunningMesh,
             continue
         records = read_topic(mesh, spec.name)
         scanned.append((spec.name, len(records)))
-        found += hits("\n".join(record_text(r) for r in records), spec.name)
+        found += hits("\n".join(record_text(mesh, r) for r in records), spec.name)
     assert not found, found
     counts = dict(scanned)
     for topic in ("docs.redacted.v1", "chunks.v1", "chunks.embedded.v1", "audit.batches.v1",

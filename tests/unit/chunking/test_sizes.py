@@ -20,7 +20,9 @@ from shared.contract.records import (
     RedactedDocument,
     encode_vector,
 )
+from shared.contract.sealed import seal_chunks
 from shared.encoder.model import MODEL_DIM, MODEL_ID, load_tokenizer
+from shared.keys.sealing import VersionKey
 
 SCIFACT = Path(__file__).resolve().parents[4] / "shared/data/beir/scifact-train/corpus.jsonl"
 VECTOR = encode_vector(np.ones(MODEL_DIM, dtype="<f4") / np.sqrt(MODEL_DIM))
@@ -37,6 +39,8 @@ def prose(n: int) -> str:
         words = "\n\n".join(json.loads(line)["text"] for line in SCIFACT.open())
     return (words * (n // len(words) + 1))[:n]
 
+
+KEY = VersionKey("k" + "0" * 31, "d" * sizes.MAX_ID_CHARS, 1, bytes(32))
 
 SHAPES = {
     "prose": prose,
@@ -68,6 +72,10 @@ def test_each_shape_stays_within_the_plan(shape: str, n: int) -> None:
     text_bytes = len(json.dumps(text, ensure_ascii=False).encode())
     assert len(encode(chunk_set)) <= sizes.chunk_set_bytes(text_bytes, plan)
     assert len(encode(embedded)) <= sizes.embedded_set_bytes(text_bytes, plan)
+    assert len(encode(seal_chunks(chunk_set, KEY))) <= sizes.sealed_chunk_set_bytes(
+        text_bytes, plan)
+    assert len(encode(seal_chunks(embedded, KEY))) <= sizes.sealed_chunk_set_bytes(
+        text_bytes, plan, MODEL_DIM)
 
 
 def test_the_densest_input_at_the_limit_with_a_long_title_and_id_fits_one_record() -> None:
@@ -80,3 +88,7 @@ def test_the_densest_input_at_the_limit_with_a_long_title_and_id_fits_one_record
     assert len(encode(embedded)) <= sizes.embedded_set_bytes(len(text), sizes.WORST)
     assert sizes.fits(encode(chunk_set), key) and sizes.fits(encode(embedded), key)
     assert len(encode(embedded)) > 12 * sizes.MIB  # the reason the limit is not 1 MiB
+    # Sealed, as the mesh writes them: within the plan, and it fits.
+    sealed = encode(seal_chunks(embedded, KEY))
+    assert len(sealed) <= sizes.sealed_chunk_set_bytes(len(text), sizes.WORST, MODEL_DIM)
+    assert sizes.fits(sealed, key) and sizes.fits(encode(seal_chunks(chunk_set, KEY)), key)
