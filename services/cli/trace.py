@@ -478,7 +478,9 @@ def _opened(chunk_set: ChunkSet | EmbeddedChunkSet) -> ChunkSet | EmbeddedChunkS
     if not chunk_set.sealed:
         return chunk_set
     try:
-        return open_chunks(chunk_set, VersionKeys.from_settings())
+        keys = VersionKeys.from_settings()
+        return (open_chunks(chunk_set, keys) if isinstance(chunk_set, EmbeddedChunkSet)
+                else open_chunks(chunk_set, keys))
     except (Forgotten, KeyUnavailable, OSError, sqlite3.Error):
         return chunk_set
 

@@ -5,6 +5,7 @@ before a forget (a restored backup) drop the forgotten versions and rewrite the 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,10 @@ def sealed_set(keys: VersionKeys, doc: str, version: int, seeds: list[int], text
 
 def test_a_sealed_set_opens_while_its_key_lives_and_is_a_delete_after(tmp_path: Path) -> None:
     stage = built.stage("retrieval", data_dir=tmp_path, drift=False)
-    clear, sealed = sealed_set(stage.keys, "fa", 1, [1, 2], "the ledger's words")
+    doc = f"fa-{uuid.uuid4().hex[:8]}"  # the unit tests share one key store
+    clear, sealed = sealed_set(stage.keys, doc, 1, [1, 2], "the ledger's words")
     assert sealed.sealed and stage.opened(sealed) == clear
-    stage.keys.destroy("fa", None, "forget t")
+    stage.keys.destroy(doc, None, "forget t")
     gone = stage.opened(sealed)
     assert (gone.op, gone.chunks, gone.sealed, gone.title) == ("delete", (), "", "")
     lost = sealed.model_copy(update={"doc_id": "elsewhere"})
@@ -45,8 +47,9 @@ def test_loaded_shards_drop_forgotten_versions_and_rewrite_their_snapshots(
     shards: Shards = stage.shards
     asyncio.run(shards.assign({0: 0}, lambda *_: asyncio.sleep(0, None)))
     keys = stage.keys
-    for offset, (doc, words) in enumerate([("gone", "zarnowiecki minutes"),
-                                           ("kept", "plain minutes")]):
+    gone, kept = f"gone-{uuid.uuid4().hex[:8]}", f"kept-{uuid.uuid4().hex[:8]}"
+    for offset, (doc, words) in enumerate([(gone, "zarnowiecki minutes"),
+                                           (kept, "plain minutes")]):
         clear, _ = sealed_set(keys, doc, 1, [offset + 1], words)
         shards.apply(0, offset, clear)
     shards.applied(0, 1, b"x")
@@ -54,10 +57,10 @@ def test_loaded_shards_drop_forgotten_versions_and_rewrite_their_snapshots(
     [file] = list((tmp_path / "retrieval-shards").rglob("shard-0.npz"))
     assert b"zarnowiecki" in file.read_bytes()
     assert asyncio.run(stage.drop_forgotten()) == 0  # nothing forgotten yet
-    keys.destroy("gone", None, "forget t")
+    keys.destroy(gone, None, "forget t")
     generation = shards.generation
     assert asyncio.run(stage.drop_forgotten()) == 1
     assert shards.generation > generation  # cached answers see the change
     data = file.read_bytes()
     assert b"zarnowiecki" not in data and b"plain minutes" in data
-    assert shards.held() == {("kept", 1)}
+    assert shards.held() == {(kept, 1)}
