@@ -21,6 +21,8 @@ from shared.contract.topics import (
     DOCS_NORMALIZED,
     DOCS_PARSED,
     DOCS_RAW,
+    DRIFT_SAMPLES,
+    DRIFT_WINDOWS,
     SEARCH_REPLIES,
     all_topic_specs,
     with_audit_retention,
@@ -47,10 +49,13 @@ STORES_CLEARED = (
     "pii.subjects.v1 (the delete's empty index supersedes the version's keys)",
 )
 MAX_BY = 256
-# Where clear text lies outside the sealed stores: before redaction seals it, and in the
-# shards' replies to searches (hit texts, in flight for an hour). Kafka cannot delete one
-# record there; each keeps records for its retention.
-CLEAR_COPIES = (DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name, SEARCH_REPLIES.name)
+# Where clear text lies outside the sealed stores: before redaction seals it, in the
+# shards' replies to searches (hit texts, in flight for an hour), and in drift telemetry.
+# Kafka cannot delete one record there; each keeps records for its retention.
+CLEAR_COPIES = (DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name, SEARCH_REPLIES.name,
+                # Drift: each version's most frequent words (an hour), and on a drift event
+                # the farthest documents' titles and over-represented words (a week).
+                DRIFT_SAMPLES.name, DRIFT_WINDOWS.name)
 
 
 def clear_copies_kept_ms(retention: AuditRetentionSettings | None = None) -> int | None:

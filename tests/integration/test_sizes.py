@@ -6,6 +6,7 @@ dead-lettered with its reason, and a document produced after them is still proce
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ from tests.support.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 INPUT_LIMIT, RECORD_LIMIT = 16_384, 65_536
+_r = random.Random(7)
+DENSE = "".join(_r.choice("abcdefghijklmnopqrstuvwxyz") + _r.choice("!?#%&*")
+                for _ in range(INPUT_LIMIT // 2))
 PROSE = ("Cardiac output rose after the calibrated vasopressin infusion in every cohort, "
          "and the renal clearance of the tracer followed within hours. ")
 
@@ -70,7 +74,10 @@ def test_documents_at_the_limits_are_searchable_or_dead_lettered(small_mesh: End
         # ~3.4x its size once embedded: within the record limit.
         document(prose, prose, PROSE, INPUT_LIMIT),
         # One token per byte: its embedded chunk set (~9.6x) is over the record limit.
-        document(dense, dense, "!", INPUT_LIMIT),
+        # Letters and punctuation in no repeating order, so every chunk has a vector of
+        # its own: chunks of one repeated character share one, which the seal's
+        # compression folds into almost nothing (such a set fits, sealed).
+        document(dense, dense, DENSE, INPUT_LIMIT),
     ])
     produce(mesh, [document(over, over, PROSE, INPUT_LIMIT + 1)], key=over.encode())
     produce(mesh, [

@@ -228,7 +228,8 @@ def render_proof(p: dict[str, Any]) -> str:
                   f"{f['requested_by'] or 'unnamed'}): keys of versions "
                   f"{', '.join(map(str, f['versions'])) or '(none held)'} destroyed "
                   f"({', '.join(f['keys_destroyed']) or 'none'}); the last clear copy (raw "
-                  f"input, search replies) expires by {expires}; this version is the "
+                  f"input, search replies, drift telemetry) expires by {expires}; this "
+                  "version is the "
                   "receipt:"]
     leaf = p["leaf"]
     keyed = (f"sha256 sealed redacted {leaf['redacted_sha256'][:16]}.., hmac raw "
