@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ CHAIN_STATE = "chain-state.json"
 MANIFEST = "manifest.json"
 KAFKA = "kafka"
 KEYS = "keys"  # under data/: the data-key store, never copied
+KEY_FILE = "versions.sqlite"
+SNAPSHOTS = "retrieval-shards"  # under data/: retrieval's snapshots (clear chunk text)
 MAX_PAUSE_S = 300.0
 TORN_TRIES = 20  # anvil caught writing its state file: thawed for a moment this often
 
@@ -55,6 +58,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--keys", type=Path, default=None, metavar="PATH",
                    help="the data-key store (versions.sqlite) to link; default: the one "
                    "the backup was taken beside")
+    r.add_argument("--without-keys", action="store_true",
+                   help="restore where no key store is: sealed text stays unreadable, and "
+                   "the shards' snapshots (clear text from before any forget) are dropped")
 
 
 @dataclass
@@ -96,7 +102,7 @@ def copy_files(run_dir: Path, dest: Path, copied: Copied, chain_state: Callable[
 def key_store_of(run_dir: Path) -> Path:
     """Where the mesh of `run_dir` keeps its data keys (a set STREAMRAG_KEYS_PATH wins)."""
     set_path = KeySettings().path
-    return (set_path or run_dir / "data" / KEYS / "versions.sqlite").resolve()
+    return (set_path or run_dir / "data" / KEYS / KEY_FILE).resolve()
 
 
 def copy_chain_state(run_dir: Path, dest: Path, copied: Copied,
@@ -203,22 +209,31 @@ def place(src: Path, run_dir: Path) -> None:
                         copy_function=copied.copy)
 
 
-def link_keys(src: Path, run_dir: Path, keys: Path | None) -> Path | None:
-    """Point the restored mesh at the key store the backup's records are sealed under
-    (`keys`, else the one the manifest names), never a copy: a key destroyed there since
-    the backup stays destroyed, so the forget holds in the restored mesh too. The store
-    linked, or None when there is none to link."""
+def key_store_for(src: Path, keys: Path | None) -> Path:
+    """The key store a restore of `src` links: `keys`, else the one its manifest names;
+    FileNotFoundError with a sentence when it is not there (a restore without it would
+    serve its snapshots' texts whatever was forgotten since)."""
     named = json.loads((src / MANIFEST).read_text()).get("key_store")
-    store = (keys or (Path(named) if named else None))
-    if store is None or not store.exists():
-        return None
+    store = keys or (Path(named) if named else None)
+    if store is None or not store.is_file() or store.name != KEY_FILE:
+        where = store or "(the backup names none)"
+        msg = (f"the data-key store {where} is not here: the backup's sealed text opens only "
+               f"with it, and what was forgotten since stays forgotten only through it; name "
+               f"it with --keys PATH/{KEY_FILE}, or restore --without-keys (the shards' "
+               "snapshots are then left behind)")
+        raise FileNotFoundError(msg)
+    return store
+
+
+def link_keys(store: Path, run_dir: Path) -> None:
+    """Point the restored mesh at `store`, never a copy: a key destroyed there since the
+    backup stays destroyed, so a forget holds in the restored mesh too."""
     target = run_dir / "data" / KEYS
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.is_symlink() or target.exists():
         msg = f"{target} exists: restore into a new run directory"
         raise FileExistsError(msg)
     target.symlink_to(store.parent.resolve(), target_is_directory=True)
-    return store
 
 
 def run_backup(args: argparse.Namespace) -> int:
@@ -238,13 +253,21 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def run_restore(args: argparse.Namespace) -> int:
     run_dir = MeshSettings().run_dir
+    store = None
+    if not args.without_keys:
+        try:
+            store = key_store_for(args.dir, args.keys)
+        except FileNotFoundError as exc:
+            print(f"streamrag restore: {exc}", file=sys.stderr)
+            return 2
     place(args.dir, run_dir)
-    store = link_keys(args.dir, run_dir, args.keys)
     print(f"placed the backup in {run_dir}: `streamrag up` starts from it")
     if store is not None:
+        link_keys(store, run_dir)
         print(f"data keys: {run_dir / 'data' / KEYS} links the key store {store} (not "
               "copied: what was forgotten since the backup stays forgotten)")
     else:
-        print("data keys: the key store the backup was taken beside is not here: its "
-              "sealed documents open only where that store is (--keys PATH names it)")
+        shutil.rmtree(run_dir / "data" / SNAPSHOTS, ignore_errors=True)
+        print("data keys: none (--without-keys): the sealed text of the backup opens "
+              "nowhere here, and the shards' snapshots were left behind")
     return 0

@@ -132,7 +132,9 @@ class Embedding:
             raise
 
     def opened(self, chunk_set: ChunkSet) -> ChunkSet:
-        """The set in clear, its key kept for the output; a forgotten version's delete."""
+        """The set in clear, its `key_id` kept (so its output is sealed under the same key,
+        never sent in clear) and its key held for the output; a forgotten version's
+        delete."""
         if not chunk_set.sealed:
             return chunk_set
         try:
@@ -148,7 +150,25 @@ class Embedding:
         self.sealing.move_to_end((chunk_set.doc_id, chunk_set.version))
         while len(self.sealing) > SEALING_KEPT:
             self.sealing.popitem(last=False)
-        return opened
+        return opened.model_copy(update={"key_id": chunk_set.key_id})
+
+    def sealed(self, out: EmbeddedChunkSet) -> EmbeddedChunkSet:
+        """The output as it may go on the topic: sealed under its input's key when the input
+        was sealed (the key held since intake, else the store's; a version forgotten
+        meanwhile goes as its delete), as it is otherwise."""
+        if not out.key_id or out.op != "upsert":
+            return out
+        key = self.sealing.get((out.doc_id, out.version))
+        if key is None:
+            try:
+                key = version_key(out.doc_id, out.version, self.keys)
+            except Forgotten:
+                return out.model_copy(update={"op": "delete", "chunks": (), "title": "",
+                                              "key_id": ""})
+            except KeyUnavailable as exc:
+                raise InvalidInput("key_unavailable", "key_id", f"no data key for "
+                                   f"{out.doc_id}@v{out.version}") from exc
+        return seal_chunks(out, key)
 
     async def intake(self, stream: Any, batcher: Batcher[Pending, None]) -> None:
         async for event in checkpoint.taken(stream):
@@ -203,10 +223,8 @@ class Embedding:
         sent = []
         for out in embedded:
             event = events[(out.doc_id, out.version)]
-            key_of = self.sealing.get((out.doc_id, out.version))
-            sealed = seal_chunks(out, key_of) if key_of is not None else out
-            key, value = embedded_key(out.model_id, out.doc_id), encode(sealed)
             async with self.boundary.record(event, count=False, operation="emit"):
+                key, value = embedded_key(out.model_id, out.doc_id), encode(self.sealed(out))
                 spans.annotate(doc_id=out.doc_id, version=out.version, model_id=out.model_id)
                 sizes.check(value, key, "embedded chunk set", self.kafka.max_record_bytes)
                 # On its input's partition (chunks.v1 is keyed by doc id too): every model's

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from services.ingest.ordering import compare
-from shared.contract.forget import is_forget
+from shared.contract.forget import REQUEST, is_forget
 from shared.contract.records import Document, Position, TableTruncate
 from shared.errors import InvalidInput
 
@@ -47,6 +47,8 @@ class SeenVersion(TypedDict):
     recent: NotRequired[list[list[Any]]]
     # [partition, offset] on docs.parsed.v1 of the record whose change made this version.
     at: NotRequired[list[int]]
+    # [request id, version] of the newest forgets applied (shared/contract/forget.py).
+    forgets: NotRequired[list[list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,7 @@ def apply_change(prev: SeenVersion | None, doc: Document,
         return Applied(doc.model_copy(update={"version": prev["version"], "source": prev.get(
             "source", doc.source)} if is_forget(doc) else {"version": prev["version"]}), prev)
     if is_forget(doc):
-        # A forget (shared/contract/forget.py) is the owner's delete at the next version,
-        # whatever source asked and whatever positions came before: it is never stale,
-        # never a repeat (each request is its own), and the next change starts afresh.
-        new = doc.model_copy(update={"version": prev["version"] + 1,
-                                     "source": prev.get("source", doc.source)})
-        return Applied(new, seen(new, prev, at))
+        return _forgotten(prev, doc, at)
     _check_identity(prev, doc)
     order = _order(prev, doc.position)
     if order is not None and order < 0:
@@ -95,6 +92,27 @@ def apply_change(prev: SeenVersion | None, doc: Document,
         raise InvalidInput("version_conflict", "position", _detail(prev, doc))
     new = doc.model_copy(update={"version": prev["version"] + 1})
     return Applied(new, seen(new, prev, at))
+
+
+def _forgotten(prev: SeenVersion, doc: Document, at: tuple[int, int] | None) -> Applied:
+    """A forget (shared/contract/forget.py) is the owner's delete at the next version,
+    whatever source asked and whatever positions came before: never stale. A request
+    applied already (a replay after later changes) is sent again at the version it had,
+    which every stage takes as the stale delete it then is and redaction as the same
+    forget (its keys are gone already): never a second forget of what came after it. The
+    newest position stays, so a stale redelivery of an earlier change stays stale."""
+    request = doc.metadata[REQUEST]
+    source = prev.get("source", doc.source)
+    done = {r: v for r, v in prev.get("forgets", [])}
+    if request in done:
+        return Applied(doc.model_copy(update={"version": done[request], "source": source}),
+                       prev)
+    new = doc.model_copy(update={"version": prev["version"] + 1, "source": source})
+    state = seen(new, prev, at)
+    if "position" in prev:
+        state["position"] = prev["position"]
+    state["forgets"] = [*prev.get("forgets", []), [request, new.version]][-RECENT:]
+    return Applied(new, state)
 
 
 def truncated(items: Iterable[tuple[str, SeenVersion]], cut: TableTruncate,
@@ -132,6 +150,8 @@ def seen(doc: Document, prev: SeenVersion | None = None,
         state["recent"] = recent[-RECENT:]
     elif recent:
         state["recent"] = recent
+    if prev is not None and prev.get("forgets"):
+        state["forgets"] = list(prev["forgets"])  # a replayed forget stays the one it was
     return _at(state, doc.position)
 
 

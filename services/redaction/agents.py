@@ -218,14 +218,14 @@ class Redaction:
 
     async def _processed(self, ready: Redactor, valid: list[tuple[Any, Document]],
                          ) -> tuple[list[tuple[Any, Document, RedactedDocument, SubjectIndex]],
-                                    dict[int, VersionKey]]:
-        """The batch's documents redacted (sealed under their keys) and its forgets
-        carried out, in input order; and each sealed document's key, by input offset. A
-        version whose key was destroyed (a replay of a forgotten one) is dead-lettered
+                                    dict[int, VersionKey], list[Document]]:
+        """The batch's documents redacted (sealed under their keys) and its forgets made
+        receipts, in input order; each sealed document's key, by input offset; and the
+        forgets, whose keys go once the batch's audit record is on the broker. A version
+        whose key was destroyed (a replay of a forgotten one) is dead-lettered
         (`forgotten`), never redacted again under a new key."""
-        if not self.settings.seal:
-            return await self._redacted(ready, valid), {}
-        wanted = [(d.doc_id, d.version) for _, d in valid if d.op == "upsert"]
+        wanted = [(d.doc_id, d.version) for _, d in valid
+                  if d.op == "upsert" and self.settings.seal]
         made = await asyncio.to_thread(self.keys.create, wanted) if wanted else {}
         plain, forgets = [], []
         for event, doc in valid:
@@ -243,24 +243,46 @@ class Redaction:
                 if isinstance(k := made.get((d.doc_id, d.version)), VersionKey)}
         done = [(e, d, seal(red, keys[e.message.offset]) if e.message.offset in keys else red,
                  subjects) for e, d, red, subjects in await self._redacted(ready, plain)]
-        done += [await self._forget(event, doc) for event, doc in forgets]
-        return sorted(done, key=lambda t: t[0].message.offset), keys
+        done += [await self._receipt(event, doc) for event, doc in forgets]
+        return (sorted(done, key=lambda t: t[0].message.offset), keys,
+                [doc for _, doc in forgets])
 
-    async def _forget(self, event: Any, doc: Document,
-                      ) -> tuple[Any, Document, RedactedDocument, SubjectIndex]:
-        """Destroy the keys of every version of the document before this delete and make
-        the delete its receipt (shared/contract/forget.py)."""
-        gone = await asyncio.to_thread(self.keys.destroy, doc.doc_id, doc.version,
-                                       f"forget {doc.metadata[forget.REQUEST]}")
+    async def _receipt(self, event: Any, doc: Document,
+                       ) -> tuple[Any, Document, RedactedDocument, SubjectIndex]:
+        """The forget's delete as its receipt (shared/contract/forget.py), naming the keys
+        of every version before it, which `_destroy` takes once the batch is audited."""
+        held = await asyncio.to_thread(self.keys.held_below, doc.doc_id, doc.version,
+                                       doc.ingest_time)
         red = RedactedDocument(**{
             **doc.model_dump(exclude={"metadata"}),
-            "metadata": forget.receipt(doc.metadata, gone, doc.ingest_time,
+            "metadata": forget.receipt(doc.metadata, held, doc.ingest_time,
                                        forget.clear_copies_kept_ms())})
-        log.info("forgot %s: %d keys destroyed (versions %s), request %s", doc.doc_id,
-                 len(gone), [d.version for d in gone], doc.metadata[forget.REQUEST])
         subjects = SubjectIndex(doc_id=doc.doc_id, version=doc.version,
                                 key_id=self.subject_keys.key_id)
         return event, doc, red, subjects
+
+    async def _destroy(self, forgets: list[Document]) -> None:
+        """Destroy the keys each forget's receipt names (idempotent: a forget redone after
+        a crash, or found already audited, takes what is left and changes nothing else)."""
+        for doc in forgets:
+            gone = await asyncio.to_thread(
+                self.keys.destroy, doc.doc_id, doc.version,
+                f"forget {doc.metadata[forget.REQUEST]}", None, doc.ingest_time)
+            log.info("forgot %s: %d keys destroyed (versions %s), request %s", doc.doc_id,
+                     len(gone), [d.version for d in gone], doc.metadata[forget.REQUEST])
+
+    def _forgets_in(self, events: list[Any]) -> list[Document]:
+        """The forgets among events already audited (a replay): their keys may not have
+        gone yet (a crash between the audit record and `_destroy`)."""
+        out = []
+        for event in events:
+            try:
+                doc = decode(Document, event.message.value)
+            except InvalidInput:
+                continue
+            if is_forget(doc):
+                out.append(doc)
+        return out
 
     async def redact_partition(self, ready: Redactor, partition: int, events: list[Any],
                                ) -> None:
@@ -273,8 +295,9 @@ class Redaction:
             log.info("partition %d: offsets %d-%d are audited already (a redelivery): "
                      "skipped", partition, events[0].message.offset,
                      events[skipped - 1].message.offset)
-        done, keys = await self._processed(ready, await self._valid(fresh)) if fresh else \
-            ([], {})
+            await self._destroy(self._forgets_in(events[:skipped]))
+        done, keys, forgets = await self._processed(ready, await self._valid(fresh)) \
+            if fresh else ([], {}, [])
         if not done:
             return
         await self._still_owned(partition, tip)
@@ -297,6 +320,9 @@ class Redaction:
         await asyncio.gather(*sent)
         await self._still_owned(partition, tip)
         await (await _deliver(self.audit_topic, str(partition).encode(), encode(batch)))
+        # The receipts are audited: now their keys go (a crash before this replays the
+        # batch as audited already, and the skipped forgets are carried out then).
+        await self._destroy(forgets)
         counted = [await _deliver(self.stats_topic, c.source.encode(), encode(c))
                    for c in pii_counts([red for _, _, red, _ in done])]
         await asyncio.gather(*counted)

@@ -27,7 +27,6 @@ from shared.contract.topics import (
     all_topic_specs,
     with_audit_retention,
 )
-from shared.keys.store import Destroyed
 
 PREFIX = "streamrag.forget."
 REQUEST = PREFIX + "request"  # the request's id (the CLI draws one)
@@ -77,19 +76,19 @@ def request_marker(request_id: str, requested_by: str) -> dict[str, str]:
     return {REQUEST: request_id, BY: requested_by}
 
 
-def receipt(request: Mapping[str, str], destroyed: Sequence[Destroyed], asked_at: float,
+def receipt(request: Mapping[str, str], keys: Sequence[tuple[str, int]], asked_at: float,
             kept_ms: int | None) -> dict[str, str]:
-    """The receipt's fields (the delete's metadata on docs.redacted.v1). Its time is the
-    keys' destruction, `asked_at` (when ingest took the request) when there were none, so
-    a replay of the same forget, which destroys nothing more, writes the same receipt; the
-    upstream copies are gone `kept_ms` after it (clear_copies_kept_ms; None: never)."""
-    at = max((d.destroyed_at for d in destroyed), default=asked_at)
-    raw_expires_by = None if kept_ms is None else at + kept_ms / 1000
+    """The receipt's fields (the delete's metadata on docs.redacted.v1): `keys`, the (key id,
+    version) of every earlier version, which redaction destroys once the receipt's audit
+    record is on the broker; its time is the request's (when ingest took it), so the same
+    forget redone after a crash writes the same receipt; the clear copies are gone `kept_ms`
+    after it (clear_copies_kept_ms; None: never)."""
+    expires = None if kept_ms is None else asked_at + kept_ms / 1000
     return {
-        REQUEST: request[REQUEST], BY: request.get(BY, ""), AT: f"{at:.3f}",
-        VERSIONS: json.dumps(sorted({d.version for d in destroyed})),
-        KEYS: json.dumps(sorted({d.key_id for d in destroyed})),
-        RAW_EXPIRES_BY: "" if raw_expires_by is None else f"{raw_expires_by:.0f}",
+        REQUEST: request[REQUEST], BY: request.get(BY, ""), AT: f"{asked_at:.3f}",
+        VERSIONS: json.dumps(sorted({v for _, v in keys})),
+        KEYS: json.dumps(sorted({k for k, _ in keys})),
+        RAW_EXPIRES_BY: "" if expires is None else f"{expires:.0f}",
         STORES: json.dumps(list(STORES_CLEARED)),
     }
 

@@ -90,8 +90,8 @@ def _chunks_plain(chunk_set: ChunkSet | EmbeddedChunkSet) -> bytes:
 def seal_chunks(chunk_set: Sets, key: VersionKey) -> Sets:
     """`chunk_set` with its title and every chunk's text (and vector) sealed under `key`;
     ids, ordinals, token counts and overlaps stay in clear for batching and routing."""
-    if chunk_set.op != "upsert" or not chunk_set.chunks:
-        return chunk_set
+    if chunk_set.op != "upsert":
+        return chunk_set  # a delete carries no text
     blank = {"text": "", "vector": ""} if isinstance(chunk_set, EmbeddedChunkSet) else \
         {"text": ""}
     chunks = tuple(c.model_copy(update=blank) for c in chunk_set.chunks)

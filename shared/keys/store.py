@@ -14,18 +14,25 @@ writer's key wins and every other reads it, so two workers redacting the same ve
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
-from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
+from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
+from shared.errors import InfrastructureError
 from shared.keys.sealing import VersionKey, key_id_for
 from shared.keys.settings import KeySettings
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (
@@ -51,11 +58,28 @@ class Destroyed:
 
 
 Version = tuple[str, int]  # doc id, version
+CHECKPOINT_TRIES = 50  # a reader holding the log: try its truncation again this often
+
+
+class KeyStoreError(InfrastructureError):
+    """The key store cannot be read or written (locked, not mounted, a wrong KEK): no record's
+    fault, so a stage stops and replays instead of dead-lettering what it holds."""
+
+
+def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (sqlite3.Error, OSError, InvalidUnwrap) as exc:
+            raise KeyStoreError(f"data-key store: {type(exc).__name__}: {exc}") from exc
+    return call
 
 
 class VersionKeys:
     """The key store of one process (thread-safe: one connection behind a lock)."""
 
+    @_guarded
     def __init__(self, path: Path, kek: bytes) -> None:
         self.path, self._kek = path, kek
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +97,11 @@ class VersionKeys:
     @classmethod
     def from_settings(cls, settings: KeySettings | None = None) -> VersionKeys:
         s = settings or KeySettings()
-        return cls(s.store_path(), s.kek_bytes())
+        try:
+            kek = s.kek_bytes()
+        except (ValueError, OSError) as exc:  # a setting to fix: the stage must not go on
+            raise KeyStoreError(str(exc)) from exc
+        return cls(s.store_path(), kek)
 
     def close(self) -> None:
         with self._lock:
@@ -82,6 +110,7 @@ class VersionKeys:
     def _unwrap(self, key_id: str, doc_id: str, version: int, wrapped: bytes) -> VersionKey:
         return VersionKey(key_id, doc_id, version, aes_key_unwrap(self._kek, wrapped))
 
+    @_guarded
     def create(self, versions: Sequence[Version]) -> dict[Version, VersionKey | Destroyed]:
         """Each version's key, made if it has none (one transaction for all); a version
         whose key was destroyed gets its marker, never a new key."""
@@ -108,6 +137,7 @@ class VersionKeys:
                 raise
         return out
 
+    @_guarded
     def get(self, doc_id: str, version: int) -> VersionKey | Destroyed | None:
         """The version's key, its destruction marker, or None (never made here: another
         key store, or one restored from before it was made)."""
@@ -125,6 +155,7 @@ class VersionKeys:
             "WHERE key_id = ?", (key_id,)).fetchone()
         return Destroyed(*row) if row is not None else None
 
+    @_guarded
     def versions(self, doc_id: str) -> list[int]:
         """The versions of `doc_id` that have a live key, oldest first."""
         with self._lock:
@@ -132,37 +163,67 @@ class VersionKeys:
                                     "ORDER BY version", (doc_id,)).fetchall()
         return [r[0] for r in rows]
 
+    @_guarded
+    def held_below(self, doc_id: str, below: int | None, made_before: float = 0.0,
+                   ) -> list[tuple[str, int]]:
+        """(key id, version) of every key `destroy` with these arguments takes or took: the
+        live ones it would destroy and the markers of those already gone, by version."""
+        limit = below if below is not None else 2**62
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key_id, version FROM keys WHERE doc_id = ? AND (version < ? OR "
+                "created_at < ?) UNION SELECT key_id, version FROM destroyed WHERE "
+                "doc_id = ? AND version < ? ORDER BY 2", (doc_id, limit, made_before, doc_id,
+                                                          limit)).fetchall()
+        return [(k, v) for k, v in rows]
+
+    @_guarded
     def destroy(self, doc_id: str, below: int | None, reason: str,
-                now: float | None = None) -> list[Destroyed]:
-        """Destroy the keys of `doc_id`'s versions under `below` (all with None): rows
-        overwritten, the log truncated, markers left. Idempotent: a second call returns
-        the markers the first left."""
+                now: float | None = None, made_before: float = 0.0) -> list[Destroyed]:
+        """Destroy the keys of `doc_id`'s versions under `below` (all with None), and any
+        made before `made_before` (a forget of a document ingest no longer knew): rows
+        overwritten, the log truncated, markers left. Idempotent: a second call returns the
+        markers the first left."""
         at = time.time() if now is None else now
         limit = below if below is not None else 2**62
+        taken = "doc_id = ? AND (version < ? OR created_at < ?)"
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                rows = self._db.execute(
-                    "SELECT key_id, version FROM keys WHERE doc_id = ? AND version < ?",
-                    (doc_id, limit)).fetchall()
+                rows = self._db.execute(f"SELECT key_id, version FROM keys WHERE {taken}",
+                                        (doc_id, limit, made_before)).fetchall()
                 self._db.executemany(
                     "INSERT OR IGNORE INTO destroyed VALUES (?, ?, ?, ?, ?)",
                     [(key_id, doc_id, version, at, reason) for key_id, version in rows])
-                self._db.execute("DELETE FROM keys WHERE doc_id = ? AND version < ?",
-                                 (doc_id, limit))
+                self._db.execute(f"DELETE FROM keys WHERE {taken}",
+                                 (doc_id, limit, made_before))
                 gone = self._db.execute(
                     "SELECT key_id, doc_id, version, destroyed_at, reason FROM destroyed "
-                    "WHERE doc_id = ? AND version < ? ORDER BY version",
-                    (doc_id, limit)).fetchall()
+                    "WHERE doc_id = ? AND (version < ? OR key_id IN (SELECT value FROM "
+                    "json_each(?))) ORDER BY version",
+                    (doc_id, limit, _json_ids(k for k, _ in rows))).fetchall()
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             # The deleted rows' pages are zeroed (secure_delete); the log's copies of them
             # go with the truncation.
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._truncate_log()
         return [Destroyed(*row) for row in gone]
 
+    def _truncate_log(self) -> None:
+        """Fold the write-ahead log into the file and empty it; a reader in another process
+        holding it is waited for (CHECKPOINT_TRIES tenths of a second), then KeyStoreError:
+        a destroy is not done while the log may still hold the key."""
+        for _ in range(CHECKPOINT_TRIES):
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return
+            time.sleep(0.1)
+        raise KeyStoreError(f"{self.path}: the write-ahead log stayed busy; the destroyed "
+                            "keys' old pages may still be in it")
+
+    @_guarded
     def destroyed_of(self, doc_ids: Iterable[str]) -> list[Destroyed]:
         with self._lock:
             out = []
@@ -172,6 +233,7 @@ class VersionKeys:
                     "WHERE doc_id = ? ORDER BY version", (doc_id,))]
         return out
 
+    @_guarded
     def expire(self, created_before: float, reason: str = "text retention",
                now: float | None = None) -> int:
         """Destroy every key made before `created_before` (the text retention: a forget by
@@ -189,5 +251,9 @@ class VersionKeys:
                 self._db.execute("ROLLBACK")
                 raise
             if moved:
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._truncate_log()
         return moved
+
+
+def _json_ids(ids: Iterable[str]) -> str:
+    return json.dumps(list(ids))

@@ -241,10 +241,33 @@ def test_the_data_keys_are_never_copied_and_restore_links_the_store_they_came_fr
                                          "versions.sqlite").resolve())
     moved = tmp_path / "moved"
     bk.place(copy, moved)
-    assert bk.link_keys(copy, moved, None) == run_dir / "data" / "keys" / "versions.sqlite"
+    store = bk.key_store_for(copy, None)
+    assert store == (run_dir / "data" / "keys" / "versions.sqlite").resolve()
+    bk.link_keys(store, moved)
     linked = moved / "data" / "keys"
     assert linked.is_symlink() and linked.resolve() == (run_dir / "data" / "keys").resolve()
     # Not a copy: a key destroyed in the origin's store since is destroyed here too.
     (run_dir / "data" / "keys" / "versions.sqlite").write_bytes(b"after a forget")
     assert (linked / "versions.sqlite").read_bytes() == b"after a forget"
-    assert bk.link_keys(copy, tmp_path / "elsewhere", tmp_path / "no-such-store") is None
+    for missing in (tmp_path / "no-such-store", run_dir / "data" / "keys"):  # not the file
+        with pytest.raises(FileNotFoundError, match="--keys PATH/versions.sqlite"):
+            bk.key_store_for(copy, missing)
+
+
+def test_a_restore_refuses_without_the_key_store_unless_told_and_then_drops_snapshots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("STREAMRAG_KEYS_PATH", raising=False)
+    run_dir = tmp_path / "run"
+    (run_dir / "kafka" / "node-1" / "docs.redacted.v1-0").mkdir(parents=True)
+    (run_dir / "data" / "retrieval-shards").mkdir(parents=True)
+    (run_dir / "data" / "retrieval-shards" / "shard-0.npz").write_bytes(b"clear text")
+    bk.backup(run_dir, tmp_path / "copy")  # no key store beside it
+    monkeypatch.setenv("STREAMRAG_MESH_RUN_DIR", str(tmp_path / "moved"))
+    args = bk.argparse.Namespace(dir=tmp_path / "copy", keys=None, without_keys=False)
+    assert bk.run_restore(args) == 2
+    assert "is not here" in capsys.readouterr().err and not (tmp_path / "moved").exists()
+    args.without_keys = True
+    assert bk.run_restore(args) == 0
+    assert (tmp_path / "moved" / "kafka").is_dir()
+    assert not (tmp_path / "moved" / "data" / "retrieval-shards").exists()

@@ -449,3 +449,36 @@ def test_a_forget_redone_after_a_crash_writes_the_same_receipt() -> None:
                 for m in (first, again))
     assert one.metadata == two.metadata and forget.read_receipt(one.metadata)["versions"] == \
         [1, 2]
+
+
+def test_a_forget_found_audited_already_still_destroys_its_keys() -> None:
+    """Killed after the receipt's audit record was on the broker, before the keys went: the
+    replay skips the audited offset and carries the forget out all the same."""
+    asyncio.run(_drive([upsert("late", 1, "alpha")]))
+    leaf = AuditLeaf(doc_id="late", version=2, offset=0, redacted_sha256="0" * 64,
+                     raw_sha256="1" * 64)
+    audited = sign(build_batch("docs.normalized.v1", 0, (0, 0), [leaf], [],
+                               Tip.genesis("ep"), "fp", 1.0), SecretStr(DEV_SIGNING_KEY))
+    assert isinstance(stage.keys.get("late", 1), VersionKey)
+    red, _, _ = asyncio.run(_drive([forget_request("late", 2, "req-l"),
+                                    upsert("after-late", 1, "beta")], [audited]))
+    assert [RedactedDocument.model_validate_json(c.kwargs["value"]).doc_id
+            for c in red.await_args_list] == ["after-late"]  # the forget is not written again
+    assert isinstance(stage.keys.get("late", 1), Destroyed)
+
+
+def test_the_keys_go_only_once_the_receipts_audit_record_is_on_the_broker() -> None:
+    asyncio.run(_drive([upsert("order", 1, "alpha")]))
+    order: list[str] = []
+    destroy = stage.keys.destroy
+
+    def destroying(*args: Any, **kwargs: Any) -> Any:
+        order.append("destroy")
+        return destroy(*args, **kwargs)
+    with patch.object(stage.keys, "destroy", destroying):
+        red, _, _ = asyncio.run(_drive([forget_request("order", 2, "req-o")], order=order))
+    assert order.index("destroy") > order.index("audit.batches.v1") > order.index(
+        "docs.redacted.v1")
+    assert isinstance(stage.keys.get("order", 1), Destroyed)
+    receipt = RedactedDocument.model_validate_json(red.await_args_list[0].kwargs["value"])
+    assert forget.read_receipt(receipt.metadata)["keys_destroyed"] == [key_id_for("order", 1)]

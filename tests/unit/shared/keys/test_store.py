@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from shared.keys.sealing import key_id_for
 from shared.keys.settings import KeySettings
-from shared.keys.store import Destroyed, VersionKey, VersionKeys
+from shared.keys.store import Destroyed, KeyStoreError, VersionKey, VersionKeys
 
 KEK = bytes(range(32))
 
@@ -40,8 +40,9 @@ def test_keys_are_wrapped_on_disk_and_a_wrong_kek_cannot_unwrap_them(tmp_path: P
     assert isinstance(key, VersionKey)
     files = b"".join(p.read_bytes() for p in (tmp_path / "keys").iterdir())
     assert key.secret not in files
-    with pytest.raises(InvalidUnwrap):
+    with pytest.raises(KeyStoreError) as err:  # the stage stops: no record's fault
         store(tmp_path, bytes(32)).get("d", 1)
+    assert isinstance(err.value.__cause__, InvalidUnwrap)
     assert os.stat(tmp_path / "keys" / "versions.sqlite").st_mode & 0o077 == 0
 
 
@@ -99,3 +100,23 @@ def test_the_text_retention_destroys_the_keys_made_before_its_cut(tmp_path: Path
                                                                    Destroyed)
     assert keys.get("new", 1) == made[("new", 1)] and keys.expire(cut) == 0
     assert keys.destroyed_of(["old"])[0].reason == "text retention"
+
+
+def test_a_forget_of_a_document_ingest_forgot_takes_the_keys_made_before_it(
+        tmp_path: Path) -> None:
+    keys = store(tmp_path)
+    keys.create([("d", 3)])
+    asked = time.time() + 0.001
+    time.sleep(0.01)
+    later = keys.create([("d", 9)])[("d", 9)]  # made after the request: new content
+    assert keys.held_below("d", 1, made_before=asked) == [(key_id_for("d", 3), 3)]
+    gone = keys.destroy("d", 1, "forget r", made_before=asked)
+    assert [g.version for g in gone] == [3] and keys.get("d", 9) == later
+    assert keys.held_below("d", 1, made_before=asked) == []  # destroyed: no longer live
+    assert keys.held_below("d", 4) == [(key_id_for("d", 3), 3)]  # its marker, by version
+
+
+def test_an_unreachable_store_is_an_infrastructure_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(KeyStoreError):
+        VersionKeys(tmp_path / "file" / "versions.sqlite", KEK)
