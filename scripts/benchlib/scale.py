@@ -93,7 +93,9 @@ class ScaleMesh:
             self.infra.append(self._spawn(name, name))
 
     def _spawn(self, service: str, name: str) -> Child:
-        env = {**self.env, "STREAMRAG_DATA_DIR": str(self.run_dir / "data" / name)}
+        # A data dir each, one data-key store for all (what one stage seals the next opens).
+        env = {**self.env, "STREAMRAG_DATA_DIR": str(self.run_dir / "data" / name),
+               "STREAMRAG_KEYS_PATH": str(self.run_dir / "keys" / "versions.sqlite")}
         return spawn(name, service_argv(service), self.run_dir, env)
 
     def add(self, stage: str, n: int = 1) -> list[Child]:

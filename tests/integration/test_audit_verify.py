@@ -88,6 +88,7 @@ def test_a_third_party_checks_the_proof_without_the_project(
         "record_signed_by_trusted_signer": True, "chain_holds_root_count_and_signer": True,
         "anchor_tx_succeeded": True})
     other = "ab" * 32
+    assert proof["redacted_content"][0] == "sealed"  # what the mesh writes now
     assert third_party({**proof, "redacted_content": ["", "edited", []]})[1][
         "leaf_is_this_document"] is False
     if proof["path"]:
@@ -112,8 +113,10 @@ def test_tampering_with_real_records_is_caught(mesh: RunningMesh,
         return report.batches[0].problems
 
     assert problems_of(docs) == []
-    changed = [d.model_copy(update={"text": d.text + " edited"}) if d is target else d
-               for d in docs]
+    # Edited: its text, or the sealed text that stands for it on the topic.
+    edit = ({"sealed": target.sealed[:-8] + "AAAAAAA="} if target.sealed else
+            {"text": target.text + " edited"})
+    changed = [d.model_copy(update=edit) if d is target else d for d in docs]
     assert problems_of(changed) == [f"changed {target.doc_id}@v1"]
     # A document that is gone is missing evidence, not tampering: unprovable, never ok.
     gone = verify([d for d in docs if d is not target], mine, on_chain,

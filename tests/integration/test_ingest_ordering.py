@@ -10,6 +10,7 @@ import pytest
 from services.cli.mesh import Endpoints as RunningMesh
 from tests.support.mesh import produce, read_topic, uid
 from tests.support.polling import eventually
+from tests.support.sealed import opened
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +82,7 @@ def test_shuffled_versions_end_with_the_newest_version_only(mesh: RunningMesh) -
         last: dict[str, dict] = {}
         for r in read_topic(mesh, "chunks.embedded.v1"):
             if r.key is not None and r.key.decode() in docs:
-                last[r.key.decode()] = json.loads(r.value)
+                last[r.key.decode()] = opened(mesh, r.value)  # sealed: read as the mesh does
         newest = all(d in last and last[d]["version"] == len(expected(plans[d])[0]) for d in docs)
         return last if newest else None
 
