@@ -26,12 +26,12 @@ from shared.contract.records import ChunkSet, RedactedDocument
 from shared.contract.sealed import (
     Forgotten,
     KeyUnavailable,
+    key_unavailable,
     open_with,
     seal_chunks,
     version_key,
 )
 from shared.encoder.model import load_tokenizer
-from shared.errors import InvalidInput
 from shared.kafka import checkpoint
 from shared.keys.settings import KeySettings
 from shared.keys.store import VersionKeys
@@ -92,8 +92,7 @@ class Chunking:
             return self.chunker.chunk(doc.model_copy(update={"op": "delete", "key_id": "",
                                                              "sealed": ""}))
         except KeyUnavailable as exc:
-            raise InvalidInput("key_unavailable", "key_id",
-                               f"no data key for {doc.doc_id}@v{doc.version}") from exc
+            raise key_unavailable(doc.doc_id, doc.version) from exc
         return seal_chunks(self.chunker.chunk(opened), key)
 
     async def chunk_documents(self, stream: Any) -> None:

@@ -41,13 +41,14 @@ from shared.contract.records import ChunkSet, EmbeddedChunkSet
 from shared.contract.sealed import (
     Forgotten,
     KeyUnavailable,
+    as_delete,
+    key_unavailable,
     open_chunks_with,
     seal_chunks,
     version_key,
 )
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
-from shared.errors import InvalidInput
 from shared.kafka import checkpoint
 from shared.keys.sealing import VersionKey
 from shared.keys.settings import KeySettings
@@ -141,11 +142,9 @@ class Embedding:
             key = version_key(chunk_set.doc_id, chunk_set.version, self.keys)
             opened = open_chunks_with(chunk_set, key)
         except Forgotten:
-            return chunk_set.model_copy(update={"op": "delete", "chunks": (), "title": "",
-                                                "key_id": "", "sealed": ""})
+            return as_delete(chunk_set)
         except KeyUnavailable as exc:
-            raise InvalidInput("key_unavailable", "key_id", f"no data key for "
-                               f"{chunk_set.doc_id}@v{chunk_set.version}") from exc
+            raise key_unavailable(chunk_set.doc_id, chunk_set.version) from exc
         self.sealing[(chunk_set.doc_id, chunk_set.version)] = key
         self.sealing.move_to_end((chunk_set.doc_id, chunk_set.version))
         while len(self.sealing) > SEALING_KEPT:
@@ -163,11 +162,9 @@ class Embedding:
             try:
                 key = version_key(out.doc_id, out.version, self.keys)
             except Forgotten:
-                return out.model_copy(update={"op": "delete", "chunks": (), "title": "",
-                                              "key_id": ""})
+                return as_delete(out)
             except KeyUnavailable as exc:
-                raise InvalidInput("key_unavailable", "key_id", f"no data key for "
-                                   f"{out.doc_id}@v{out.version}") from exc
+                raise key_unavailable(out.doc_id, out.version) from exc
         return seal_chunks(out, key)
 
     async def intake(self, stream: Any, batcher: Batcher[Pending, None]) -> None:

@@ -28,7 +28,13 @@ from services.retrieval.settings import RetrievalSettings
 from services.retrieval.shards import Shards, digest
 from shared.contract.codec import decode
 from shared.contract.records import EmbeddedChunkSet, SearchRequest
-from shared.contract.sealed import Forgotten, KeyUnavailable, open_chunks
+from shared.contract.sealed import (
+    Forgotten,
+    KeyUnavailable,
+    as_delete,
+    key_unavailable,
+    open_chunks,
+)
 from shared.contract.topics import CHUNKS_EMBEDDED
 from shared.errors import InvalidInput, ModelMismatchError
 from shared.kafka import checkpoint
@@ -173,11 +179,9 @@ class Retrieval:
         try:
             return open_chunks(update, self.keys)
         except Forgotten:
-            return update.model_copy(update={"op": "delete", "chunks": (), "title": "",
-                                             "key_id": "", "sealed": ""})
+            return as_delete(update)
         except KeyUnavailable as exc:
-            raise InvalidInput("key_unavailable", "key_id", f"no data key for "
-                               f"{update.doc_id}@v{update.version}") from exc
+            raise key_unavailable(update.doc_id, update.version) from exc
 
     async def index_updates(self, stream: Any) -> None:
         """chunks.embedded.v1 -> this worker's shards."""

@@ -17,6 +17,7 @@ import zlib
 from typing import TypeVar
 
 from shared.contract.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, RedactedDocument
+from shared.errors import InvalidInput
 from shared.keys.sealing import SealError, VersionKey
 from shared.keys.store import Destroyed, VersionKeys
 
@@ -144,3 +145,15 @@ def open_chunks(chunk_set: Sets, keys: VersionKeys) -> Sets:
     if not chunk_set.sealed:
         return chunk_set
     return open_chunks_with(chunk_set, version_key(chunk_set.doc_id, chunk_set.version, keys))
+
+
+def as_delete(chunk_set: Sets) -> Sets:
+    """What a stage passes on for a forgotten version's chunk set: its delete, nothing of
+    its text (the compacted topics and the shards then drop the document)."""
+    return chunk_set.model_copy(update={"op": "delete", "chunks": (), "title": "",
+                                        "key_id": "", "sealed": ""})
+
+
+def key_unavailable(doc_id: str, version: int) -> InvalidInput:
+    """The dead-letter reason for a sealed record whose key this store does not hold."""
+    return InvalidInput("key_unavailable", "key_id", f"no data key for {doc_id}@v{version}")
