@@ -58,8 +58,10 @@ from shared.contract.records import (
     AuditBatch,
     AuditLeaf,
     EmbeddedChunkSet,
+    RedactedDocument,
     decode_vector,
 )
+from shared.contract.sealed import open_chunks, open_document
 from shared.contract.topics import (
     AUDIT_BATCHES,
     CHUNKS,
@@ -70,6 +72,8 @@ from shared.contract.topics import (
     LEDGER_ANCHORS,
     SERVICES,
 )
+from shared.keys.settings import KeySettings
+from shared.keys.store import VersionKeys
 from tests.support.anvil import Anvil, needs_anvil, running_anvil
 from tests.support.commits import Flow, Sampler, dead_letters, passed
 
@@ -408,9 +412,26 @@ def test_every_version_redacted_and_embedded_or_dead_lettered_duplicates_identic
         assert all(len(got) <= 4 for got in before.values()), (spec.name, sorted(before))
         for got in extra.values():
             assert len({p for p, _ in got}) == 1  # keyed by doc id: one partition
-            first = got[0][1]
+            first = opened(run.mesh, got[0][1])
             for _, other in got[1:]:
-                same_content(spec.name, first, other)
+                same_content(spec.name, first, opened(run.mesh, other))
+
+
+def opened(mesh: ScaleMesh, record: dict[str, Any]) -> dict[str, Any]:
+    """A copy read as the mesh reads it: sealed text and vectors opened with its key store
+    (the copies of a version are sealed alike; opened, their texts can be compared)."""
+    if not record.get("sealed"):
+        return record
+    keys = VersionKeys.from_settings(KeySettings(path=mesh.run_dir / "keys" /
+                                                 "versions.sqlite"))
+    try:
+        if "chunks" in record:
+            return open_chunks(EmbeddedChunkSet.model_validate(record), keys).model_dump(
+                mode="json")
+        return open_document(RedactedDocument.model_validate(record), keys).model_dump(
+            mode="json")
+    finally:
+        keys.close()
 
 
 def same_content(topic: str, a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -421,6 +442,7 @@ def same_content(topic: str, a: dict[str, Any], b: dict[str, Any]) -> None:
         assert {k: v for k, v in a.items() if k not in skip} == \
             {k: v for k, v in b.items() if k not in skip}
         assert "Maria Lopez" not in a["text"] and "415-555" not in a["text"]
+        assert not a.get("sealed")  # compared opened, not as ciphertext
         return
     x, y = EmbeddedChunkSet.model_validate(a), EmbeddedChunkSet.model_validate(b)
     assert [(c.chunk_id, c.text) for c in x.chunks] == [(c.chunk_id, c.text) for c in y.chunks]

@@ -121,8 +121,13 @@ async def _drive(values: list[bytes], audit_history: list[AuditBatch] | None = N
         async with on.redact.test_context() as agent:
             for value in values:
                 await agent.put(value=value, key=None)
-            # The micro-batch closes after batch_within_s; its audit record comes last.
+            # The micro-batch closes after batch_within_s; its audit record comes last of
+            # its records, and then its forgets' keys go and the chain end moves.
             await eventually_async(lambda: audit.await_count, "the micro-batch's audit record")
+            batch = decode(AuditBatch, audit.await_args_list[-1].kwargs["value"])
+            await eventually_async(
+                lambda: (tip := on.chains.tips.get(batch.partition)) is not None
+                and tip.root == batch.root, "the micro-batch to finish")
     return red, audit, dead
 
 
