@@ -2,12 +2,19 @@
 keep each source's event-time clock (watermark, lateness) per partition, and count every
 change for the stream statistics (stats.counts.v1).
 
+What it writes on is sealed (shared/contract/sealed.py): a parsed change under its
+document's transit key, a versioned one under its version's data key, and its content
+hash keyed, so a forget or the text retention leaves nothing readable on either topic.
+
 The stage is one object, `Ingest`, built with its settings, topics, tables and boundaries;
 its methods are the agents and timers `build` registers, its counts buffer a field.
 Nothing lives at module level but constants and pure helpers."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,17 +28,25 @@ from services.ingest.dedup import Applied, apply_change, truncated
 from services.ingest.normalize import RawMessage, parse_raw
 from services.ingest.settings import IngestSettings
 from services.ingest.watermarks import clock_key, observe, summarize
+from shared.contract import forget
 from shared.contract.codec import decode, encode
+from shared.contract.forget import is_forget
 from shared.contract.records import Document, TableTruncate
+from shared.contract.sealed import Forgotten, KeyUnavailable, forgotten, key_unavailable, seal
+from shared.contract.sealed import open_document as open_sealed
 from shared.contract.topics import DOCS_PARSED
 from shared.errors import InvalidInput
 from shared.kafka import checkpoint
+from shared.keys.settings import KeySettings
+from shared.keys.store import Destroyed, VersionKeys
 from shared.settings import KafkaSettings
 from shared.tracing import spans
 from shared.worker import members
 from shared.worker.boundary import Boundary, export_counts
 from shared.worker.status_files import EVENT_TIME_FILE, write_json
 from shared.worker.topology import Topology
+
+log = logging.getLogger(__name__)
 
 KIND_HEADER = "streamrag-kind"  # on docs.parsed.v1: absent for a Document
 TRUNCATE = b"truncate"
@@ -71,8 +86,14 @@ class Ingest:
         self.parse_boundary = Boundary("ingest", t.dlq_raw, keep_payload=True)
         self.dedup_boundary = Boundary("ingest.dedup", t.dlq)
         self.stats = CountsBuffer()
+        self.key_settings = KeySettings()
         self.parse: Any = None  # the Faust agents, once registered
         self.deduplicate: Any = None
+
+    @functools.cached_property
+    def keys(self) -> VersionKeys:
+        """The data-key store (opened at the first record, not at import or build)."""
+        return VersionKeys.from_settings(self.key_settings)
 
     def register(self) -> Topology:
         """Register the agents, tables' users and timers on the app."""
@@ -84,6 +105,8 @@ class Ingest:
             self.deduplicate_records)
         app.timer(1.0, name=f"{app.conf.id}.send_stats")(self.send_stats)
         app.timer(2.0, name=f"{app.conf.id}.export_event_time")(self.export_event_time)
+        if settings.seal:
+            app.timer(60.0, name=f"{app.conf.id}.expire_transit_keys")(self.expire_transit_keys)
         return Topology("ingest", app, settings,
                         {"parse": self.parse, "deduplicate": self.deduplicate}, self)
 
@@ -99,6 +122,8 @@ class Ingest:
                     raise
                 spans.annotate(doc_id=getattr(doc, "doc_id", None),
                                version=getattr(doc, "version", None))
+                if self.settings.seal and isinstance(doc, Document):
+                    doc = await asyncio.to_thread(self._parsed_sealed, doc)
                 if isinstance(doc, TableTruncate):
                     for partition in range(DOCS_PARSED.partitions):
                         await self.parsed_topic.send(key=doc.source.encode(), value=encode(doc),
@@ -117,7 +142,7 @@ class Ingest:
                 if _kind(msg) == TRUNCATE:
                     await self._truncate(decode(TableTruncate, msg.value), msg.partition)
                     continue
-                doc = decode(Document, msg.value)
+                doc = await self._opened(decode(Document, msg.value))
                 spans.annotate(doc_id=doc.doc_id, version=doc.version)
                 prev = self.doc_versions.get(doc.doc_id)
                 try:
@@ -126,15 +151,66 @@ class Ingest:
                     self._tick(doc, msg.partition, None)
                     self.stats.add(change_counts(doc, None, exc.reason))
                     raise
-                self._tick(doc, msg.partition, applied)
+                out = await self._versioned(applied.doc)  # before the table: a forgotten
+                self._tick(doc, msg.partition, applied)  # version changes nothing
                 self.stats.add(change_counts(doc, applied))
                 if applied.state != prev:
                     self.doc_versions[doc.doc_id] = applied.state
-                if applied.doc is not None:
+                if out is not None:
                     await self.normalized_topic.send(key=doc.doc_id.encode(),
-                                                     value=encode(applied.doc))
+                                                     value=encode(out))
                 else:
                     spans.outcome("deduplicated")
+
+    def _parsed_sealed(self, doc: Document) -> Document:
+        """A parsed change as docs.parsed.v1 gets it: its content hash keyed, its text
+        sealed under the document's transit key; a forget closes that key first, so what
+        is parsed after it is sealed under a new one the forget does not destroy."""
+        keys = self.keys
+        doc = doc.model_copy(update={"content_hash": keys.content_mac(doc.content_hash)})
+        if is_forget(doc):
+            keys.close_transit(doc.doc_id)
+        if doc.op != "upsert":
+            return doc
+        return seal(doc, keys.transit(doc.doc_id, rotate_s=self.settings.transit_rotation_s))
+
+    async def _opened(self, doc: Document) -> Document:
+        """A parsed change in clear; dead-lettered `forgotten` when a forget (or the
+        retention) destroyed its transit key first, `key_unavailable` when this key store
+        never had it."""
+        if not doc.sealed:
+            return doc
+        try:
+            return await asyncio.to_thread(open_sealed, doc, self.keys)
+        except Forgotten as exc:
+            raise forgotten(doc.doc_id, doc.version, exc.marker) from None
+        except KeyUnavailable:
+            raise key_unavailable(doc.doc_id, doc.version) from None
+
+    async def _versioned(self, doc: Document | None) -> Document | None:
+        """A versioned change as docs.normalized.v1 gets it: sealed under its version's
+        key (made here; redaction seals its output under the same one). A version whose
+        key is gone (a replay of a forgotten one) is dead-lettered `forgotten`."""
+        if doc is None or doc.op != "upsert" or not self.settings.seal:
+            return doc
+        made = await asyncio.to_thread(self.keys.create, [(doc.doc_id, doc.version)])
+        key = made[(doc.doc_id, doc.version)]
+        if isinstance(key, Destroyed):
+            raise forgotten(doc.doc_id, doc.version, key)
+        return seal(doc, key)
+
+    async def expire_transit_keys(self) -> int:  # a timer
+        """Destroy the transit keys older than docs.parsed.v1 keeps what they sealed (a
+        record is gone within two of its retentions: Kafka deletes whole segments)."""
+        kept = await asyncio.to_thread(forget.topic_kept_ms, DOCS_PARSED.name)
+        if kept is None:
+            return 0
+        before = time.time() - 2 * kept / 1000 - self.settings.transit_rotation_s
+        gone = await asyncio.to_thread(self.keys.expire, before, "parsed retention",
+                                       None, True)
+        if gone:
+            log.info("%d transit keys past the parsed retention destroyed", gone)
+        return gone
 
     async def _truncate(self, cut: TableTruncate, partition: int) -> None:
         """Delete this partition's documents of the truncated table."""

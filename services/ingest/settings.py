@@ -8,6 +8,7 @@ from pydantic import AwareDatetime, BaseModel, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.contract.access import parse_acl
+from shared.contract.retention import seconds_kept
 from shared.errors import InvalidInput
 from shared.settings import ServiceSettings
 
@@ -45,6 +46,26 @@ class IngestSettings(ServiceSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # The address /metrics listens on.
     metrics_host: str = "127.0.0.1"
+
+    # Seal what ingest writes on (docs.parsed.v1 under the document's transit key,
+    # docs.normalized.v1 under the version's data key: shared/keys), so a forget or the
+    # text retention leaves no readable copy there; false writes them in clear.
+    seal: bool = True
+    # How long one transit key seals a document's parsed changes before a new one is made
+    # (a forget of the document makes one at once); the retention destroys them by age.
+    transit_rotate_s: float = Field(default=3600.0, gt=0)
+    # The mesh-wide STREAMRAG_AUDIT_TEXT_RETENTION_MS, read under that name: the keys it
+    # destroys by age include the transit keys, so these rotate every tenth of it.
+    text_retention_ms: int | None = Field(default=None,
+                                          validation_alias="STREAMRAG_AUDIT_TEXT_RETENTION_MS")
+
+    @property
+    def transit_rotation_s(self) -> float:
+        """How long one transit key is used: never long enough for the text retention to
+        take it while what it sealed still waits for dedup."""
+        kept = seconds_kept(self.text_retention_ms)
+        return self.transit_rotate_s if kept is None else min(self.transit_rotate_s,
+                                                              kept / 10)
 
     # The largest raw record accepted, in bytes; larger ones are refused.
     max_payload_bytes: int = Field(default=1_048_576, ge=1024)

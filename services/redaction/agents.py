@@ -23,7 +23,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, cast
 
 import faust
 from eth_account import Account
@@ -40,7 +40,7 @@ from shared.contract.codec import decode, encode
 from shared.contract.dlq import send_dead_letter
 from shared.contract.forget import is_forget
 from shared.contract.records import AuditBatch, Document, RedactedDocument, SubjectIndex
-from shared.contract.sealed import seal
+from shared.contract.sealed import KeyUnavailable, forgotten, key_unavailable, open_with, seal
 from shared.contract.topics import AUDIT_BATCHES, DOCS_NORMALIZED
 from shared.errors import InfrastructureError, InvalidInput
 from shared.kafka import checkpoint, membership
@@ -225,22 +225,28 @@ class Redaction:
         whose key was destroyed (a replay of a forgotten one) is dead-lettered
         (`forgotten`), never redacted again under a new key."""
         wanted = [(d.doc_id, d.version) for _, d in valid
-                  if d.op == "upsert" and self.settings.seal]
+                  if d.op == "upsert" and (self.settings.seal or d.sealed)]
         made = await asyncio.to_thread(self.keys.create, wanted) if wanted else {}
         plain, forgets = [], []
         for event, doc in valid:
             found = made.get((doc.doc_id, doc.version))
             if isinstance(found, Destroyed):
                 with spans.emitting(event.message):
-                    await send_dead_letter(self.dlq, "redaction", InvalidInput(
-                        "forgotten", "version", f"{doc.doc_id}@v{doc.version} was forgotten "
-                        f"(key {found.key_id})"), event.message)
+                    await send_dead_letter(self.dlq, "redaction", forgotten(
+                        doc.doc_id, doc.version, found), event.message)
             elif is_forget(doc):
                 forgets.append((event, doc))
+            elif doc.sealed:  # ingest sealed it under the version's key: open it
+                try:
+                    plain.append((event, open_with(doc, cast(VersionKey, found))))
+                except KeyUnavailable:
+                    with spans.emitting(event.message):
+                        await send_dead_letter(self.dlq, "redaction", key_unavailable(
+                            doc.doc_id, doc.version), event.message)
             else:
                 plain.append((event, doc))
-        keys = {e.message.offset: k for e, d in plain
-                if isinstance(k := made.get((d.doc_id, d.version)), VersionKey)}
+        keys = {e.message.offset: k for e, d in plain if self.settings.seal
+                and isinstance(k := made.get((d.doc_id, d.version)), VersionKey)}
         done = [(e, d, seal(red, keys[e.message.offset]) if e.message.offset in keys else red,
                  subjects) for e, d, red, subjects in await self._redacted(ready, plain)]
         done += [await self._receipt(event, doc) for event, doc in forgets]

@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from shared.contract.records import Document
 from shared.contract.retention import AuditRetentionSettings
 from shared.contract.topics import (
-    DOCS_NORMALIZED,
-    DOCS_PARSED,
     DOCS_RAW,
     DRIFT_SAMPLES,
     DRIFT_WINDOWS,
@@ -41,17 +39,20 @@ STORES = PREFIX + "stores"  # JSON list of what the forget clears, as the receip
 
 # What a forget clears, as every receipt states it (docs/design/forgetting.md).
 STORES_CLEARED = (
-    "data keys of every earlier version (destroyed: every sealed copy on docs.redacted.v1 "
-    "and in any backup is unreadable)",
+    "data keys of every earlier version and transit keys of what was parsed before the "
+    "request (destroyed: every sealed copy on docs.parsed.v1, docs.normalized.v1, "
+    "docs.redacted.v1 and in any backup is unreadable)",
     "chunks.v1, chunks.embedded.v1 (deletes; compaction drops the older records)",
     "retrieval shards, their BM25 and snapshot files (the delete)",
     "pii.subjects.v1 (the delete's empty index supersedes the version's keys)",
 )
 MAX_BY = 256
-# Where clear text lies outside the sealed stores: before redaction seals it, in the
-# shards' replies to searches (hit texts, in flight for an hour), and in drift telemetry.
-# Kafka cannot delete one record there; each keeps records for its retention.
-CLEAR_COPIES = (DOCS_RAW.name, DOCS_PARSED.name, DOCS_NORMALIZED.name, SEARCH_REPLIES.name,
+# Where clear text lies outside the sealed stores: the client's own bytes, in the shards'
+# replies to searches (hit texts, in flight for an hour), and in drift telemetry. Kafka
+# cannot delete one record there; each keeps records for its retention. (Ingest seals
+# docs.parsed.v1 and docs.normalized.v1 unless STREAMRAG_INGEST_SEAL is false, a switch
+# for measuring what sealing costs: the receipts then understate what stays readable.)
+CLEAR_COPIES = (DOCS_RAW.name, SEARCH_REPLIES.name,
                 # Drift: each version's most frequent words (an hour), and on a drift event
                 # the farthest documents' titles and over-represented words (a week).
                 DRIFT_SAMPLES.name, DRIFT_WINDOWS.name)
@@ -66,6 +67,14 @@ def clear_copies_kept_ms(retention: AuditRetentionSettings | None = None) -> int
                                  r.raw_retention_ms)
     kept = [s.expires_after() for s in specs if s.name in CLEAR_COPIES]
     return None if any(k is None for k in kept) else 2 * max(k for k in kept if k)
+
+
+def topic_kept_ms(name: str, retention: AuditRetentionSettings | None = None) -> int | None:
+    """How long topic `name` keeps a record as the contract creates it (None: for ever)."""
+    r = retention or AuditRetentionSettings()
+    specs = with_audit_retention(all_topic_specs(), r.retention_ms, r.text_retention_ms,
+                                 r.raw_retention_ms)
+    return next(s.expires_after() for s in specs if s.name == name)
 
 
 def is_forget(doc: Document) -> bool:

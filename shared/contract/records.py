@@ -58,6 +58,12 @@ class Document(Record):
     # it. () is deny by default (only an all-access caller reads it); ingest fills in the
     # configured default when the input names none.
     acl: tuple[str, ...] = ()
+    # Sealed (shared/contract/sealed.py): title, text and metadata are "", {} and this
+    # holds them encrypted under the data key `key_id` (shared/keys): on docs.parsed.v1 the
+    # document's transit key, on docs.normalized.v1 and docs.redacted.v1 its version's.
+    # "": in clear (records written before sealing, deletes, forget requests and receipts).
+    key_id: str = ""
+    sealed: str = ""
 
 
 class TableTruncate(Record):
@@ -77,11 +83,6 @@ class RedactedDocument(Document):
 
     entity_counts: dict[str, int] = Field(default_factory=dict)
     batch_id: str = ""
-    # Sealed (shared/contract/sealed.py): title, text and metadata are "", {} and this
-    # holds them encrypted under the version's data key `key_id` (shared/keys). "": in clear
-    # (records written before sealing, deletes, forget receipts).
-    key_id: str = ""
-    sealed: str = ""
 
 
 class SubjectIndex(Record):

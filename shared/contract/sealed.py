@@ -1,11 +1,14 @@
-"""Sealing a redacted document's text under its version's data key, and opening it.
+"""Sealing a document's text under its data key, and opening it.
 
-A sealed RedactedDocument carries `key_id` and `sealed` (base64 of AES-256-GCM over the
-JSON of its title, text and metadata; shared/keys/sealing.py) and empty title, text and
-metadata; everything a stage routes or filters on (ids, version, op, source, domain,
-times, labels, counts, batch) stays in clear. Whoever reads docs.redacted.v1 for its text
-(chunking, the auditor, trace) opens it with the key store; once the key is destroyed
-(`streamrag forget`) no copy of it opens anywhere, backups included.
+A sealed Document (parsed, normalized, redacted) carries `key_id` and `sealed` (base64
+of AES-256-GCM over the JSON of its title, text and metadata; shared/keys/sealing.py)
+and empty title, text and metadata; everything a stage routes or filters on (ids,
+version, op, source, domain, times, labels, counts, batch, the keyed content hash)
+stays in clear. Ingest seals what it parses under the document's transit key and what
+dedup versions under the version's key; redaction opens that and seals what it writes
+under the same version key. Whoever reads them for their text opens them with the key
+store; once the key is destroyed (`streamrag forget`, the text retention) no copy opens
+anywhere, backups included.
 """
 
 from __future__ import annotations
@@ -16,12 +19,19 @@ import struct
 import zlib
 from typing import TypeVar
 
-from shared.contract.records import ChunkSet, EmbeddedChunk, EmbeddedChunkSet, RedactedDocument
+from shared.contract.records import (
+    ChunkSet,
+    Document,
+    EmbeddedChunk,
+    EmbeddedChunkSet,
+    RedactedDocument,
+)
 from shared.errors import InvalidInput
 from shared.keys.sealing import SealError, VersionKey
 from shared.keys.store import Destroyed, VersionKeys
 
 Sets = TypeVar("Sets", ChunkSet, EmbeddedChunkSet)
+Docs = TypeVar("Docs", Document, RedactedDocument)
 
 
 class Forgotten(Exception):
@@ -38,7 +48,7 @@ class KeyUnavailable(Exception):
     from before the key was made, or a record altered to name another key)."""
 
 
-def seal(doc: RedactedDocument, key: VersionKey) -> RedactedDocument:
+def seal(doc: Docs, key: VersionKey) -> Docs:
     """`doc` with its title, text and metadata sealed under `key` (deletes stay as they are:
     they carry no text)."""
     if doc.op != "upsert":
@@ -49,8 +59,10 @@ def seal(doc: RedactedDocument, key: VersionKey) -> RedactedDocument:
                                   "key_id": key.key_id, "sealed": key.seal(plain)})
 
 
-def open_with(doc: RedactedDocument, key: VersionKey) -> RedactedDocument:
-    if key.key_id != doc.key_id or (key.doc_id, key.version) != (doc.doc_id, doc.version):
+def open_with(doc: Docs, key: VersionKey) -> Docs:
+    """`doc` opened with `key`: its version's key, or (version < 0) its transit key."""
+    if key.key_id != doc.key_id or key.doc_id != doc.doc_id or \
+            (key.version > 0 and key.version != doc.version):
         raise KeyUnavailable(f"{doc.doc_id}@v{doc.version} is sealed under {doc.key_id}, "
                              f"not {key.key_id}")
     try:
@@ -61,12 +73,14 @@ def open_with(doc: RedactedDocument, key: VersionKey) -> RedactedDocument:
                                   "metadata": data["metadata"], "key_id": "", "sealed": ""})
 
 
-def open_document(doc: RedactedDocument, keys: VersionKeys) -> RedactedDocument:
+def open_document(doc: Docs, keys: VersionKeys) -> Docs:
     """`doc` with its text in clear (as it is when not sealed); Forgotten when its key was
     destroyed, KeyUnavailable when the store does not know it."""
     if not doc.sealed:
         return doc
-    found = keys.get(doc.doc_id, doc.version)
+    found = keys.by_id(doc.key_id)
+    if found is not None and found.doc_id != doc.doc_id:
+        found = None  # a record altered to name another document's key
     if isinstance(found, Destroyed):
         raise Forgotten(found)
     if found is None:
@@ -152,6 +166,12 @@ def as_delete(chunk_set: Sets) -> Sets:
     its text (the compacted topics and the shards then drop the document)."""
     return chunk_set.model_copy(update={"op": "delete", "chunks": (), "title": "",
                                         "key_id": "", "sealed": ""})
+
+
+def forgotten(doc_id: str, version: int, marker: Destroyed) -> InvalidInput:
+    """The dead-letter reason for a record whose key a forget or the retention destroyed."""
+    return InvalidInput("forgotten", "version", f"{doc_id}@v{version} was forgotten "
+                        f"({marker.reason}, key {marker.key_id})")
 
 
 def key_unavailable(doc_id: str, version: int) -> InvalidInput:

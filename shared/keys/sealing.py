@@ -35,6 +35,12 @@ def key_id_for(doc_id: str, version: int) -> str:
     return "k" + digest[:31]
 
 
+def transit_key_id(doc_id: str, generation: int) -> str:
+    """A transit key's name (what ingest seals a change under before it has a version)."""
+    digest = hashlib.sha256(f"streamrag transit\0{doc_id}\0{generation}".encode()).hexdigest()
+    return "t" + digest[:31]
+
+
 class SealError(Exception):
     """A sealed text that does not open under its key (altered, or another version's)."""
 

@@ -10,6 +10,12 @@ version is refused instead of getting a new key.
 Creation is idempotent: the version's key id is fixed (sealing.key_id_for), the first
 writer's key wins and every other reads it, so two workers redacting the same version
 (a rebalance, a replay) seal alike.
+
+Before dedup gives a change its version, ingest seals it under the document's *transit*
+key (`transit`): one per document and generation, rotated when a forget of the document
+is parsed (`close_transit`) and after `TRANSIT_ROTATE_S`, destroyed with the document's
+version keys by a forget (every one made before the forget was parsed) and by age. Its
+marker sits beside the versions' with the version `-generation`.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from cryptography.hazmat.primitives import hashes, hmac
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
 from shared.errors import InfrastructureError
-from shared.keys.sealing import VersionKey, key_id_for
+from shared.keys.sealing import VersionKey, key_id_for, transit_key_id
 from shared.keys.settings import KeySettings
 
 P = ParamSpec("P")
@@ -43,6 +51,10 @@ CREATE TABLE IF NOT EXISTS destroyed (
     key_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, version INTEGER NOT NULL,
     destroyed_at REAL NOT NULL, reason TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS destroyed_by_doc ON destroyed (doc_id, version);
+CREATE TABLE IF NOT EXISTS transit (
+    key_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, gen INTEGER NOT NULL,
+    wrapped BLOB NOT NULL, created_at REAL NOT NULL, closed INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS transit_by_doc ON transit (doc_id, gen);
 """
 
 
@@ -59,6 +71,7 @@ class Destroyed:
 
 Version = tuple[str, int]  # doc id, version
 CHECKPOINT_TRIES = 50  # a reader holding the log: try its truncation again this often
+TRANSIT_ROTATE_S = 3600.0  # a document's transit key seals what is parsed for this long
 
 
 class KeyStoreError(InfrastructureError):
@@ -82,6 +95,8 @@ class VersionKeys:
     @_guarded
     def __init__(self, path: Path, kek: bytes) -> None:
         self.path, self._kek = path, kek
+        self._content_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                                 info=b"streamrag/content-hash").derive(kek)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, timeout=60, check_same_thread=False,
@@ -172,16 +187,18 @@ class VersionKeys:
         with self._lock:
             rows = self._db.execute(
                 "SELECT key_id, version FROM keys WHERE doc_id = ? AND (version < ? OR "
-                "created_at < ?) UNION SELECT key_id, version FROM destroyed WHERE "
-                "doc_id = ? AND version < ? ORDER BY 2", (doc_id, limit, made_before, doc_id,
-                                                          limit)).fetchall()
+                "created_at < ?) UNION SELECT key_id, -gen FROM transit WHERE doc_id = ? AND "
+                "created_at < ? UNION SELECT key_id, version FROM destroyed WHERE "
+                "doc_id = ? AND version < ? ORDER BY 2",
+                (doc_id, limit, made_before, doc_id, made_before, doc_id, limit)).fetchall()
         return [(k, v) for k, v in rows]
 
     @_guarded
     def destroy(self, doc_id: str, below: int | None, reason: str,
                 now: float | None = None, made_before: float = 0.0) -> list[Destroyed]:
         """Destroy the keys of `doc_id`'s versions under `below` (all with None), and any
-        made before `made_before` (a forget of a document ingest no longer knew): rows
+        made before `made_before` (a forget of a document ingest no longer knew), and its
+        transit keys made before `made_before` (what was parsed before the forget): rows
         overwritten, the log truncated, markers left. Idempotent: a second call returns the
         markers the first left."""
         at = time.time() if now is None else now
@@ -197,6 +214,15 @@ class VersionKeys:
                     [(key_id, doc_id, version, at, reason) for key_id, version in rows])
                 self._db.execute(f"DELETE FROM keys WHERE {taken}",
                                  (doc_id, limit, made_before))
+                transit = self._db.execute(
+                    "SELECT key_id, -gen FROM transit WHERE doc_id = ? AND created_at < ?",
+                    (doc_id, made_before)).fetchall()
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO destroyed VALUES (?, ?, ?, ?, ?)",
+                    [(key_id, doc_id, version, at, reason) for key_id, version in transit])
+                self._db.execute("DELETE FROM transit WHERE doc_id = ? AND created_at < ?",
+                                 (doc_id, made_before))
+                rows += transit
                 gone = self._db.execute(
                     "SELECT key_id, doc_id, version, destroyed_at, reason FROM destroyed "
                     "WHERE doc_id = ? AND (version < ? OR key_id IN (SELECT value FROM "
@@ -235,17 +261,25 @@ class VersionKeys:
 
     @_guarded
     def expire(self, created_before: float, reason: str = "text retention",
-               now: float | None = None) -> int:
+               now: float | None = None, transit_only: bool = False) -> int:
         """Destroy every key made before `created_before` (the text retention: a forget by
-        age, so no copy kept anywhere, a backup included, opens past it); how many went."""
+        age, so no copy kept anywhere, a backup included, opens past it), or only the
+        transit keys (`transit_only`: ingest's, once docs.parsed.v1 no longer holds what
+        they sealed); how many went."""
         at = time.time() if now is None else now
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                moved = self._db.execute(
-                    "INSERT OR IGNORE INTO destroyed SELECT key_id, doc_id, version, ?, ? "
-                    "FROM keys WHERE created_at < ?", (at, reason, created_before)).rowcount
-                self._db.execute("DELETE FROM keys WHERE created_at < ?", (created_before,))
+                moved = 0
+                for table, version in (("keys", "version"), ("transit", "-gen")):
+                    if table == "keys" and transit_only:
+                        continue
+                    moved += self._db.execute(
+                        f"INSERT OR IGNORE INTO destroyed SELECT key_id, doc_id, {version}, "
+                        f"?, ? FROM {table} WHERE created_at < ?",
+                        (at, reason, created_before)).rowcount
+                    self._db.execute(f"DELETE FROM {table} WHERE created_at < ?",
+                                     (created_before,))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -253,6 +287,63 @@ class VersionKeys:
             if moved:
                 self._truncate_log()
         return moved
+
+
+    @_guarded
+    def transit(self, doc_id: str, now: float | None = None,
+                rotate_s: float = TRANSIT_ROTATE_S) -> VersionKey:
+        """The document's transit key for what ingest parses now: its newest generation
+        unless closed by a forget or older than `rotate_s`, else a new one."""
+        at = time.time() if now is None else now
+        with self._lock:
+            row = self._db.execute(
+                "SELECT key_id, gen, wrapped FROM transit WHERE doc_id = ? AND closed = 0 "
+                "AND created_at >= ? ORDER BY gen DESC LIMIT 1", (doc_id, at - rotate_s),
+            ).fetchone()
+            if row is not None:
+                return self._unwrap(row[0], doc_id, -row[1], row[2])
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                (gen,) = self._db.execute(
+                    "SELECT 1 + MAX(COALESCE((SELECT MAX(gen) FROM transit WHERE doc_id = ?), "
+                    "0), COALESCE((SELECT -MIN(version) FROM destroyed WHERE doc_id = ? AND "
+                    "version < 0), 0))", (doc_id, doc_id)).fetchone()
+                key_id, wrapped = transit_key_id(doc_id, gen), aes_key_wrap(self._kek,
+                                                                            os.urandom(32))
+                self._db.execute("INSERT INTO transit VALUES (?, ?, ?, ?, ?, 0)",
+                                 (key_id, doc_id, gen, wrapped, at))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return self._unwrap(key_id, doc_id, -gen, wrapped)
+
+    @_guarded
+    def close_transit(self, doc_id: str) -> int:
+        """A forget of the document was parsed: what is parsed after it gets a new transit
+        key (the forget destroys the ones before it); how many were open."""
+        with self._lock:
+            return self._db.execute("UPDATE transit SET closed = 1 WHERE doc_id = ? AND "
+                                    "closed = 0", (doc_id,)).rowcount
+
+    @_guarded
+    def by_id(self, key_id: str) -> VersionKey | Destroyed | None:
+        """The key named `key_id` (a version's or a transit key), its marker, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT doc_id, version, wrapped FROM keys WHERE key_id = ? "
+                                   "UNION ALL SELECT doc_id, -gen, wrapped FROM transit WHERE "
+                                   "key_id = ?", (key_id, key_id)).fetchone()
+            if row is not None:
+                return self._unwrap(key_id, row[0], row[1], row[2])
+            return self._destroyed(key_id)
+
+    def content_mac(self, digest: str) -> str:
+        """A content hash keyed under the KEK (HMAC-SHA256 under a key HKDF derives from
+        it): dedup compares these, and nobody without the KEK can test a guessed text
+        against one on a topic or in a table."""
+        mac = hmac.HMAC(self._content_key, hashes.SHA256())
+        mac.update(digest.encode("ascii"))
+        return "h" + mac.finalize().hex()
 
 
 def _json_ids(ids: Iterable[str]) -> str:

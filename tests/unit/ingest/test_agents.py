@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from unittest.mock import AsyncMock, patch
@@ -13,8 +14,11 @@ from services.ingest import agents
 from services.ingest.agents import Ingest
 from shared.contract.codec import encode
 from shared.contract.records import Document, Position
+from shared.contract.sealed import open_document
+from shared.keys.store import VersionKeys
 from shared.worker.boundary import counts
 from tests.support import built
+from tests.support.polling import eventually_async
 
 # One stage for the tests below that share it; a test that needs its own builds one.
 stage: Ingest = built.stage("ingest")
@@ -27,6 +31,26 @@ def run(coro):  # noqa: ANN001, ANN201
     return asyncio.run(coro)
 
 
+async def _settled(events: list) -> None:
+    """Wait until the agent has finished with `events` (a record's handling awaits the key
+    store off the loop, so `put` returns once the agent has it, before it is done)."""
+    await eventually_async(lambda: all(e.message.acked for e in events),
+                           f"{len(events)} records handled")
+
+
+def opened(value: bytes) -> dict:
+    """A record as sent, its text opened with the test key store when sealed."""
+    data = json.loads(value)
+    if data.get("sealed"):
+        data = open_document(Document.model_validate(data), keys()).model_dump(mode="json")
+    return data
+
+
+@functools.cache
+def keys() -> VersionKeys:
+    return VersionKeys.from_settings()
+
+
 async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock]:
     app.finalize()
     app.flow_control.resume()
@@ -34,8 +58,7 @@ async def _drive(values: list[bytes]) -> tuple[AsyncMock, AsyncMock]:
     with patch.object(parsed_topic, "send", forward), patch.object(dlq_raw, "send", dead), \
             patch.object(stats_topic, "send", AsyncMock()):
         async with stage.parse.test_context() as agent:
-            for value in values:
-                await agent.put(value=value, key=None)
+            await _settled([await agent.put(value=value, key=None) for value in values])
     return forward, dead
 
 
@@ -44,7 +67,8 @@ def test_parse_agent_forwards_good_and_dead_letters_bad_without_stopping() -> No
     forward, dead = run(_drive([b"{broken", good]))
     assert forward.await_count == 1
     sent = forward.await_args.kwargs
-    assert sent["key"] == b"doc-1" and json.loads(sent["value"])["text"] == "Hello"
+    assert sent["key"] == b"doc-1" and opened(sent["value"])["text"] == "Hello"
+    assert b"Hello" not in sent["value"]  # sealed under the document's transit key
     assert dead.await_count == 1
     letter = json.loads(dead.await_args.kwargs["value"])
     assert letter["reason"] == "malformed_json" and letter["stage"] == "ingest"
@@ -99,12 +123,12 @@ def test_dedup_agent_dead_letters_a_stale_change_and_a_conflict_and_sends_the_ne
         with patch.object(normalized_topic, "send", forward), patch.object(dlq, "send", dead), \
                 patch.object(stats_topic, "send", stats):
             async with stage.deduplicate.test_context() as agent:
-                for value in values:
-                    await agent.put(value=value, key=b"ord-1")
+                await _settled([await agent.put(value=value, key=b"ord-1")
+                                for value in values])
 
     run(drive())
     assert forward.await_count == 1
-    sent = json.loads(forward.await_args.kwargs["value"])
+    sent = opened(forward.await_args.kwargs["value"])
     assert (sent["text"], sent["version"], sent["position"]) == (
         "new", 1, {"kind": "pg_lsn", "key": [20]})
     letters = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
@@ -134,7 +158,7 @@ def test_parse_failure_is_counted_as_received_and_dead_lettered() -> None:
                 patch.object(dlq_raw, "send", AsyncMock()), \
                 patch.object(stats_topic, "send", stats):
             async with stage.parse.test_context() as agent:
-                await agent.put(value=b"{broken", key=None)
+                await _settled([await agent.put(value=b"{broken", key=None)])
 
     run(drive())
     with patch.object(stats_topic, "send", stats):
@@ -156,8 +180,8 @@ def _dedup(ingest: Ingest, values: list[bytes]) -> AsyncMock:
                 patch.object(ingest.dedup_boundary.dlq_topic, "send", AsyncMock()), \
                 patch.object(ingest.stats_topic, "send", AsyncMock()):
             async with ingest.deduplicate.test_context() as agent:
-                for value in values:
-                    await agent.put(value=value, key=b"crash-1", partition=0)
+                await _settled([await agent.put(value=value, key=b"crash-1", partition=0)
+                                for value in values])
     run(drive())
     return forward
 
@@ -169,7 +193,7 @@ def test_a_change_replayed_after_a_crash_that_its_table_record_survived_is_sent_
     repeat, or the document is lost (seen in a backup of a running mesh)."""
     first = built.stage("ingest")
     sent = _dedup(first, [_parsed("crash-1", "body", 30)])
-    assert json.loads(sent.await_args.kwargs["value"])["version"] == 1
+    assert opened(sent.await_args.kwargs["value"])["version"] == 1
     survived = dict(first.doc_versions.items())
     assert survived["crash-1"]["at"] == [0, 0]
     after_crash = built.stage("ingest")  # a new worker, its table restored from the changelog
@@ -177,7 +201,8 @@ def test_a_change_replayed_after_a_crash_that_its_table_record_survived_is_sent_
         after_crash.doc_versions.data[doc_id] = state
     again = _dedup(after_crash, [_parsed("crash-1", "body", 30)])  # offset 0 once more
     assert again.await_count == 1
-    resent = json.loads(again.await_args.kwargs["value"])
+    resent = opened(again.await_args.kwargs["value"])
+    assert again.await_args.kwargs["value"] == sent.await_args.kwargs["value"]  # sealed alike
     assert (resent["doc_id"], resent["version"], resent["text"]) == ("crash-1", 1, "body")
 
 

@@ -487,3 +487,31 @@ def test_the_keys_go_only_once_the_receipts_audit_record_is_on_the_broker() -> N
     assert isinstance(stage.keys.get("order", 1), Destroyed)
     receipt = RedactedDocument.model_validate_json(red.await_args_list[0].kwargs["value"])
     assert forget.read_receipt(receipt.metadata)["keys_destroyed"] == [key_id_for("order", 1)]
+
+
+def test_a_version_ingest_sealed_is_opened_redacted_and_resealed_under_the_same_key() -> None:
+    """docs.normalized.v1 holds each version sealed under its key (ingest made it): the
+    stage opens it, redacts the text, seals what it writes under that key, and keys the
+    leaf's raw hash with it; a version whose key is gone is dead-lettered unopened."""
+    from shared.contract.sealed import seal
+    doc_id = f"sealed-in-{os.getpid()}-{id(object())}"
+    key = stage.keys.create([(doc_id, 1)])[(doc_id, 1)]
+    assert isinstance(key, VersionKey)
+    raw = Document(doc_id=doc_id, version=1, text="mail ann@example.org now", source="t",
+                   event_time=0, ingest_time=0)
+    gone_id = doc_id + "-gone"
+    gone_key = stage.keys.create([(gone_id, 1)])[(gone_id, 1)]
+    assert isinstance(gone_key, VersionKey)
+    gone = seal(raw.model_copy(update={"doc_id": gone_id}), gone_key)
+    stage.keys.destroy(gone_id, 2, "forget r")
+    red, audit, dead = asyncio.run(_drive([seal(raw, key).model_dump_json().encode(),
+                                           gone.model_dump_json().encode()]))
+    (sent,) = [RedactedDocument.model_validate_json(c.kwargs["value"])
+               for c in red.await_args_list if c.kwargs["key"] == doc_id.encode()]
+    assert sent.key_id == key.key_id and b"ann@" not in red.await_args_list[0].kwargs["value"]
+    assert open_document(sent, stage.keys).text == "MAIL <EMAIL_ADDRESS> NOW"
+    batch = decode(AuditBatch, audit.await_args_list[-1].kwargs["value"])
+    (leaf,) = [leaf for leaf in batch.leaves if leaf.doc_id == doc_id]
+    assert leaf.raw_sha256 == raw_mac(raw, key)  # of the opened text, under its key
+    (letter,) = [json.loads(c.kwargs["value"]) for c in dead.await_args_list]
+    assert letter["reason"] == "forgotten" and gone_id in letter["detail"]

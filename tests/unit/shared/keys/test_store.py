@@ -120,3 +120,65 @@ def test_an_unreachable_store_is_an_infrastructure_error(tmp_path: Path) -> None
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(KeyStoreError):
         VersionKeys(tmp_path / "file" / "versions.sqlite", KEK)
+
+
+def test_a_documents_transit_key_lasts_until_a_forget_or_its_rotation(tmp_path: Path) -> None:
+    one, two = store(tmp_path), store(tmp_path)
+    first = one.transit("d", now=100.0)
+    assert two.transit("d", now=150.0) == first  # every parser of the store agrees
+    assert first.version == -1 and first.key_id.startswith("t")
+    assert one.transit("e", now=150.0) != first  # never shared between documents
+    assert one.transit("d", now=100.0 + 3601.0).version == -2  # rotated by age
+    assert one.close_transit("d") == 2
+    after_forget = one.transit("d", now=3800.0)
+    assert after_forget.version == -3
+    assert two.by_id(first.key_id) == first and two.by_id(after_forget.key_id) == after_forget
+
+
+def test_a_forget_takes_the_transit_keys_made_before_it_was_parsed_not_after(
+        tmp_path: Path) -> None:
+    keys = store(tmp_path)
+    keys.create([("d", 1)])
+    before = keys.transit("d", now=time.time() - 10)
+    keys.close_transit("d")  # the forget is parsed ...
+    asked = time.time()
+    time.sleep(0.01)
+    after = keys.transit("d")  # ... and a new change of the document after it
+    held = keys.held_below("d", 2, asked)
+    assert sorted(held) == sorted([(before.key_id, -1), (keys.get("d", 1).key_id, 1)])
+    gone = keys.destroy("d", 2, "forget r1", made_before=asked)
+    assert {g.key_id for g in gone} == {before.key_id, key_id_for("d", 1)}
+    assert isinstance(keys.by_id(before.key_id), Destroyed)
+    assert keys.by_id(after.key_id) == after  # what came after the forget still opens
+    assert keys.transit("d") == after
+    assert keys.by_id("t-no-such-key") is None
+
+
+def test_a_destroyed_generation_is_never_made_again(tmp_path: Path) -> None:
+    keys = store(tmp_path)
+    gens = []
+    for _ in range(3):
+        gens.append(keys.transit("d").key_id)
+        keys.destroy("d", None, "forget", made_before=time.time() + 1)
+    assert len(set(gens)) == 3 and all(isinstance(keys.by_id(k), Destroyed) for k in gens)
+
+
+def test_the_parsed_retention_takes_transit_keys_only(tmp_path: Path) -> None:
+    keys = store(tmp_path)
+    version = keys.create([("d", 1)])[("d", 1)]
+    transit = keys.transit("d")
+    assert keys.expire(time.time() + 1, "parsed retention", transit_only=True) == 1
+    assert isinstance(keys.by_id(transit.key_id), Destroyed)
+    assert keys.get("d", 1) == version
+    assert keys.expire(time.time() + 1) == 1  # the text retention takes both kinds
+    assert isinstance(keys.get("d", 1), Destroyed)
+
+
+def test_content_hashes_are_keyed_by_the_kek(tmp_path: Path) -> None:
+    import hashlib
+    digest = hashlib.sha256(b"some text").hexdigest()
+    one, other = store(tmp_path), store(tmp_path / "x", bytes(32))
+    assert one.content_mac(digest) == store(tmp_path).content_mac(digest)
+    assert one.content_mac(digest) != other.content_mac(digest)
+    assert digest not in one.content_mac(digest)
+    assert one.content_mac(digest) != one.content_mac(hashlib.sha256(b"other").hexdigest())
