@@ -88,14 +88,15 @@ def request_marker(request_id: str, requested_by: str) -> dict[str, str]:
 def receipt(request: Mapping[str, str], keys: Sequence[tuple[str, int]], asked_at: float,
             kept_ms: int | None) -> dict[str, str]:
     """The receipt's fields (the delete's metadata on docs.redacted.v1): `keys`, the (key id,
-    version) of every earlier version, which redaction destroys once the receipt's audit
+    version) of every earlier version and (version < 0) of every transit key of what was
+    parsed before the request, which redaction destroys once the receipt's audit
     record is on the broker; its time is the request's (when ingest took it), so the same
     forget redone after a crash writes the same receipt; the clear copies are gone `kept_ms`
     after it (clear_copies_kept_ms; None: never)."""
     expires = None if kept_ms is None else asked_at + kept_ms / 1000
     return {
         REQUEST: request[REQUEST], BY: request.get(BY, ""), AT: f"{asked_at:.3f}",
-        VERSIONS: json.dumps(sorted({v for _, v in keys})),
+        VERSIONS: json.dumps(sorted({v for _, v in keys if v > 0})),
         KEYS: json.dumps(sorted({k for k, _ in keys})),
         RAW_EXPIRES_BY: "" if expires is None else f"{expires:.0f}",
         STORES: json.dumps(list(STORES_CLEARED)),

@@ -32,6 +32,7 @@ from shared.errors import InvalidInput
 from tests.hostile import Raw, draw_records
 from tests.support.mesh import MESH_ENV, query, uid
 from tests.support.polling import eventually
+from tests.support.sealed import keys_of
 
 pytestmark = pytest.mark.integration
 N_HOSTILE = 3000
@@ -97,7 +98,9 @@ async def consume_until(bootstrap: str, done: Callable[[dict[str, list[Any]]], b
 class Ledger:
     """What the contract predicts for each produced record, and what the mesh did."""
 
-    def __init__(self, records: list[Raw], placed: list[tuple[int, int, float]]) -> None:
+    def __init__(self, records: list[Raw], placed: list[tuple[int, int, float]],
+                 mac: Callable[[str], str]) -> None:
+        """`mac`: how the mesh keys a content hash (its key store's content_mac)."""
         settings = mesh_settings()
         self.placed_at = {(p, o) for p, o, _ in placed}
         self.refused: dict[tuple[int, int], str] = {}  # (partition, offset) -> reason
@@ -108,7 +111,7 @@ class Ledger:
             except InvalidInput as exc:
                 self.refused[(partition, offset)] = exc.reason
             else:
-                self.accepted[(doc.doc_id, doc.op, doc.content_hash)] += 1
+                self.accepted[(doc.doc_id, doc.op, mac(doc.content_hash))] += 1
         self.ids = {doc_id for doc_id, _, _ in self.accepted}
 
     def raw_letters(self, seen: dict[str, list[Any]]) -> Counter[tuple[int, int, str]]:
@@ -190,7 +193,7 @@ def test_every_hostile_record_is_accounted_for(mesh: RunningMesh) -> None:
     counts_before = stage_counts(mesh.run_dir / "data").get("ingest", {})
     started = time.monotonic()
     placed = asyncio.run(produce(mesh.bootstrap, records))
-    ledger = Ledger(records, placed)
+    ledger = Ledger(records, placed, keys_of(mesh).content_mac)
 
     def settled(seen: dict[str, list[Any]]) -> bool:
         if sum(ledger.raw_letters(seen).values()) < len(ledger.refused):

@@ -213,7 +213,7 @@ def test_the_stages_that_seal_and_open_text_share_one_key_store_under_the_operat
     services = resolved("docker-compose.yml")["services"]
     holders = {n for n, s in services.items()
                if "STREAMRAG_KEYS_PATH" in s.get("environment", {})}
-    assert holders == {"redaction", "chunking", "embedding", "retrieval"}
+    assert holders == {"ingest", "redaction", "chunking", "embedding", "retrieval"}
     for name in holders:
         env = services[name]["environment"]
         settings = KeySettings(path=env["STREAMRAG_KEYS_PATH"], kek=env["STREAMRAG_KEYS_KEK"])
