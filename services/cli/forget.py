@@ -6,11 +6,14 @@ document's delete at its next version, redaction destroys the data keys of every
 version (so every sealed copy, on the evidence topic and in any backup, stops opening)
 and writes the delete as a receipt that is a leaf of a signed audit batch, and every
 stage downstream drops the document (chunk topics, shards and snapshots). This command
-waits until each receipt is on docs.redacted.v1 and its batch anchored, then prints them.
+waits until each receipt is on docs.redacted.v1, its batch anchored and the forget carried
+out (redaction destroys the keys after the batch's audit record and commits its input only
+after that: its committed offset past the batch says the keys are gone, even when a worker
+was killed in between and its replay finished the job), then prints them.
 
 `--subject` forgets every document whose indexed version mentions the person (an e-mail,
 a phone number, a name or an identifier as redaction masked it; `streamrag subjects`).
-Exit 0: every receipt anchored; 1: nothing to forget, or not all receipts anchored in
+Exit 0: every receipt anchored and carried out; 1: nothing to forget, or not all done in
 time (the requests stand: the mesh carries them out when it can); 2: the broker is not
 reachable or the subject index cannot be read.
 """
@@ -37,8 +40,9 @@ from services.cli.produce import send
 from shared.contract import forget
 from shared.contract.codec import decode
 from shared.contract.records import Anchor, RedactedDocument
-from shared.contract.topics import DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
+from shared.contract.topics import DOCS_NORMALIZED, DOCS_REDACTED, LEDGER_ANCHORS, TopicSpec
 from shared.errors import InfrastructureError, InvalidInput
+from shared.kafka.offsets import committed, groups_of
 from shared.settings import KafkaSettings
 
 DONE, NOT_DONE, UNREACHABLE = 0, 1, 2
@@ -69,6 +73,12 @@ class Pending:
     # Seconds from sending the requests until the receipt was read / its anchor announced.
     receipt_s: float | None = None
     anchor_s: float | None = None
+    # Redaction committed past the receipt's batch: its keys are destroyed.
+    carried_out: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.anchor is not None and self.carried_out
 
 
 def subject_documents(kafka: KafkaSettings, values: list[str], kind: str) -> list[str]:
@@ -113,7 +123,8 @@ async def carry_out(kafka: KafkaSettings, pending: list[Pending], by: str, wait:
         by_request = {p.request_id: p for p in pending}
         anchors: dict[str, Anchor] = {}
         deadline = sent + timeout
-        while time.monotonic() < deadline and not all(p.anchor for p in pending):
+        checked = 0.0
+        while time.monotonic() < deadline and not all(p.done for p in pending):
             batches = await consumer.getmany(timeout_ms=200, max_records=2000)
             for tp, records in batches.items():
                 for r in records:
@@ -125,8 +136,30 @@ async def carry_out(kafka: KafkaSettings, pending: list[Pending], by: str, wait:
                 if p.receipt is not None and p.anchor is None:
                     p.anchor = anchors.get(p.receipt.batch_id)
                     p.anchor_s = now if p.anchor is not None else None
+            waiting = [p for p in pending if p.anchor is not None and not p.carried_out]
+            if waiting and time.monotonic() - checked >= 1.0:
+                checked = time.monotonic()
+                await _carried_out(kafka, waiting)
     finally:
         await consumer.stop()
+
+
+def batch_end(batch_id: str) -> tuple[int, int]:
+    """(partition, last offset) of docs.normalized.v1 an audit batch id names."""
+    _, _, partition, offsets = batch_id.rsplit("/", 3)
+    return int(partition), int(offsets.split("-")[1])
+
+
+async def _carried_out(kafka: KafkaSettings, waiting: list[Pending]) -> None:
+    """Mark each forget whose batch redaction has committed past (committed offsets are
+    the next offset to read)."""
+    ends = {p.request_id: batch_end(p.receipt.batch_id) for p in waiting if p.receipt}
+    tps = sorted({TopicPartition(DOCS_NORMALIZED.name, part) for part, _ in ends.values()})
+    found = await committed(kafka, groups_of("redaction"), tps)
+    for p in waiting:
+        part, last = ends[p.request_id]
+        c = found.get(TopicPartition(DOCS_NORMALIZED.name, part))
+        p.carried_out = c is not None and c.offset > last
 
 
 def _take(topic: str, value: bytes | None, by_request: dict[str, Pending],
@@ -154,12 +187,13 @@ def as_json(pending: list[Pending]) -> list[dict[str, Any]]:
                     "tx_hash": p.anchor.tx_hash if p.anchor else None,
                     "block_number": p.anchor.block_number if p.anchor else None,
                     "receipt_after_s": p.receipt_s, "anchored_after_s": p.anchor_s,
-                    "done": p.anchor is not None})
+                    "carried_out": p.carried_out, "done": p.done})
     return out
 
 
 def table(pending: list[Pending]) -> str:
-    rows = [("doc id", "versions forgotten", "keys destroyed", "receipt", "anchored")]
+    rows = [("doc id", "versions forgotten", "keys destroyed", "receipt", "anchored",
+             "carried out")]
     for item in as_json(pending):
         r = item["receipt"]
         rows.append((item["doc_id"],
@@ -167,7 +201,8 @@ def table(pending: list[Pending]) -> str:
                      str(len(r["keys_destroyed"])) if r else "-",
                      f"v{item['version']} in {item['batch_id']}" if r else "not yet",
                      f"tx {item['tx_hash'][:18]}.. block {item['block_number']}"
-                     if item["done"] else "not yet"))
+                     if item["tx_hash"] else "not yet",
+                     "yes" if item["carried_out"] else "not yet"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
@@ -202,9 +237,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"sent {len(pending)} forget requests (request {base})")
         return DONE
     print(json.dumps(as_json(pending), indent=2) if args.json else table(pending))
-    missing = [p.doc_id for p in pending if p.anchor is None]
+    missing = [p.doc_id for p in pending if not p.done]
     if missing:
-        print(f"streamrag forget: {len(missing)} receipts not anchored within "
+        print(f"streamrag forget: {len(missing)} forgets not anchored and carried out within "
               f"{args.timeout:g} s; the requests stand and are carried out when the mesh "
               f"can: check with `streamrag audit prove DOC`", file=sys.stderr)
         return NOT_DONE
