@@ -9,9 +9,15 @@ sentences by:
   short-M    the M best candidates by BM25 (services/inference/answer/lexical.py) encoded
              and ranked by cosine
   bm25       BM25 alone, nothing encoded
+  short-M any  the same, without the rule that a sentence of another source than the best
+             one's must come close to it (extractive.OTHER_SOURCE_FLOOR): the baseline
 Quality: gold@1 / gold@3, the share of questions whose first (any of the first three)
-answer sentence comes from a judged-relevant chunk; agree@1, the share whose first sentence
-is the dense one. Cost: sentences encoded per question. Writes bench-results/answer.json.
+answer sentence comes from a judged-relevant chunk; on-topic, the mean share of an
+answer's sentences that come from a judged-relevant chunk (an answer padded with another
+document's sentences scores low); agree@1, the share whose first sentence is the dense
+one. Cost: sentences encoded per question. --slice picks the questions' half (held-out,
+the headline, or tune, the only one to choose a rule's numbers on). Writes
+bench-results/answer.json.
 
 --faithfulness instead answers each question both ways, as inference does, and checks the
 answers' citations (services/inference/answer/citations.py):
@@ -120,14 +126,15 @@ def main() -> int:
     ap.add_argument("--faithfulness", action="store_true",
                     help="extractive vs generative answers' citations (see above)")
     ap.add_argument("--slice", choices=SLICES, default="held-out",
-                    help="with --faithfulness: the questions' slice")
+                    help="the questions' slice (held-out: the headline; tune: to choose on)")
+    ap.add_argument("--other-source-floor", type=float, default=extractive.OTHER_SOURCE_FLOOR,
+                    help="the rule's floor for sentences of another source (to tune)")
     ap.add_argument("--max-new", type=int, default=64,
                     help="with --faithfulness: new tokens per generated answer")
     args = ap.parse_args()
     faithful = args.faithfulness
     args.questions = args.questions or (40 if faithful else 100)
-    questions, pool = load(args.data, args.questions, args.distractors, args.seed,
-                           args.slice if faithful else None)
+    questions, pool = load(args.data, args.questions, args.distractors, args.seed, args.slice)
     encoder = load_encoder(runtime=args.runtime, device="cpu")
     ids = list(pool)
     print(f"encoding {len(ids)} chunks and {len(questions)} questions ({encoder.runtime}) ...",
@@ -135,11 +142,14 @@ def main() -> int:
     chunk_vectors = encoder.encode([pool[c] for c in ids])
     if faithful:
         return faithfulness(args, questions, pool, encoder, chunk_vectors)
-    methods = ["dense", *(f"short-{m}" for m in args.shortlists), "bm25"]
+    any_source = f"short-{SHORTLIST} any"
+    methods = ["dense", *(f"short-{m}" for m in args.shortlists), any_source, "bm25"]
     gold1 = dict.fromkeys(methods, 0)
     gold3 = dict.fromkeys(methods, 0)
     agree = dict.fromkeys(methods, 0)
     encoded = dict.fromkeys(methods, 0)
+    on_topic: dict[str, float] = dict.fromkeys(methods, 0.0)
+    floor = args.other_source_floor
     candidates_total, started = 0, time.perf_counter()
     for _, question, relevant in questions:
         qv = encoder.encode([question])[0]
@@ -149,13 +159,18 @@ def main() -> int:
         texts = [c.text for c in candidates]
         candidates_total += len(texts)
         vectors = encoder.encode(texts)
-        picks = {"dense": extractive.select_sentences(qv, vectors, 3)}
+        sources = [c.citation for c in candidates]
+        picks = {"dense": extractive.select_sentences(qv, vectors, 3, sources, floor)}
         encoded["dense"] += len(texts)
         for m in args.shortlists:
             rows = lexical.shortlist(question, texts, m)
-            picks[f"short-{m}"] = [rows[i] for i in
-                                   extractive.select_sentences(qv, vectors[rows], 3)]
+            picks[f"short-{m}"] = [rows[i] for i in extractive.select_sentences(
+                qv, vectors[rows], 3, [sources[r] for r in rows], floor)]
             encoded[f"short-{m}"] += len(rows)
+            if m == SHORTLIST:
+                picks[any_source] = [rows[i] for i in
+                                     extractive.select_sentences(qv, vectors[rows], 3)]
+                encoded[any_source] += len(rows)
         scores = lexical.bm25(question, texts)
         picks["bm25"] = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:3]
         for name, rows in picks.items():
@@ -163,18 +178,23 @@ def main() -> int:
             gold1[name] += bool(cited) and cited[0] in good
             gold3[name] += bool(good & set(cited))
             agree[name] += bool(rows) and rows[0] == picks["dense"][0]
+            on_topic[name] += sum(c in good for c in cited) / len(cited) if cited else 0.0
     n = len(questions)
-    print(f"\n{n} questions, {candidates_total / n:.1f} candidate sentences each "
+    print(f"\n{n} questions of the {args.slice} slice, {candidates_total / n:.1f} candidate "
+          f"sentences each, other-source floor {floor:g} "
           f"({time.perf_counter() - started:.0f} s)")
-    print(f"{'method':<10} {'gold@1':>7} {'gold@3':>7} {'agree@1':>8} {'encoded/q':>10}")
+    print(f"{'method':<13} {'gold@1':>7} {'gold@3':>7} {'on-topic':>9} {'agree@1':>8} "
+          f"{'encoded/q':>10}")
     rows_out = []
     for name in methods:
         row = {"method": name, "gold@1": gold1[name] / n, "gold@3": gold3[name] / n,
-               "agree@1": agree[name] / n, "encoded_per_question": encoded[name] / n}
+               "on_topic": on_topic[name] / n, "agree@1": agree[name] / n,
+               "encoded_per_question": encoded[name] / n}
         rows_out.append(row)
-        print(f"{name:<10} {row['gold@1']:7.3f} {row['gold@3']:7.3f} {row['agree@1']:8.3f} "
-              f"{row['encoded_per_question']:10.1f}")
-    print("baseline: dense (every candidate encoded), on the same questions and chunks.")
+        print(f"{name:<13} {row['gold@1']:7.3f} {row['gold@3']:7.3f} {row['on_topic']:9.3f} "
+              f"{row['agree@1']:8.3f} {row['encoded_per_question']:10.1f}")
+    print(f"baselines: dense (every candidate encoded) and {any_source} (the default "
+          "shortlist without the other-source rule), on the same questions and chunks.")
     out = RESULTS / "answer.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
@@ -190,7 +210,8 @@ def quote(encoder: SentenceEncoder, question: str, qv: np.ndarray, texts: list[s
     keep = lexical.shortlist(question, [c.text for c in candidates], SHORTLIST)
     candidates = [candidates[i] for i in keep]
     vectors = encoder.encode([c.text for c in candidates])
-    picked = extractive.select_sentences(qv, vectors, SENTENCES)
+    picked = extractive.select_sentences(qv, vectors, SENTENCES,
+                                         [c.citation for c in candidates])
     return "".join(extractive.answer_pieces([candidates[i] for i in picked]))
 
 

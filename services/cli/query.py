@@ -113,9 +113,28 @@ MODE_LINES = {"extractive": "sentences quoted from the sources below",
               "generative": "written by the language model from the sources below"}
 
 
+# Why auto (or the support check) served the answer it did, as a person reads it; any
+# other reason ("unsupported: ...", "deadline: ...") is printed as the server wrote it.
+REASONS = {
+    "deadline": "auto quoted: a generated answer would not fit the call's deadline",
+    "overload": "auto quoted: the generator's queue is full",
+    "no_generator": "no generator is loaded",
+    "latency_objective": "auto quoted: a generated answer would take longer than its "
+                         "latency objective (STREAMRAG_INFERENCE_AUTO_LATENCY_OBJECTIVE_MS)",
+    "quality": "auto quoted: most of the model's recent generated answers were replaced "
+               "as unsupported by their sources",
+}
+QUIET = ("", "requested", "default", "fits")
+
+
+def reason_line(reason: str) -> str:
+    """answer_mode_reason for a person ("" when the mode is simply the one asked for)."""
+    return "" if reason in QUIET else REASONS.get(reason, reason)
+
+
 def _print_sources(citations: Sequence[pb.Citation], mode: str, reason: str,
                    missing: Sequence[int], out: TextIO) -> None:
-    why = f"; {reason}" if reason in ("deadline", "overload", "no_generator") else ""
+    why = f"; {line}" if (line := reason_line(reason)) else ""
     print(f"\n({mode} answer: {MODE_LINES.get(mode, mode)}{why})", file=out)
     if missing:
         shards = ", ".join(str(s) for s in missing)

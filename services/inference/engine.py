@@ -93,6 +93,9 @@ class QueryEngine:
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
                                    self.metrics, s.answer_shortlist, s.text_kept_s)
         self.generative: GenerativeAnswerer | None = None
+        # The verdicts on the generated answers of the last few minutes: auto quotes while
+        # most were replaced as unsupported (answer/modes.py).
+        self.quality = modes.QualityWindow(s.auto_quality_window_s, s.auto_min_kept_share)
         self.reranker: RerankStage | None = None
         if s.reranker_path is not None:
             self.reranker = RerankStage(
@@ -128,11 +131,24 @@ class QueryEngine:
         time_left_s = modes.time_to_judge(
             params.answer_mode or default, time_left_s, elapsed_s, s.auto_deadline_ms / 1000,
             s.default_deadline_ms / 1000 if s.default_deadline_ms else None)
-        choice = modes.choose(params.answer_mode, default, load, time_left_s)
+        choice = modes.choose(params.answer_mode, default, load, time_left_s,
+                              self.auto_objective_s, self.quality.ok(time.monotonic()))
         self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
         if choice.reason == "deadline" and self.generative is not None:
             self.generative.recheck()  # quoted on the estimate: let it be measured again
         return choice
+
+    @property
+    def auto_objective_s(self) -> float | None:
+        """auto's latency objective in seconds (None: none): the setting, or by default a
+        second where the generator decodes on a CPU and none on a GPU."""
+        ms = self.settings.auto_latency_objective_ms
+        if ms == 0:
+            return None
+        if ms > 0:
+            return ms / 1000
+        device = getattr(self.lm, "device", None)
+        return None if getattr(device, "type", "cpu") == "cuda" else 1.0
 
     def start(self) -> None:
         self.embedder.start()
@@ -319,6 +335,9 @@ class QueryEngine:
         else:
             check = citations.check_generated(answer.text, ids, texts, answer.shown)
         m = self.metrics
+        if answer.mode == modes.GENERATIVE and answer.finish_reason != "deadline":
+            kept = check.supported_share >= self.settings.generation_min_support
+            self.quality.record(time.monotonic(), kept)
         m.answers_cited.labels(mode=answer.mode, cited_by=check.cited_by).inc()
         m.answer_support.labels(mode=answer.mode).observe(check.supported_share)
         if check.uncited:

@@ -259,6 +259,16 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # The deadline auto assumes for a call that sets none (ms): it generates only when the
     # estimated generation time fits in it, so a default caller never waits on a long queue.
     auto_deadline_ms: int = Field(default=30_000, ge=1)
+    # auto generates only when the estimated generation time is within this (ms): an answer
+    # at the speed of retrieval where generation cannot be. -1: 1000 on a CPU, none where
+    # the generator runs on a GPU; 0: none.
+    auto_latency_objective_ms: int = Field(default=-1, ge=-1)
+    # auto quotes while fewer than this share of the model's generated answers of the last
+    # auto_quality_window_s were kept (the others replaced as unsupported); 0: never.
+    auto_min_kept_share: float = Field(default=0.5, ge=0, le=1)
+    # How long a generated answer's verdict (kept or replaced) counts for auto, in seconds:
+    # once the replaced ones age out, auto generates again.
+    auto_quality_window_s: float = Field(default=600.0, gt=0)
     # The deadline of any call that sets neither deadline_ms nor a gRPC deadline (ms; 0:
     # none): past it the call ends DEADLINE_EXCEEDED and its generation row is freed, so no
     # caller waits without end (a generative answer asked for by name included).

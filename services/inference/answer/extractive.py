@@ -20,6 +20,13 @@ NEAR_DUPLICATE = 0.95  # cosine above which two picked sentences say the same th
 # A sentence scoring under this share of the best one is off-topic: a shorter answer beats
 # one padded to `n` sentences with whatever else the chunks held.
 RELATIVE_FLOOR = 0.5
+# A sentence of another source than the top-ranked chunk's must score at least this share
+# of that chunk's best sentence: an answer that quotes the postmortem retrieval ranked first
+# should not go on with the refund policy of another document that merely shares its words
+# ("payments", "outage"); a sentence of another chunk that beats the first chunk's is quoted.
+# Chosen on the tune slice of scifact (scripts/bench_answer --slice tune), reported on the
+# held-out one.
+OTHER_SOURCE_FLOOR = 1.0
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*[-*•])")
 _WORD = re.compile(r"\S+")
 
@@ -50,10 +57,15 @@ def candidate_sentences(texts: Sequence[str], limit: int = MAX_CANDIDATES) -> li
     return out
 
 
-def select_sentences(query: np.ndarray, vectors: np.ndarray, n: int) -> list[int]:
+def select_sentences(query: np.ndarray, vectors: np.ndarray, n: int,
+                     sources: Sequence[int] | None = None,
+                     other_source_floor: float = OTHER_SOURCE_FLOOR) -> list[int]:
     """Rows of `vectors` most cosine-similar to `query`, best first.
 
-    Near-duplicates of a picked row and rows under RELATIVE_FLOOR of the best are skipped.
+    Near-duplicates of a picked row and rows under RELATIVE_FLOOR of the best are skipped;
+    with `sources` (each row's citation number: 1 is the top-ranked chunk), so are rows of
+    another source than the top-ranked one present under `other_source_floor` of its best
+    row.
     """
     if n <= 0 or len(vectors) == 0:
         return []
@@ -61,9 +73,14 @@ def select_sentences(query: np.ndarray, vectors: np.ndarray, n: int) -> list[int
     scores = unit @ (query / max(float(np.linalg.norm(query)), 1e-12))
     picked: list[int] = []
     floor = RELATIVE_FLOOR * float(scores.max())
+    lead = min(sources) if sources is not None else 0
+    anchor = max(float(scores[i]) for i, src in enumerate(sources or ()) if src == lead) \
+        if sources is not None else 0.0
     for i in np.argsort(-scores, kind="stable"):  # stable: ties keep citation order
         if scores[i] < floor:
             break
+        if sources is not None and sources[i] != lead and scores[i] < other_source_floor * anchor:
+            continue
         if all(float(unit[i] @ unit[j]) < NEAR_DUPLICATE for j in picked):
             picked.append(int(i))
             if len(picked) == n:

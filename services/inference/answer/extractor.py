@@ -41,7 +41,8 @@ class Extractor:
         candidates = [candidates[i] for i in keep]  # still in citation order
         vectors = await self._sentence_vectors(scope_of(params.access),
                                                [c.text for c in candidates])
-        picked = extractive.select_sentences(vector, vectors, self.sentences)
+        picked = extractive.select_sentences(vector, vectors, self.sentences,
+                                             [c.citation for c in candidates])
         pieces = extractive.answer_pieces([candidates[i] for i in picked])
         kept, reason = extractive.apply_limits(pieces, params.stop, params.max_new_tokens)
         return Answer(tuple(kept), reason, extractive.word_count([params.question, *texts]),

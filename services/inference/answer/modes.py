@@ -1,19 +1,24 @@
 """Which answer path a query takes: extractive, generative, or auto (the server decides).
 
-`auto` writes a generated answer when a generator is loaded, its queue has room and the
-estimated generation time fits in what is left of the query's deadline; otherwise it
-quotes (extractive), and the reason is reported with the answer. The time it judged by is
-the generation's budget: a generation still running at its end gives way to the quoted
-answer (the engine enforces it), so auto never waits past its deadline on a wrong
-estimate. Asking for `generative` where no generator is loaded is the caller's error
-(FAILED_PRECONDITION), never a silent change of mode; asking for it while work already
-queued would outlast the call's deadline is refused at once (RESOURCE_EXHAUSTED): the
-queue admits work at the pace it decodes, not more.
+`auto` writes a generated answer when a generator is loaded, its queue has room, the
+estimated generation time fits in what is left of the query's deadline and in the latency
+objective (STREAMRAG_INFERENCE_AUTO_LATENCY_OBJECTIVE_MS: a second on a CPU, none on a
+GPU), and the model's recent generated answers were mostly kept (not replaced as
+unsupported by the citation check); otherwise it quotes (extractive), and the reason is
+reported with the answer: "overload", "deadline", "latency_objective", "quality".
+
+The time it judged by is the generation's budget: a generation still running at its end
+gives way to the quoted answer (the engine enforces it), so auto never waits past its
+deadline on a wrong estimate. Asking for `generative` where no generator is loaded is the
+caller's error (FAILED_PRECONDITION), never a silent change of mode; asking for it while
+work already queued would outlast the call's deadline is refused at once
+(RESOURCE_EXHAUSTED): the queue admits work at the pace it decodes, not more.
 
 A call that sets no deadline is judged by the server's default one (120 s,
-STREAMRAG_INFERENCE_DEFAULT_DEADLINE_MS: the deadline its guard enforces), less what the call
-has used, in every mode; auto alone judges it by at most its own shorter auto deadline
-(30 s), so a default caller is not kept waiting on a long generation (`time_to_judge`).
+STREAMRAG_INFERENCE_DEFAULT_DEADLINE_MS: the deadline its guard enforces), less what the
+call has used, in every mode; auto alone judges it by at most its own shorter auto
+deadline (30 s), so a default caller is not kept waiting on a long generation
+(`time_to_judge`).
 
 Pure: the generator's state comes in as numbers.
 """
@@ -39,7 +44,9 @@ class GeneratorLoad:
 @dataclass(frozen=True)
 class ModeChoice:
     mode: str  # EXTRACTIVE or GENERATIVE
-    reason: str  # why: "requested", "default", "no_generator", "overload", "deadline", "fits"
+    # why: "requested", "default", "no_generator", "overload", "deadline",
+    # "latency_objective", "quality", "fits"
+    reason: str
     # auto's generation must end within this many seconds, else the quoted answer is served
     # ("deadline: ..."); None: no bound but the call's own deadline (asked for by name).
     budget_s: float | None = None
@@ -61,9 +68,12 @@ def time_to_judge(wanted: str, time_left_s: float | None, elapsed_s: float,
 
 
 def choose(requested: str, default: str, load: GeneratorLoad | None,
-           time_left_s: float | None) -> ModeChoice:
+           time_left_s: float | None, objective_s: float | None = None,
+           quality_ok: bool = True) -> ModeChoice:
     """The path for one query. `requested` is "" (the server's `default`) or one of MODES;
-    `load` is None without a generator; `time_left_s` is None without a deadline."""
+    `load` is None without a generator; `time_left_s` is None without a deadline;
+    `objective_s` auto's latency objective (None: none); `quality_ok` False when most of
+    the recent generated answers were replaced as unsupported (auto then quotes)."""
     wanted = requested or default
     why = "requested" if requested else "default"
     if wanted == EXTRACTIVE:
@@ -86,4 +96,35 @@ def choose(requested: str, default: str, load: GeneratorLoad | None,
         return ModeChoice(EXTRACTIVE, "overload")
     if late:
         return ModeChoice(EXTRACTIVE, "deadline")
+    if objective_s is not None and load.estimate_s > objective_s:
+        return ModeChoice(EXTRACTIVE, "latency_objective")
+    if not quality_ok:
+        return ModeChoice(EXTRACTIVE, "quality")
     return ModeChoice(GENERATIVE, "fits", time_left_s)
+
+
+class QualityWindow:
+    """Whether the served model's recent generated answers were kept: each answer's verdict
+    (kept, or replaced as unsupported) for `window_s`; auto generates again once the
+    replaced ones age out, so a window of bad answers is not a verdict for ever."""
+
+    def __init__(self, window_s: float, floor: float, min_answers: int = 5) -> None:
+        self.window_s, self.floor, self.min_answers = window_s, floor, min_answers
+        self._seen: list[tuple[float, bool]] = []
+
+    def record(self, now: float, kept: bool) -> None:
+        self._seen = [*self._recent(now), (now, kept)]
+
+    def _recent(self, now: float) -> list[tuple[float, bool]]:
+        return [(t, k) for t, k in self._seen if now - t < self.window_s]
+
+    def kept_share(self, now: float) -> float | None:
+        """The share of generated answers kept in the window (None: too few to judge)."""
+        recent = self._recent(now)
+        if len(recent) < self.min_answers:
+            return None
+        return sum(k for _, k in recent) / len(recent)
+
+    def ok(self, now: float) -> bool:
+        share = self.kept_share(now)
+        return share is None or share >= self.floor

@@ -124,3 +124,14 @@ def test_generative_without_a_model_is_the_callers_error(
     code, out = run("broker disk", "--target", target, "--mode", "auto", "--json")
     data = json.loads(out)
     assert (data["answer_mode"], data["answer_mode_reason"]) == ("extractive", "no_generator")
+
+
+def test_the_cli_says_why_an_answer_is_quoted(target: str) -> None:
+    from services.cli.query import reason_line
+    _, out = run("broker disk", "--target", target, "--mode", "auto")
+    assert "no generator is loaded" in out  # auto on a server without a generator
+    assert "latency objective" in reason_line("latency_objective")
+    assert "replaced" in reason_line("quality")
+    why = "unsupported: 67% of the generated answer's sentences were grounded"
+    assert reason_line(why) == why  # the server's own words, not hidden
+    assert reason_line("requested") == reason_line("fits") == ""

@@ -59,6 +59,21 @@ def test_select_skips_near_duplicates_and_handles_empty() -> None:
     assert select_sentences(query, vectors, 0) == []
 
 
+def test_another_sources_sentence_must_reach_the_top_ranked_chunks_best() -> None:
+    query = unit(1, 0, 0)
+    # cosines 0.9 (source 2), 0.8 (source 1, the top-ranked chunk), 0.7 (source 1),
+    # 0.75 (source 3)
+    vectors = np.stack([unit(0.9, np.sqrt(0.19), 0), unit(0.8, -0.6, 0),
+                        unit(0.7, 0, np.sqrt(0.51)), unit(0.75, 0, -np.sqrt(1 - 0.5625))])
+    sources = [2, 1, 1, 3]
+    assert select_sentences(query, vectors, 4) == [0, 1, 3, 2]  # any source
+    # Source 2's 0.9 beats the top-ranked chunk's best (0.8): quoted, first; source 3's
+    # 0.75 does not: left out; source 1's own sentences always stand.
+    assert select_sentences(query, vectors, 4, sources) == [0, 1, 2]
+    assert select_sentences(query, vectors, 4, sources, other_source_floor=0.9) == [0, 1, 3, 2]
+    assert select_sentences(query, vectors, 4, sources, other_source_floor=1.2) == [1, 2]
+
+
 def test_ties_keep_citation_order() -> None:
     vectors = np.stack([unit(0, 1, 0), unit(0, 0, 1), unit(0, 1, 1)])
     assert select_sentences(unit(0, 1, 1), vectors, 3) == [2, 0, 1]

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.inference.answer.modes import GeneratorLoad, ModeChoice, choose, time_to_judge
+from services.inference.answer.modes import (
+    GeneratorLoad,
+    ModeChoice,
+    QualityWindow,
+    choose,
+    time_to_judge,
+)
 from services.inference.engine import QueryEngine
 from services.inference.errors import GenerationBusyError, NoGeneratorError
 from services.inference.query import QueryParams
@@ -107,7 +113,8 @@ def _params(mode: str) -> QueryParams:
 
 
 def _engine(estimate_s: float, waiting: int = 1) -> QueryEngine:
-    engine = QueryEngine(InferenceSettings(), FakeSearch({}))  # defaults: 30 s auto, 120 s
+    # Defaults (30 s auto, 120 s) but no latency objective: these judge the deadlines.
+    engine = QueryEngine(InferenceSettings(auto_latency_objective_ms=0), FakeSearch({}))
     engine.generative = Loaded(estimate_s, waiting)  # type: ignore[assignment]
     return engine
 
@@ -131,3 +138,55 @@ def test_auto_without_a_deadline_keeps_its_own_30s_and_with_one_the_callers() ->
     engine = _engine(95.2, 0)
     assert engine.choose_mode(auto, None) == ModeChoice("extractive", "deadline")
     assert engine.generative.rechecks == 1  # type: ignore[attr-defined]  # measure it again
+
+
+@pytest.mark.parametrize(("estimate", "objective", "expected"), [
+    (2.0, 1.0, ModeChoice("extractive", "latency_objective")),
+    (0.8, 1.0, ModeChoice("generative", "fits")),
+    (2.0, None, ModeChoice("generative", "fits")),  # no objective (a GPU's default)
+])
+def test_auto_quotes_when_generation_would_outlast_its_latency_objective(
+        estimate: float, objective: float | None, expected: ModeChoice) -> None:
+    load = GeneratorLoad(overloaded=False, estimate_s=estimate)
+    assert choose("", "auto", load, None, objective) == expected
+    # Asked for by name, generation is never held to auto's objective.
+    assert choose("generative", "auto", load, None, objective).mode == "generative"
+
+
+def test_auto_quotes_while_most_recent_generated_answers_were_replaced() -> None:
+    assert choose("", "auto", IDLE, None, None, quality_ok=False) == \
+        ModeChoice("extractive", "quality")
+    assert choose("generative", "auto", IDLE, None, None, quality_ok=False).mode == \
+        "generative"
+    window = QualityWindow(window_s=600, floor=0.5, min_answers=5)
+    for t in range(4):
+        window.record(t, kept=False)
+    assert window.kept_share(4) is None and window.ok(4)  # too few to judge
+    window.record(4, kept=True)
+    assert window.kept_share(5) == 0.2 and not window.ok(5)
+    for t in range(5, 10):
+        window.record(t, kept=True)
+    assert window.kept_share(10) == 0.6 and window.ok(10)
+    assert window.ok(700)  # the verdicts aged out: auto tries generating again
+
+
+def test_the_default_objective_is_a_second_on_a_cpu_and_none_on_a_gpu() -> None:
+    import torch
+
+    class Lm:
+        def __init__(self, device: str) -> None:
+            self.device = torch.device(device)
+
+    class Gen:
+        def __init__(self, device: str) -> None:
+            self.lm = Lm(device)
+
+    engine = QueryEngine(InferenceSettings(), FakeSearch({}))
+    engine.generative = Gen("cpu")  # type: ignore[assignment]
+    assert engine.auto_objective_s == 1.0
+    engine.generative = Gen("cuda")  # type: ignore[assignment]
+    assert engine.auto_objective_s is None
+    assert QueryEngine(InferenceSettings(auto_latency_objective_ms=2500),
+                       FakeSearch({})).auto_objective_s == 2.5
+    assert QueryEngine(InferenceSettings(auto_latency_objective_ms=0),
+                       FakeSearch({})).auto_objective_s is None
