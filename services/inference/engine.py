@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -93,6 +93,11 @@ class QueryEngine:
         self.extractor = Extractor(self.encode, s.answer_sentences, s.sentence_cache_size,
                                    self.metrics, s.answer_shortlist, s.text_kept_s)
         self.generative: GenerativeAnswerer | None = None
+        # A generator that loads at the first call asking for generation (settings'
+        # generator_load), and the name Info reports for it meanwhile.
+        self.generator_on_demand: Callable[[], Awaitable[CausalLM | None]] | None = None
+        self.generator_name = ""
+        self._generator_lock = asyncio.Lock()
         # The verdicts on the generated answers of the last few minutes: auto quotes while
         # most were replaced as unsupported (answer/modes.py).
         self.quality = modes.QualityWindow(s.auto_quality_window_s, s.auto_min_kept_share)
@@ -117,8 +122,31 @@ class QueryEngine:
     @property
     def answer_mode(self) -> str:
         """The path of a query that does not choose one (Info): the configured default, or
-        extractive where no generator is loaded."""
-        return extractive.ANSWER_MODE if self.generative is None else self.settings.answer_mode
+        extractive where no generator is loaded or waits to be."""
+        if self.generative is None and self.generator_on_demand is None:
+            return extractive.ANSWER_MODE
+        return self.settings.answer_mode
+
+    def defer_generator(self, load: Callable[[], Awaitable[CausalLM | None]],
+                        name: str) -> None:
+        """Load the generator with `load` at the first call that asks for generation."""
+        self.generator_on_demand, self.generator_name = load, name
+
+    async def ready_generator(self, params: QueryParams) -> None:
+        """Load a deferred generator for a call that wants a generated answer (asked for by
+        name, or the default mode); auto never waits for it: it quotes meanwhile."""
+        if self.generative is not None or self.generator_on_demand is None:
+            return
+        if (params.answer_mode or params.settings(self.settings).answer_mode) != \
+                modes.GENERATIVE:
+            return
+        async with self._generator_lock:
+            if self.generative is None and self.generator_on_demand is not None:
+                lm = await self.generator_on_demand()
+                if lm is None:
+                    raise NotReadyError("the generator could not be loaded")
+                self.attach_generator(lm)
+                log.info("generator %s loaded on demand on %s", lm.model_id, lm.device)
 
     def choose_mode(self, params: QueryParams, time_left_s: float | None,
                     elapsed_s: float = 0.0) -> ModeChoice:
@@ -131,8 +159,13 @@ class QueryEngine:
         time_left_s = modes.time_to_judge(
             params.answer_mode or default, time_left_s, elapsed_s, s.auto_deadline_ms / 1000,
             s.default_deadline_ms / 1000 if s.default_deadline_ms else None)
-        choice = modes.choose(params.answer_mode, default, load, time_left_s,
-                              self.auto_objective_s, self.quality.ok(time.monotonic()))
+        if self.generative is None and self.generator_on_demand is not None and \
+                (params.answer_mode or default) == modes.AUTO:
+            # A generator loaded on demand because auto would quote here anyway.
+            choice = ModeChoice(modes.EXTRACTIVE, "latency_objective")
+        else:
+            choice = modes.choose(params.answer_mode, default, load, time_left_s,
+                                  self.auto_objective_s, self.quality.ok(time.monotonic()))
         self.metrics.answer_modes.labels(mode=choice.mode, reason=choice.reason).inc()
         if choice.reason == "deadline" and self.generative is not None:
             self.generative.recheck()  # quoted on the estimate: let it be measured again

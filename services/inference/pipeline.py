@@ -87,6 +87,7 @@ class QueryPipeline:
             if found.choice is not None and found.answer is not None:
                 choice, answer = found.choice, found.answer
             else:
+                await self.engine.ready_generator(found.retrieval.params)
                 choice = self._choose(found.retrieval.params, clock)
                 answer = await self.engine.answer(found.retrieval, choice)
                 self.cache.store_answer(found, choice, answer)
@@ -107,8 +108,11 @@ class QueryPipeline:
         The guard watches the call until the caller ends it (StreamedCall.end)."""
         async with self._watched("StreamQuery", clock.started, params, ends=False) as watch:
             found = await self.search(params, self._budget(clock), "query")
-            choice = found.choice if found.answer is not None and found.choice is not None \
-                else self._choose(found.retrieval.params, clock)
+            if found.answer is not None and found.choice is not None:
+                choice = found.choice
+            else:
+                await self.engine.ready_generator(found.retrieval.params)
+                choice = self._choose(found.retrieval.params, clock)
         self._shown(found.retrieval)
 
         async def events() -> AsyncIterator[str | Answer]:

@@ -18,6 +18,7 @@ import grpc
 import mode
 from grpc_health.v1.health import aio as health_aio
 
+from services.inference.answer.generative import weights
 from services.inference.api.server import (
     FeedbackSink,
     LatencySink,
@@ -180,10 +181,19 @@ class InferenceRuntime(mode.Service):
         else:
             config_read.set()
         self.engine.encoder = await asyncio.to_thread(self._encoder_factory)
-        lm = await asyncio.to_thread(self._generator_factory)
-        if lm is not None:
-            self.engine.attach_generator(lm)
-            log.info("generator %s on %s (%s)", lm.model_id, lm.device, lm.dtype)
+        src = self.settings.generator_source()
+        if src is not None and self.settings.generator_on_demand():
+            factory = self._generator_factory
+            self.engine.defer_generator(lambda: asyncio.to_thread(factory),
+                                        weights.model_name(src))
+            log.info("generator %s loads at the first call that asks for a generated answer "
+                     "(STREAMRAG_INFERENCE_GENERATOR_LOAD): on a CPU auto quotes within its "
+                     "latency objective", weights.model_name(src))
+        else:
+            lm = await asyncio.to_thread(self._generator_factory)
+            if lm is not None:
+                self.engine.attach_generator(lm)
+                log.info("generator %s on %s (%s)", lm.model_id, lm.device, lm.dtype)
         if self.engine.reranker is not None:
             scorer = await asyncio.to_thread(self._reranker_factory)
             if scorer is None:

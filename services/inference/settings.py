@@ -127,6 +127,14 @@ class RerankSettings(Group):
     max_length: int = Field(default=256, ge=8, le=8192)
 
 
+def gpu_present(device: str) -> bool:
+    """Whether models would run on a GPU, judged without importing torch: asked for by
+    name, or (device "auto") an NVIDIA driver's device node is there."""
+    if device.startswith("cuda"):
+        return True
+    return device == "auto" and Path("/dev/nvidiactl").exists()
+
+
 class InferenceSettings(ServiceSettings, EncoderSettings):
     # Groups read their flat names (STREAMRAG_INFERENCE_GUARD_WINDOW_S: guard.window_s).
     model_config = SettingsConfigDict(env_prefix="STREAMRAG_INFERENCE_", frozen=True,
@@ -269,6 +277,12 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # How long a generated answer's verdict (kept or replaced) counts for auto, in seconds:
     # once the replaced ones age out, auto generates again.
     auto_quality_window_s: float = Field(default=600.0, gt=0)
+    # When the generator loads: "eager" at start (auto's first estimate is timed then),
+    # "on_demand" at the first call that asks for a generated answer (by name, or by a
+    # generative default), "auto": on demand where auto would quote anyway (a CPU under the
+    # default latency objective), else at start. On demand the process holds no model
+    # (about 0.9 GiB for the bundled one) and starts without loading it until asked.
+    generator_load: Literal["auto", "eager", "on_demand"] = "auto"
     # The deadline of any call that sets neither deadline_ms nor a gRPC deadline (ms; 0:
     # none): past it the call ends DEADLINE_EXCEEDED and its generation row is freed, so no
     # caller waits without end (a generative answer asked for by name included).
@@ -320,6 +334,12 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
         models = [self.model_path, *([self.next_model_path] if self.next_model_path else [])]
         return (self.generator_source() is not None or self.reranker_path is not None
                 or any(self.encoder_may_run_torch(m, self.encoder_int8) for m in models))
+
+    def generator_on_demand(self) -> bool:
+        """Whether the generator waits for the first call that asks for generation."""
+        if self.generator_load != "auto":
+            return self.generator_load == "on_demand"
+        return self.auto_latency_objective_ms == -1 and not gpu_present(self.device)
 
     def generator_source(self) -> Path | None:
         """The generator's folder or GGUF file, or None when answers are only quoted."""
