@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,6 +95,15 @@ class Mesh:
         self.env = {"STREAMRAG_DATA_DIR": str(mesh.run_dir / "data"), **(env or {})}
         self.supervisor = Supervisor(Backoff(mesh.restart_initial_s, 2.0, mesh.restart_max_s,
                                              mesh.restart_reset_after_s))
+        # Where the bring-up's seconds went: (step, seconds it took), in order (`up` prints
+        # it once the mesh is ready).
+        self.timeline: list[tuple[str, float]] = []
+        self._mark = time.monotonic()
+
+    def _took(self, step: str) -> None:
+        now = time.monotonic()
+        self.timeline.append((step, now - self._mark))
+        self._mark = now
 
     def topic_specs(self) -> tuple[TopicSpec, ...]:
         """The contract's topics sized as the services will see them: this process's partition
@@ -124,13 +134,18 @@ class Mesh:
             msg = (f"STREAMRAG_MESH_RUN_DIR={self.run_dir}: cannot create it: "
                    f"{os.strerror(exc.errno) if exc.errno else type(exc).__name__}")
             raise ConfigError(msg) from exc
+        self._mark = time.monotonic()
         stale = stop_stale(self.run_dir)
         if stale:
             log.info("stopped leftovers of an earlier run: %s", ", ".join(stale))
+        self._took("stop an earlier run's leftovers")
         self._start_broker()
+        self._took("Kafka broker (JVM start, KRaft, serving)")
         self._start_chain()
+        self._took("Ethereum node (anvil)")
         created = asyncio.run(ensure_topics(self.kafka, self.topic_specs()))
         log.info("topics: %d created, the rest already there", len(created))
+        self._took(f"topics checked ({len(created)} created)")
         self.supervisor.start()
 
     def _start_broker(self) -> None:
@@ -173,9 +188,10 @@ class Mesh:
         if not self.settings.processes:
             env = {**self.env, "STREAMRAG_ONEBOX_SERVICES": json.dumps(list(names))}
             self._start_worker(ONEBOX, env)
-            return
-        for name in names:
-            self._start_worker(name, self.env)
+        else:
+            for name in names:
+                self._start_worker(name, self.env)
+        self._took("workers spawned")
 
     def _start_worker(self, name: str, env: dict[str, str]) -> None:
         child = self._supervise(partial(spawn, name, service_argv(name), self.run_dir, env))
@@ -209,6 +225,14 @@ class Mesh:
                    f"ready after {self.settings.ready_timeout_s:.0f}s "
                    f"(STREAMRAG_MESH_READY_TIMEOUT_S); logs in {self.run_dir / 'logs'}")
             raise InfrastructureError(msg) from exc
+        self._took("workers ready: models loaded, groups joined, every shard answers")
+
+    def timeline_table(self) -> str:
+        """The bring-up's steps and their seconds, as a table."""
+        width = max((len(step) for step, _ in self.timeline), default=0)
+        rows = [f"  {step:<{width}}  {took:6.1f} s" for step, took in self.timeline]
+        total = sum(took for _, took in self.timeline)
+        return "\n".join(["start-up timeline:", *rows, f"  {'to ready':<{width}}  {total:6.1f} s"])
 
     def stop(self) -> None:
         """Workers first (their last commits reach the broker), then the broker and chain."""

@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         mesh.start_services()
         mesh.wait_ready()
         log.info("mesh ready (every shard answers) after %.1fs", time.monotonic() - started)
+        print(mesh.timeline_table(), flush=True)
         if not args.no_demo:
             sent = produce_demo(mesh.kafka)
             produced = time.monotonic()

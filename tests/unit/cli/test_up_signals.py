@@ -29,6 +29,8 @@ class FakeMesh:
         pass
     def wait_ready(self):
         print("ready", flush=True)
+    def timeline_table(self):
+        return "start-up timeline:"
     def stop(self):
         print("stopped", flush=True)
 
