@@ -115,12 +115,11 @@ def test_a_record_sealed_under_a_key_this_store_never_had_is_dead_lettered() -> 
     assert err.value.reason == "key_unavailable"
 
 
-def test_without_sealing_the_parse_agent_writes_in_clear() -> None:
-    stage = built.stage("ingest", seal=False)
+def through_parse_agent(stage: Ingest, value: bytes) -> bytes:
+    """What the stage's parse agent sends on to docs.parsed.v1 for one raw record."""
     stage.app.finalize()
     stage.app.flow_control.resume()
     sent = AsyncMock()
-    value = json.dumps({"id": unique("clear"), "text": "plain body", "source": "t"}).encode()
 
     async def drive() -> None:
         with patch.object(stage.parsed_topic, "send", sent):
@@ -129,24 +128,18 @@ def test_without_sealing_the_parse_agent_writes_in_clear() -> None:
                 await eventually_async(lambda: event.message.acked, "the record handled")
 
     asyncio.run(drive())
-    out = json.loads(sent.await_args.kwargs["value"])
+    return sent.await_args.kwargs["value"]  # type: ignore[no-any-return]
+
+
+def test_without_sealing_the_parse_agent_writes_in_clear() -> None:
+    value = json.dumps({"id": unique("clear"), "text": "plain body", "source": "t"}).encode()
+    out = json.loads(through_parse_agent(built.stage("ingest", seal=False), value))
     assert (out["text"], out["sealed"]) == ("plain body", "")
 
 
 def test_the_parse_agent_seals_what_it_sends() -> None:
     stage = built.stage("ingest")
-    stage.app.finalize()
-    stage.app.flow_control.resume()
-    sent = AsyncMock()
     value = json.dumps({"id": unique("agent"), "text": "agent body", "source": "t"}).encode()
-
-    async def drive() -> None:
-        with patch.object(stage.parsed_topic, "send", sent):
-            async with stage.parse.test_context() as agent:
-                event = await agent.put(value=value, key=None)
-                await eventually_async(lambda: event.message.acked, "the record handled")
-
-    asyncio.run(drive())
-    wire = sent.await_args.kwargs["value"]
+    wire = through_parse_agent(stage, value)
     assert b"agent body" not in wire
     assert open_document(Document.model_validate_json(wire), stage.keys).text == "agent body"
