@@ -7,12 +7,15 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 from unittest.mock import AsyncMock, patch
 
 import numpy as np
 
+from services.inference.answer import modes
+from services.inference.answer.modes import GeneratorLoad
+from services.inference.answer.result import Answer
 from services.inference.search.gather import Gather, GatherResult, ShardAnswer
 from services.inference.search.scatter import SearchQuery
 from shared.contract.records import SearchHit
@@ -115,3 +118,34 @@ class FakeSearch:
         if not gather.complete:
             await asyncio.sleep(timeout_s)  # like the real client: silent shards cost the wait
         return gather.result(query.top_k)
+
+
+# Two services' facts in two passages: a generated answer can mix them up.
+TAMARIN_CHUNKS = {
+    0: [hit("c-ttl", 0.9, "Tamarin keeps cached pages for 35 days before eviction.",
+            doc_id="tamarin")],
+    1: [hit("c-timeout", 0.8, "The Osprey gateway times out a request after 20 seconds.",
+            doc_id="osprey")]}
+
+
+class ScriptedGenerator:
+    """Stands in for the generative answerer: writes `text` over every passage."""
+
+    def __init__(self, text: str, estimate_s: float = 0.5) -> None:
+        self.text, self.estimate_s, self.lm = text, estimate_s, None
+
+    rechecks = 0  # times auto quoted on the estimate and asked for it to be measured
+
+    def recheck(self) -> None:
+        self.rechecks += 1
+
+    def load(self, params: Any) -> GeneratorLoad:
+        return GeneratorLoad(overloaded=False, estimate_s=self.estimate_s)
+
+    async def stream(self, params: Any, texts: Sequence[str]) -> AsyncIterator[str | Answer]:
+        yield self.text
+        yield Answer((self.text,), "stop", 10, 5, 1.0, mode=modes.GENERATIVE, unit="tokens",
+                     shown=tuple(range(1, len(texts) + 1)))
+
+    async def stop(self) -> None:
+        pass

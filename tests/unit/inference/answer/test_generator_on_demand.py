@@ -16,8 +16,7 @@ from services.inference.engine import QueryEngine
 from services.inference.query import QueryParams
 from services.inference.settings import InferenceSettings
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from tests.unit.inference.answer.test_supported_answers import CHUNKS, ScriptedGenerator
-from tests.unit.inference.fakes import FakeSearch
+from tests.unit.inference.fakes import TAMARIN_CHUNKS, FakeSearch, ScriptedGenerator
 from tests.unit.inference.serving import serving, stub
 
 
@@ -79,7 +78,8 @@ def test_the_runtime_defers_the_load_and_info_names_the_model(tmp_path: Path) ->
         raise AssertionError("the generator must not load for these calls")
 
     async def go() -> tuple[pb.InfoResponse, pb.QueryResponse]:
-        async with serving(FakeSearch(CHUNKS), generator_path=gguf, generator_load="on_demand",
+        async with serving(FakeSearch(TAMARIN_CHUNKS), generator_path=gguf,
+                           generator_load="on_demand",
                            runtime_kw={"generator_factory": factory}) as (_, channel):
             info = await stub(channel).Info(pb.InfoRequest())
             quoted = await stub(channel).Query(pb.QueryRequest(

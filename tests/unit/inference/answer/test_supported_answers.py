@@ -5,51 +5,19 @@ name or quoted term that no cited passage holds is replaced by the extractive an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 
-from services.inference.answer import modes
-from services.inference.answer.modes import GeneratorLoad
-from services.inference.answer.result import Answer
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from tests.unit.inference.fakes import FakeSearch, hit
+from tests.unit.inference.fakes import TAMARIN_CHUNKS, FakeSearch, ScriptedGenerator
 from tests.unit.inference.serving import serving, stub
-
-CHUNKS = {0: [hit("c-ttl", 0.9, "Tamarin keeps cached pages for 35 days before eviction.",
-                  doc_id="tamarin")],
-          1: [hit("c-timeout", 0.8, "The Osprey gateway times out a request after 20 seconds.",
-                  doc_id="osprey")]}
-
-
-class ScriptedGenerator:
-    """Stands in for the generative answerer: writes `text` over every passage."""
-
-    def __init__(self, text: str, estimate_s: float = 0.5) -> None:
-        self.text, self.estimate_s, self.lm = text, estimate_s, None
-
-    rechecks = 0  # times auto quoted on the estimate and asked for it to be measured
-
-    def recheck(self) -> None:
-        self.rechecks += 1
-
-    def load(self, params: Any) -> GeneratorLoad:
-        return GeneratorLoad(overloaded=False, estimate_s=self.estimate_s)
-
-    async def stream(self, params: Any, texts: Sequence[str]) -> AsyncIterator[str | Answer]:
-        yield self.text
-        yield Answer((self.text,), "stop", 10, 5, 1.0, mode=modes.GENERATIVE, unit="tokens",
-                     shown=tuple(range(1, len(texts) + 1)))
-
-    async def stop(self) -> None:
-        pass
 
 
 def ask(text: str, question: str = "how long does Tamarin keep cached pages?",
         estimate_s: float = 0.5, **settings: Any) -> pb.QueryResponse:
     async def go() -> pb.QueryResponse:
-        async with serving(FakeSearch(CHUNKS), **settings) as (runtime, channel):
+        async with serving(FakeSearch(TAMARIN_CHUNKS), **settings) as (runtime, channel):
             runtime.engine.generative = ScriptedGenerator(text, estimate_s)
             return await stub(channel).Query(pb.QueryRequest(question=question))
     return asyncio.run(go())
