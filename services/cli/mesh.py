@@ -138,7 +138,7 @@ class Mesh:
         stale = stop_stale(self.run_dir)
         if stale:
             log.info("stopped leftovers of an earlier run: %s", ", ".join(stale))
-        self._took("stop an earlier run's leftovers")
+        self._took("an earlier run's processes looked for")
         self._start_broker()
         self._took("Kafka broker (JVM start, KRaft, serving)")
         self._start_chain()
