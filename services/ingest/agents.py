@@ -87,6 +87,8 @@ class Ingest:
         self.dedup_boundary = Boundary("ingest.dedup", t.dlq)
         self.stats = CountsBuffer()
         self.key_settings = KeySettings()
+        # How long docs.parsed.v1 keeps what the transit keys sealed (None: for ever).
+        self.parsed_kept_ms = forget.kept_ms()[DOCS_PARSED.name]
         self.parse: Any = None  # the Faust agents, once registered
         self.deduplicate: Any = None
 
@@ -202,7 +204,7 @@ class Ingest:
     async def expire_transit_keys(self) -> int:  # a timer
         """Destroy the transit keys older than docs.parsed.v1 keeps what they sealed (a
         record is gone within two of its retentions: Kafka deletes whole segments)."""
-        kept = await asyncio.to_thread(forget.topic_kept_ms, DOCS_PARSED.name)
+        kept = self.parsed_kept_ms
         if kept is None:
             return 0
         before = time.time() - 2 * kept / 1000 - self.settings.transit_rotation_s

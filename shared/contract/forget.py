@@ -58,23 +58,21 @@ CLEAR_COPIES = (DOCS_RAW.name, SEARCH_REPLIES.name,
                 DRIFT_SAMPLES.name, DRIFT_WINDOWS.name)
 
 
+def kept_ms(retention: AuditRetentionSettings | None = None) -> dict[str, int | None]:
+    """How long each topic keeps a record as the contract creates it (None: for ever)."""
+    r = retention or AuditRetentionSettings()
+    specs = with_audit_retention(all_topic_specs(), r.retention_ms, r.text_retention_ms,
+                                 r.raw_retention_ms)
+    return {s.name: s.expires_after() for s in specs}
+
+
 def clear_copies_kept_ms(retention: AuditRetentionSettings | None = None) -> int | None:
     """The longest any topic holding clear text keeps a record (CLEAR_COPIES), as the
     contract creates them (None: one keeps it for ever); Kafka deletes whole segments,
     each rolled within one retention, so a record is gone within twice this."""
-    r = retention or AuditRetentionSettings()
-    specs = with_audit_retention(all_topic_specs(), r.retention_ms, r.text_retention_ms,
-                                 r.raw_retention_ms)
-    kept = [s.expires_after() for s in specs if s.name in CLEAR_COPIES]
+    topics = kept_ms(retention)
+    kept = [topics[name] for name in CLEAR_COPIES]
     return None if any(k is None for k in kept) else 2 * max(k for k in kept if k)
-
-
-def topic_kept_ms(name: str, retention: AuditRetentionSettings | None = None) -> int | None:
-    """How long topic `name` keeps a record as the contract creates it (None: for ever)."""
-    r = retention or AuditRetentionSettings()
-    specs = with_audit_retention(all_topic_specs(), r.retention_ms, r.text_retention_ms,
-                                 r.raw_retention_ms)
-    return next(s.expires_after() for s in specs if s.name == name)
 
 
 def is_forget(doc: Document) -> bool:

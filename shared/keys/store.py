@@ -271,9 +271,9 @@ class VersionKeys:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 moved = 0
-                for table, version in (("keys", "version"), ("transit", "-gen")):
-                    if table == "keys" and transit_only:
-                        continue
+                kinds = [("transit", "-gen")] if transit_only else \
+                    [("keys", "version"), ("transit", "-gen")]
+                for table, version in kinds:
                     moved += self._db.execute(
                         f"INSERT OR IGNORE INTO destroyed SELECT key_id, doc_id, {version}, "
                         f"?, ? FROM {table} WHERE created_at < ?",
@@ -295,15 +295,19 @@ class VersionKeys:
         """The document's transit key for what ingest parses now: its newest generation
         unless closed by a forget or older than `rotate_s`, else a new one."""
         at = time.time() if now is None else now
+        current = ("SELECT key_id, gen, wrapped FROM transit WHERE doc_id = ? AND closed = 0 "
+                   "AND created_at >= ? ORDER BY gen DESC LIMIT 1")
         with self._lock:
-            row = self._db.execute(
-                "SELECT key_id, gen, wrapped FROM transit WHERE doc_id = ? AND closed = 0 "
-                "AND created_at >= ? ORDER BY gen DESC LIMIT 1", (doc_id, at - rotate_s),
-            ).fetchone()
+            row = self._db.execute(current, (doc_id, at - rotate_s)).fetchone()
             if row is not None:
                 return self._unwrap(row[0], doc_id, -row[1], row[2])
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                # Another process may have made it since the read above: take that one.
+                row = self._db.execute(current, (doc_id, at - rotate_s)).fetchone()
+                if row is not None:
+                    self._db.execute("COMMIT")
+                    return self._unwrap(row[0], doc_id, -row[1], row[2])
                 (gen,) = self._db.execute(
                     "SELECT 1 + MAX(COALESCE((SELECT MAX(gen) FROM transit WHERE doc_id = ?), "
                     "0), COALESCE((SELECT -MIN(version) FROM destroyed WHERE doc_id = ? AND "
