@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import re
 import socket
 import time
@@ -261,10 +262,35 @@ def last_error(child: Child) -> str:
     return (errors or lines or ["empty log"])[-1]
 
 
+LISTEN_PORTS = range(20000, 32768)  # below Linux's default ephemeral range (32768-60999)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free now, for a process started later to listen on.
+
+    Picked below the kernel's ephemeral range: a port from bind(0) is one any outgoing
+    connection may take in the seconds before its listener starts (CI saw the inference
+    metrics port taken so); one below the range is taken only by another listener.
+    """
+    low = ephemeral_low()
+    ports = range(LISTEN_PORTS.start, min(LISTEN_PORTS.stop, low))
+    for port in random.sample(ports, min(len(ports), 64)):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # a kernel with an unusual range: its own choice
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return LISTEN_PORTS.stop
 
 
 @dataclass(frozen=True)
