@@ -41,6 +41,10 @@ class KafkaSettings(BaseSettings):
     # shared/kafka/ were written against (shared/kafka/patches.py VERSIONS): only for a
     # release someone has re-verified them on.
     allow_unverified_versions: bool = False
+    # How long a worker's own clients wait for a broker that refuses connections (one
+    # restarting) before the worker exits to be restarted: an outage shorter than this
+    # costs the query path nothing.
+    outage_s: float = Field(default=120.0, gt=0)
     # Consumer group session timeout: a member silent this long is dropped from the group.
     session_timeout_s: float = Field(default=10.0, gt=0)
     # How long a rebalance waits for the group's members to rejoin.

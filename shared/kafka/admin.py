@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import OffsetAndMetadata
 
 from shared.contract.retention import AuditRetentionSettings
@@ -31,6 +31,7 @@ from shared.contract.topics import (
     with_audit_retention,
 )
 from shared.errors import InfrastructureError
+from shared.kafka.connect import started
 from shared.settings import KafkaSettings, PartitionSettings
 
 EVIDENCE_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes")
@@ -39,18 +40,9 @@ log = logging.getLogger(__name__)
 
 
 async def _connected_admin(kafka: KafkaSettings, wait_s: float) -> AIOKafkaAdminClient:
-    deadline = asyncio.get_running_loop().time() + wait_s
-    while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **kafka.client_options())
-        try:
-            await admin.start()
-            return admin
-        except KafkaConnectionError as exc:
-            await admin.close()
-            if asyncio.get_running_loop().time() > deadline:
-                msg = f"broker {kafka.bootstrap} not reachable after {wait_s:.0f}s"
-                raise InfrastructureError(msg) from exc
-            await asyncio.sleep(0.5)
+    return await started(
+        lambda: AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **kafka.client_options()),
+        AIOKafkaAdminClient.close, kafka.bootstrap, wait_s, "admin")
 
 
 def contract_specs(retention: AuditRetentionSettings | None = None,

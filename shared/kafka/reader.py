@@ -12,6 +12,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from shared.contract.topics import TopicSpec
+from shared.kafka.connect import started
 from shared.settings import KafkaSettings
 
 
@@ -25,23 +26,31 @@ async def read_back(kafka: KafkaSettings, spec: TopicSpec,
                     enough: Callable[[list[Any]], bool], tail: int = 64) -> list[Any]:
     """The shortest tail of `spec` (the last `tail` records of each partition, growing 8x
     a round) for which `enough(records)` holds, else the whole topic: a restart stays fast
-    however long the topic's history is."""
+    however long the topic's history is. A worker reads it after each rebalance, which a
+    broker's restart causes: it waits up to the settings' outage_s for the broker."""
     while True:
-        records, whole = await _read(kafka, spec, tail)
+        records, whole = await _read(kafka, spec, tail, kafka.outage_s)
         if whole or enough(records):
             return records
         tail *= 8
 
 
-async def _read(kafka: KafkaSettings, spec: TopicSpec,
-                tail: int | None) -> tuple[list[Any], bool]:
+async def _read(kafka: KafkaSettings, spec: TopicSpec, tail: int | None,
+                wait_s: float | None = None) -> tuple[list[Any], bool]:
     """The records from each partition's start (or `tail` before its end) up to the end
     offsets read first, per partition in offset order; and whether that was every
     partition's start. Records produced meanwhile are not waited for: a topic written
-    without pause (a live mesh's) still has an end to read to."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
+    without pause (a live mesh's) still has an end to read to. `wait_s`: how long to wait
+    for a broker that refuses connections (None: fail at once)."""
+    def make() -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None,
                                 enable_auto_commit=False, **kafka.client_options())
-    await consumer.start()
+    if wait_s is None:
+        consumer = make()
+        await consumer.start()
+    else:
+        consumer = await started(make, AIOKafkaConsumer.stop, kafka.bootstrap, wait_s,
+                                 f"reading {spec.name}")
     try:
         parts = [TopicPartition(spec.name, p) for p in range(spec.partitions)]
         consumer.assign(parts)
