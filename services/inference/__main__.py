@@ -4,8 +4,10 @@ from services.inference.settings import InferenceSettings
 from shared.worker.lean_imports import DEEP_LEARNING, forgo
 
 settings = InferenceSettings()
-if not settings.may_run_torch():
-    forgo(*DEEP_LEARNING)  # no generator, no reranker, ONNX query encoder: no torch
+if not settings.may_run_torch(at_start=True):
+    # no reranker and an ONNX query encoder: no torch, or none until a generator loaded on
+    # demand lifts this (services/inference/runtime.py load_generator)
+    forgo(*DEEP_LEARNING)
 
 from services.inference import agents  # noqa: E402
 from services.inference.app import make  # noqa: E402

@@ -42,6 +42,7 @@ from services.inference.telemetry.streamstats import StatsView, WindowCollector
 from shared.contract.topics import CONFIG_QUERY
 from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
+from shared.worker.lean_imports import DEEP_LEARNING, allow
 
 if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
     from services.inference.answer.generative.model import CausalLM
@@ -75,6 +76,7 @@ def load_generator(settings: InferenceSettings) -> CausalLM | None:
     src = settings.generator_source()
     if src is None:
         return None
+    allow(*DEEP_LEARNING)  # forgone until now where the generator loads on demand
     from services.inference.answer.generative.model import CausalLM  # torch loads here
 
     lm = CausalLM(src, settings.device, settings.model_cache_dir)

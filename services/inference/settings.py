@@ -328,11 +328,14 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # "Query path speed"). Chunk vectors stay fp32; torch ignores it.
     encoder_int8: bool = True
 
-    def may_run_torch(self) -> bool:
+    def may_run_torch(self, at_start: bool = False) -> bool:
         """The generator and the reranker always run torch; the query encoders (current
-        and next model) as shared/encoder/runtime.py decides."""
+        and next model) as shared/encoder/runtime.py decides. `at_start`: whether torch
+        runs before the first query (not for a generator loaded on demand)."""
         models = [self.model_path, *([self.next_model_path] if self.next_model_path else [])]
-        return (self.generator_source() is not None or self.reranker_path is not None
+        generator = self.generator_source() is not None and not (
+            at_start and self.generator_on_demand())
+        return (generator or self.reranker_path is not None
                 or any(self.encoder_may_run_torch(m, self.encoder_int8) for m in models))
 
     def generator_on_demand(self) -> bool:

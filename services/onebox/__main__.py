@@ -4,8 +4,10 @@ from services.onebox.settings import OneboxSettings, may_run_torch
 from shared.worker.lean_imports import DEEP_LEARNING, forgo
 
 settings = OneboxSettings()
-if not may_run_torch(settings.services):
-    forgo(*DEEP_LEARNING)  # no hosted stage runs torch: spaCy and Presidio would load it
+if not may_run_torch(settings.services, at_start=True):
+    # No hosted stage runs torch, or none before a generator loaded on demand lifts this
+    # (services/inference/runtime.py load_generator): spaCy and Presidio would load it.
+    forgo(*DEEP_LEARNING)
 
 from services.onebox.app import build  # noqa: E402
 from shared.settings import KafkaSettings  # noqa: E402

@@ -25,12 +25,14 @@ class OneboxSettings(ServiceSettings):
         return names
 
 
-def may_run_torch(services: tuple[str, ...]) -> bool:
+def may_run_torch(services: tuple[str, ...], at_start: bool = False) -> bool:
     """Whether a hosted stage may run torch with its settings: only embedding and
     inference run models on it (redaction's spaCy runs on its own, chunking counts
-    tokens), and with ONNX on CPU neither does."""
+    tokens), and with ONNX on CPU neither does. `at_start`: before the first query (a
+    generator loaded on demand needs it only then)."""
     from services.embedding.settings import EmbeddingSettings
     from services.inference.settings import InferenceSettings
 
-    stages = {"embedding": EmbeddingSettings, "inference": InferenceSettings}
-    return any(stages[name]().may_run_torch() for name in services if name in stages)
+    if "embedding" in services and EmbeddingSettings().may_run_torch():
+        return True
+    return "inference" in services and InferenceSettings().may_run_torch(at_start)

