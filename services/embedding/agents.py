@@ -49,7 +49,7 @@ from shared.contract.sealed import (
 )
 from shared.contract.topics import embedded_key
 from shared.encoder.runtime import SentenceEncoder, load_encoder
-from shared.kafka import checkpoint
+from shared.kafka import checkpoint, membership
 from shared.keys.sealing import VersionKey
 from shared.keys.settings import KeySettings
 from shared.keys.store import VersionKeys
@@ -198,6 +198,13 @@ class Embedding:
         started = time.perf_counter()
         embedded = await self._embedded(self.encoder, live)
         encoded_ms = (time.perf_counter() - started) * 1000
+        if live and (why := await membership.evicted(self.app)):
+            # Stopped past its session timeout while embedding, this worker wakes up with
+            # a batch whose partitions went on without it: their new owner embeds them
+            # from the committed offset, so sending them too only doubles the output.
+            log.warning("%d sets embedded after this worker lost its partitions (%s): not "
+                        "sent, they replay on the owner", len(live), why)
+            embedded, live = [], []
         with spans.batch(self.boundary.stage, [ev.message for ev, _ in live]):
             sent = await self.send_all(embedded, {(cs.doc_id, cs.version): ev
                                                   for ev, cs in live})

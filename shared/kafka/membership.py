@@ -31,15 +31,22 @@ from typing import Any
 
 from aiokafka.errors import for_code
 from aiokafka.protocol.group import HeartbeatRequest
+from faust.exceptions import ConsumerNotStarted
 
 log = logging.getLogger(__name__)
 STILL_MEMBER = ("NoError", "RebalanceInProgressError")
+# Answers that say for certain this worker's partitions went to another member.
+NOT_MEMBER = ("UnknownMemberIdError", "IllegalGenerationError", "FencedInstanceIdError",
+              "no member id (the group has evicted this worker)")
 
 
 def coordinator(app: Any) -> Any:
     """The app's aiokafka group coordinator (None before the consumer has started)."""
     thread = getattr(app.consumer, "_thread", None)
-    consumer = thread._ensure_consumer() if thread is not None else None
+    try:
+        consumer = thread._ensure_consumer() if thread is not None else None
+    except ConsumerNotStarted:
+        return None
     return getattr(consumer, "_coordinator", None)
 
 
@@ -60,3 +67,11 @@ async def confirm(app: Any) -> str | None:
         return type(exc).__name__
     error = for_code(response.error_code).__name__
     return None if error in STILL_MEMBER else error
+
+
+async def evicted(app: Any) -> str | None:
+    """Why this worker is certainly no longer the owner of its partitions, or None when it
+    is, or may be: an answer that never came (a broker restarting) proves nothing, and a
+    stage that writes at least once goes on writing."""
+    why = await confirm(app)
+    return why if why in NOT_MEMBER else None

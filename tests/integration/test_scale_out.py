@@ -406,6 +406,9 @@ def test_every_version_redacted_and_embedded_or_dead_lettered_duplicates_identic
         assert all(dead.get(d) and all(dead[d]) for d in missing), \
             run.why(spec.name, missing, {d: dead.get(d) for d in missing})
         extra = {key: got for key, got in found.items() if len(got) > 1}
+        faulted = [len(got) for key, got in found.items() if key[0].startswith("fault")]
+        print(f"{spec.name}: {sum(len(g) for g in found.values())} records for {len(found)} "
+              f"versions; under the fault schedule {sum(faulted)} for {len(faulted)}")
         # Before the faults, redone at most twice per stage up the line (redaction's redo
         # doubles what embedding is given); the faults may redo a version more often.
         before = {key: got for key, got in extra.items() if not key[0].startswith("fault")}

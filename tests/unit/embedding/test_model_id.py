@@ -19,6 +19,7 @@ from services.embedding.settings import EmbeddingSettings
 from shared.contract.records import Chunk, ChunkSet, EmbeddedChunkSet
 from shared.contract.topics import CHUNKS, EMBEDDING_APP, embedded_key, embedding_app
 from shared.encoder.model import MODEL_ID
+from shared.kafka import membership
 from tests.support import built
 
 stage = built.stage("embedding")
@@ -82,3 +83,19 @@ def test_outputs_carry_the_model_and_stay_on_their_input_partition() -> None:
     out = EmbeddedChunkSet.model_validate_json(calls[0]["value"])
     assert (out.model_id, out.dim, len(out.chunks[0].array())) == ("acme/tiny", 3, 3)
     assert [ev.done.count for ev, _ in batch] == [1, 1]  # each handed to the checkpoint once
+
+
+def test_a_worker_evicted_while_embedding_sends_nothing() -> None:
+    # Woken from a stop past its session timeout: the partitions' new owner embeds them.
+    sent = AsyncMock(side_effect=lambda **kw: asyncio.sleep(0))
+    batch = [event("a", 2), event("b", 0)]
+
+    async def evicted(app: Any) -> str:
+        return "UnknownMemberIdError"
+    with patch.object(stage, "encoder", TinyEncoder()), \
+            patch.object(stage.embedded_topic, "send", sent), \
+            patch.object(membership, "evicted", evicted), \
+            patch.object(type(stage.app), "consumer_generation_id", 7, create=True):
+        asyncio.run(stage.flush(batch))
+    assert sent.await_args_list == []
+    assert [ev.done.count for ev, _ in batch] == [1, 1]  # done: nothing of it is committed

@@ -53,3 +53,17 @@ def test_membership_is_confirmed_only_by_the_coordinator_s_answer(
 def test_no_consumer_yet_is_unconfirmed() -> None:
     app = SimpleNamespace(consumer=SimpleNamespace(_thread=None))
     assert asyncio.run(membership.confirm(app)) == "no group coordinator"
+
+
+@pytest.mark.parametrize(("member", "answer", "evicted"), [
+    ("m-1", 0, None),
+    ("m-1", 27, None),
+    ("m-1", 25, "UnknownMemberIdError"),
+    ("m-1", 22, "IllegalGenerationError"),
+    ("m-1", KafkaConnectionError(), None),  # no answer proves nothing
+    ("", 0, "no member id (the group has evicted this worker)"),
+])
+def test_only_a_certain_answer_is_an_eviction(member: str, answer: Any,
+                                              evicted: str | None) -> None:
+    app, _ = app_with(member, answer)
+    assert asyncio.run(membership.evicted(app)) == evicted
