@@ -224,7 +224,7 @@ CATALOGUE: tuple[Identifier, ...] = (
                r"\d{8} ?\d ?[A-Za-z]{2}\d", r"cart[ãa]o de cidad[ãa]o|\bcc\b|citizen card",
                "Luhn over letters", bare=True),
     Identifier("RO_CNP", "RO", "CNP", "ro.cnp", r"[1-9]\d{12}", r"\bcnp\b|cod numeric personal",
-               "weighted mod 11, birth date, county", bare=True),
+               "weighted mod 11, birth date, county"),
     Identifier("RU_INN", "RU", "ИНН (personal)", "ru.inn", r"\d{12}",
                r"\binn\b|инн|налогоплательщик", "two weighted mod-11 digits"),
     Identifier("SE_PERSONNUMMER", "SE", "Personnummer", "se.personnummer",
