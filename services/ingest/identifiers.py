@@ -4,8 +4,9 @@ CDC database and table names, the API source header.
 Those fields name a document everywhere downstream (topic keys, audit leaves, stream
 statistics, status files, index shards), so they are not redacted but refused: a record
 with an e-mail address, a payment card number, an IBAN, a US social security number, a
-phone number, or a national number of a served locale (CPF, CNPJ, Aadhaar, PRC resident
-id, Korean RRN, Steuer-ID, Russian passport) in one of them is dead-lettered
+phone number, or a national number (CPF, CNPJ, Aadhaar, PRC resident id, Korean RRN,
+Steuer-ID, Russian passport, and the person ids of shared.text.id_catalogue: a CURP, a
+NIR, a `pesel-...`) in one of them is dead-lettered
 `pii_in_identifier` with the field's name, never its value. Checked on the normalised view
 redaction reads (shared.text.reader: percent-decoded, NFKC, every script's digits,
 look-alike letters, hidden characters removed), and on what a base64 or hex part of it

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from shared.contract.access import parse_acl
 from shared.contract.records import Document
 from shared.errors import InvalidInput
+from shared.text.id_catalogue import CATALOGUE_ENTITIES
 
 SEPARATORS = re.compile(r"[._:/-]+")
 LONG_DIGITS = re.compile(r"\d{7,}|\d+(?: \d+){2,}")
@@ -23,7 +24,7 @@ LONG_DIGITS = re.compile(r"\d{7,}|\d+(?: \d+){2,}")
 # purpose, and a group name ("berlin-office") is no one's personal data.
 ACL_ENTITIES = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "US_SSN",
                 "IP_ADDRESS", "CRYPTO", "SECRET", "BR_CPF", "BR_CNPJ", "IN_AADHAAR",
-                "CN_RESIDENT_ID", "KR_RRN", "DE_TAX_ID", "RU_PASSPORT")
+                "CN_RESIDENT_ID", "KR_RRN", "DE_TAX_ID", "RU_PASSPORT", *CATALOGUE_ENTITIES)
 
 
 def label_views(label: str) -> list[str]:

@@ -1,5 +1,6 @@
-"""Presidio recognizer for the national identity and tax numbers of the served locales
-(shared.text.national_ids holds the shapes, check digits and cues)."""
+"""Presidio recognizer for national identity and tax numbers: the served locales' and every
+country python-stdnum checks (shared.text.national_ids holds the shapes, check digits and
+cues, shared.text.id_catalogue the table)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ NATIONAL_ENTITIES = tuple(k.entity for k in KINDS)
 
 
 class NationalIdRecognizer(LocalRecognizer):
-    """BR_CPF, BR_CNPJ, IN_AADHAAR, CN_RESIDENT_ID, KR_RRN, DE_TAX_ID, RU_PASSPORT, and a
-    US_SSN written bare where the text names it (Presidio's finds the printed ones)."""
+    """BR_CPF, BR_CNPJ, IN_AADHAAR, CN_RESIDENT_ID, KR_RRN, DE_TAX_ID, RU_PASSPORT, a
+    US_SSN written bare where the text names it (Presidio's finds the printed ones), and
+    every person identifier of shared.text.id_catalogue (PL_PESEL, TR_TC_KIMLIK, ...)."""
 
     # Above the phone recognizer's score: where a phone matcher also reads the digits
     # (a CNPJ, an Aadhaar number), the placeholder names the id.

@@ -11,12 +11,15 @@ from shared.contract.audit_signing import DEV_SIGNING_KEY
 from shared.contract.retention import seconds_kept
 from shared.contract.subjects import DEV_SUBJECT_KEY, PHONE_REGIONS
 from shared.settings import ServiceSettings
+from shared.text.id_catalogue import CATALOGUE_ENTITIES
 
 DEFAULT_ENTITIES = (
     "PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "US_SSN",
     "IP_ADDRESS", "LOCATION", "CRYPTO", "SECRET",
     # National numbers of the served locales (services/redaction/national_ids.py).
     "BR_CPF", "BR_CNPJ", "IN_AADHAAR", "CN_RESIDENT_ID", "KR_RRN", "DE_TAX_ID", "RU_PASSPORT",
+    # and the person identifiers of every other country stdnum checks (shared.text.id_catalogue)
+    *CATALOGUE_ENTITIES,
     # Base64 that decodes to no text: data that cannot be checked (shared.text.encoded).
     "ENCODED",
 )

@@ -18,6 +18,8 @@ import phonenumbers
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
+from shared.text.id_catalogue import CATALOGUE_ENTITIES
+
 Kind = Literal["email", "phone", "name", "id"]
 KINDS: tuple[Kind, ...] = ("email", "phone", "name", "id")
 # The masked entity types that name a person, by the kind they are indexed as. Others
@@ -27,7 +29,7 @@ ENTITY_KINDS: dict[str, Kind] = {
     "EMAIL_ADDRESS": "email", "PHONE_NUMBER": "phone", "PERSON": "name",
     **{entity: "id" for entity in ("US_SSN", "CREDIT_CARD", "IBAN_CODE", "BR_CPF", "BR_CNPJ",
                                    "IN_AADHAAR", "CN_RESIDENT_ID", "KR_RRN", "DE_TAX_ID",
-                                   "RU_PASSPORT")},
+                                   "RU_PASSPORT", *CATALOGUE_ENTITIES)},
 }
 # Regions whose national-format phone numbers are read (the first that reads a number as
 # valid gives its E.164 form); the redaction setting STREAMRAG_REDACTION_PHONE_REGIONS.
