@@ -95,8 +95,8 @@ def test_stream_query_sends_start_deltas_end_whose_text_is_the_answer() -> None:
     (b"{", "bad_json", "body"),
     ({"question": QUESTION, "top_k": "two"}, "wrong_type", "top_k"),
     ({"question": QUESTION, "topp_k": 2}, "unknown_field", "topp_k"),
-    ({"question": QUESTION, "top_k": 51}, "out_of_range", "top_k"),  # the servicer's check
-    ({"question": ""}, "empty", "question"),
+    ({"question": QUESTION, "top_k": 51}, "top_k_out_of_range", "top_k"),  # the servicer's
+    ({"question": ""}, "empty_question", "question"),
     ({"question": QUESTION, "since": "last tuesday"}, "bad_time", "since"),
 ])
 def test_a_bad_request_is_400_naming_the_field_as_grpc_would(
@@ -115,7 +115,7 @@ def test_a_bad_request_is_400_naming_the_field_as_grpc_would(
     status, reply, grpc_reason, grpc_field = asyncio.run(go())
     assert status == 400 and reply["error"]["status"] == "INVALID_ARGUMENT"
     assert (reply["error"]["reason"], reply["error"]["field"]) == (grpc_reason, grpc_field)
-    assert reply["error"]["field"] == field
+    assert (reply["error"]["reason"], reply["error"]["field"]) == (reason, field)
 
 
 def test_a_passed_deadline_is_504() -> None:
