@@ -34,6 +34,9 @@ class MeshSettings(BaseSettings):
     processes: bool = False
     # The inference gRPC address the CLI's query commands and readiness check use.
     inference_target: str = "127.0.0.1:50051"
+    # The port `streamrag up` has inference serve its HTTP/JSON API on (it passes it to the
+    # services as STREAMRAG_INFERENCE_HTTP_PORT, whose own default is 0, off); 0: not served.
+    inference_http_port: int = Field(default=8080, ge=0, le=65535)
     # The bearer token `streamrag query` sends (a user's JWT or the service account's token)
     # where the API has auth configured; unset: none is sent.
     inference_token: SecretStr | None = None

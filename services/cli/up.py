@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     settings = MeshSettings()
     if args.processes:
         settings = settings.model_copy(update={"processes": True})
-    mesh = Mesh(settings, KafkaSettings(), LedgerSettings())
+    http = {"STREAMRAG_INFERENCE_HTTP_PORT": str(settings.inference_http_port)}
+    mesh = Mesh(settings, KafkaSettings(), LedgerSettings(), http)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # Ctrl-C stops the mesh even where `up` was started with SIGINT ignored, as a shell
     # starts a background job (`streamrag up &`, nohup): Python then keeps it ignored.
@@ -115,8 +116,11 @@ def run(args: argparse.Namespace) -> int:
         if args.exit_after_demo:
             return 0
         print(f"\nmesh running: logs in {mesh.run_dir / 'logs'}; try `streamrag query "
-              "\"...\"` in another shell. A process that exits is restarted; Ctrl-C stops "
-              "everything.")
+              "\"...\"` in another shell", end="")
+        if settings.inference_http_port:
+            print(f", or curl http://127.0.0.1:{settings.inference_http_port}/v1/query "
+                  "(OpenAPI at /openapi.json)", end="")
+        print(". A process that exits is restarted; Ctrl-C stops everything.")
         while True:  # the supervisor thread restarts what exits; only a signal ends this
             time.sleep(1)
     except KeyboardInterrupt:

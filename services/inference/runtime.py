@@ -16,14 +16,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import mode
+from aiohttp import web
 from grpc_health.v1.health import aio as health_aio
 
 from services.inference.answer.generative import weights
+from services.inference.api.auth import TokenVerifier
+from services.inference.api.rest import RestFace, serve
 from services.inference.api.server import (
     FeedbackSink,
+    InferenceServicer,
     LatencySink,
     LatencyView,
     build_server,
+    denied_sink,
+    failure_sink,
     set_serving,
 )
 from services.inference.cache.serve import CachedQueries, no_generation
@@ -142,6 +148,8 @@ class InferenceRuntime(mode.Service):
         self.health = health_aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self.http: web.AppRunner | None = None  # the HTTP/JSON face, when http_port is set
+        self.http_port = 0
         self._warm = False
         self._feedback_sink = feedback_sink
         self._latency_sink, self._latency_view = latency_sink, latency_view
@@ -163,14 +171,23 @@ class InferenceRuntime(mode.Service):
         if self.settings.metrics_port:
             self.metrics.serve(self.settings.grpc_host, self.settings.metrics_port)
         self.engine.start()
-        self.server, self.port = build_server(
-            self.engine, self.health, self.settings, self._feedback_sink, self._latency_sink,
-            self._latency_view, self._stats_view, self.cache, self.live, self._inflight)
+        # One servicer and one verifier behind both faces: the HTTP handlers only convert.
+        servicer = InferenceServicer(
+            self.engine, self._feedback_sink, self._latency_sink, self._latency_view,
+            self._stats_view, self.cache, self.live, self._inflight)
+        verifier = TokenVerifier(self.settings, self.metrics.auth_ignored_groups.inc)
+        self.server, self.port = build_server(servicer, verifier, self.health, self.settings)
         if self.port == 0:
             msg = f"cannot bind gRPC on {self.settings.grpc_host}:{self.settings.grpc_port}"
             raise OSError(msg)
         await self.server.start()
         log.info("inference gRPC listening on %s:%d", self.settings.grpc_host, self.port)
+        if self.settings.http_port:
+            face = RestFace(servicer, verifier, failure_sink(self.metrics),
+                            denied_sink(self.metrics))
+            self.http, self.http_port = await serve(face, self.settings)
+            log.info("inference HTTP listening on %s:%d", self.settings.grpc_host,
+                     self.http_port)
 
     @mode.Service.task
     async def _warm_up(self) -> None:
@@ -234,8 +251,11 @@ class InferenceRuntime(mode.Service):
 
     async def on_stop(self) -> None:
         await self.health.enter_graceful_shutdown()
-        if self.server is not None:
-            await self.server.stop(self.settings.grace_s)
+        # Both faces finish their calls in flight (grace_s) before the engine stops.
+        stopping = [self.server.stop(self.settings.grace_s)] if self.server is not None else []
+        if self.http is not None:
+            stopping.append(self.http.cleanup())
+        await asyncio.gather(*stopping)
         if self._after_serving is not None:
             try:
                 await self._after_serving()

@@ -153,6 +153,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     open_network_ok: bool = False
     # The gRPC server's port.
     grpc_port: int = Field(default=50051, ge=0, le=65535)
+    # The HTTP/JSON API beside gRPC (the same calls, auth and TLS, on grpc_host; OpenAPI at
+    # /openapi.json); 0 disables it (the default, so parallel servers never collide:
+    # `streamrag up` serves it on 8080).
+    http_port: int = Field(default=0, ge=0, le=65535)
     # TLS certificate chain (PEM); TLS when both it and tls_key are set, plaintext otherwise.
     tls_cert: Path | None = None
     # TLS private key (PEM) of tls_cert.
@@ -363,9 +367,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
 
     def listeners(self) -> tuple[Listener, ...]:
-        """gRPC, and inference's own /metrics (its registry, on the gRPC host)."""
+        """gRPC, the HTTP/JSON API and inference's own /metrics (on the gRPC host)."""
         return (Listener(self.env_name("grpc_port"), self.grpc_host, self.grpc_port,
                          "a free port the system picks"),
+                Listener(self.env_name("http_port"), self.grpc_host, self.http_port),
                 Listener(self.env_name("metrics_port"), self.grpc_host, self.metrics_port))
 
     @model_validator(mode="after")
@@ -418,7 +423,8 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
                 and not self.open_network_ok and not _loopback(self.grpc_host)):
             raise ValueError(
                 f"STREAMRAG_INFERENCE_GRPC_HOST={self.grpc_host} with no AUTH_TOKEN and no JWT "
-                "key would serve every document to anyone who can reach it: set one, or "
+                "key would serve every document to anyone who can reach it (over gRPC and "
+                "the HTTP API alike): set one, or "
                 "STREAMRAG_INFERENCE_OPEN_NETWORK_OK=true if that is meant")
         return self
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 from types import TracebackType
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -23,8 +24,8 @@ from grpc_reflection.v1alpha import reflection
 
 from services.inference.answer.result import Answer
 from services.inference.api import convert, principal
-from services.inference.api.auth import Authenticator, TokenVerifier
-from services.inference.api.status import DeadlineError, StatusMapper
+from services.inference.api.auth import Authenticator, DeniedSink, TokenVerifier
+from services.inference.api.status import DeadlineError, FailureSink, StatusMapper
 from services.inference.audit.recorder import recorder as query_audit
 from services.inference.cache.key import scope_of
 from services.inference.cache.serve import CachedQueries, no_generation
@@ -38,6 +39,7 @@ from services.inference.search.feedback import check_feedback
 from services.inference.search.served import Receipts
 from services.inference.settings import InferenceSettings
 from services.inference.telemetry.latency import LatencyStats
+from services.inference.telemetry.metrics import InferenceMetrics
 from services.inference.telemetry.streamstats import StatsView, check_filter
 from shared.batching.queue import BULK
 from shared.contract.query_config import VARIANT_NAME
@@ -53,6 +55,15 @@ FeedbackSink = Callable[[str, str, str, int], Awaitable[None]]
 LatencyView = Callable[[str], LatencyStats]  # the current minute's calls of a method
 TIMED_METHODS = ("Query", "StreamQuery", "Retrieve", "Embed")
 STATS_WINDOWS = {pb.STATS_WINDOW_MINUTE: "minute", pb.STATS_WINDOW_HOUR: "hour"}
+
+
+class CallContext(Protocol):
+    """What the servicer reads of a call besides its request: a gRPC ServicerContext, or
+    the HTTP face's stand-in (rest.py), so both faces run these same methods."""
+
+    def time_remaining(self) -> float | None: ...
+
+    def peer(self) -> str: ...
 
 
 class InferenceServicer(pb_grpc.InferenceServicer):
@@ -74,7 +85,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                                  else secrets.token_bytes(32))
 
     async def Query(self, request: pb.QueryRequest,
-                    context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+                    context: CallContext) -> pb.QueryResponse:
         clock = _CallClock(context, request.deadline_ms)
         async with self._guard(context, request.deadline_ms):
             answered = await self.pipeline.query(await self._params(request, context), clock)
@@ -83,7 +94,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         query_audit().answered("Query", request.question, response)
         return response
 
-    async def StreamQuery(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext,
+    async def StreamQuery(self, request: pb.QueryRequest, context: CallContext,
                           ) -> AsyncIterator[pb.StreamQueryResponse]:
         clock = _CallClock(context, request.deadline_ms)
         async with self._guard(context, request.deadline_ms):
@@ -111,7 +122,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
             query_audit().streamed(request.question, start, end)
 
     async def Retrieve(self, request: pb.RetrieveRequest,
-                       context: grpc.aio.ServicerContext) -> pb.RetrieveResponse:
+                       context: CallContext) -> pb.RetrieveResponse:
         """Query's retrieval alone: the question encoded once, no answer, no sentence encoded."""
         clock = _CallClock(context, request.deadline_ms)
         async with self._guard(context, request.deadline_ms):
@@ -125,7 +136,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         return response
 
     async def Embed(self, request: pb.EmbedRequest,
-                    context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
+                    context: CallContext) -> pb.EmbedResponse:
         started = time.perf_counter()
         async with self._guard(context, request.deadline_ms):
             texts = self._embed_texts(request)
@@ -134,7 +145,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         return convert.embed_response(self.engine, vectors)
 
     async def Feedback(self, request: pb.FeedbackRequest,
-                       context: grpc.aio.ServicerContext) -> pb.FeedbackResponse:
+                       context: CallContext) -> pb.FeedbackResponse:
         async with self._guard(context, 0):
             chunk_id, kind = check_feedback(request.chunk_id,
                                             FEEDBACK_KINDS.get(request.kind, ""))
@@ -146,7 +157,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
         return pb.FeedbackResponse(accepted=True)
 
     async def Info(self, request: pb.InfoRequest,
-                   context: grpc.aio.ServicerContext) -> pb.InfoResponse:
+                   context: CallContext) -> pb.InfoResponse:
         view = self.latency_view
         latency = [] if view is None else [(m, view(m)) for m in TIMED_METHODS]
         return convert.info(self.engine, self.engine.search.partitions,
@@ -154,7 +165,7 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                             self.live.variants)
 
     async def Stats(self, request: pb.StatsRequest,
-                    context: grpc.aio.ServicerContext) -> pb.StatsResponse:
+                    context: CallContext) -> pb.StatsResponse:
         async with self._guard(context, 0):
             if not principal.current().access.all_access:
                 # Counts per source and domain include documents this caller may not read.
@@ -204,12 +215,12 @@ class InferenceServicer(pb_grpc.InferenceServicer):
                 raise InvalidInput("bad_text", "texts", msg)
         return list(request.texts)
 
-    def _guard(self, context: grpc.aio.ServicerContext, deadline_ms: int,
+    def _guard(self, context: CallContext, deadline_ms: int,
                since: float | None = None) -> _Guard:
         return _Guard(deadline_ms, context, since, self.engine.settings.default_deadline_ms)
 
     async def _params(self, request: pb.QueryRequest,
-                      context: grpc.aio.ServicerContext) -> QueryParams:
+                      context: CallContext) -> QueryParams:
         served = self.live.serve(_caller(context, request.client_id), request.question)
         return replace(convert.params(request, served.settings, time.time()), served=served,
                        access=principal.current().access)
@@ -221,7 +232,7 @@ class _Guard:
     with neither deadline_ms nor a gRPC deadline gets the server's `default_ms` (0: none), so
     no call waits without end."""
 
-    def __init__(self, deadline_ms: int, context: grpc.aio.ServicerContext,
+    def __init__(self, deadline_ms: int, context: CallContext,
                  since: float | None, default_ms: int = 0) -> None:
         self.deadline_ms, self.context, self.default_ms = deadline_ms, context, default_ms
         self.since = since or time.perf_counter()
@@ -261,7 +272,7 @@ class _CallClock:
     """A call's time as gRPC knows it (pipeline.CallClock): the caller's gRPC deadline and
     the request's own deadline_ms, from the call's start."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, deadline_ms: int) -> None:
+    def __init__(self, context: CallContext, deadline_ms: int) -> None:
         self.context, self.deadline_ms = context, deadline_ms
         self.started = time.perf_counter()
 
@@ -278,7 +289,7 @@ def _reported_variant(variant: str) -> str:
     return variant
 
 
-def _caller(context: grpc.aio.ServicerContext, client_id: str) -> str:
+def _caller(context: CallContext, client_id: str) -> str:
     """Who asks, for routing among variants: the client_id it names, else its verified
     principal (a user keeps its variant across token renewals), else its address without
     the port (a new connection keeps its variant)."""
@@ -291,11 +302,11 @@ def _caller(context: grpc.aio.ServicerContext, client_id: str) -> str:
     return f"peer:{peer.rsplit(':', 1)[0] if peer.startswith(('ipv4:', 'ipv6:')) else peer}"
 
 
-def _remaining(context: grpc.aio.ServicerContext) -> float | None:
+def _remaining(context: CallContext) -> float | None:
     return context.time_remaining()
 
 
-def _time_left(context: grpc.aio.ServicerContext, deadline_ms: int, started: float,
+def _time_left(context: CallContext, deadline_ms: int, started: float,
                ) -> float | None:
     """Seconds left of the earlier of the request's deadline_ms and the call's deadline."""
     left = [r for r in (_remaining(context),) if r is not None]
@@ -304,37 +315,26 @@ def _time_left(context: grpc.aio.ServicerContext, deadline_ms: int, started: flo
     return min(left) if left else None
 
 
-def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
-                 settings: InferenceSettings, feedback_sink: FeedbackSink | None = None,
-                 latency_sink: LatencySink | None = None,
-                 latency_view: LatencyView | None = None,
-                 stats_view: StatsView | None = None,
-                 cache: CachedQueries | None = None,
-                 live: LiveConfig | None = None,
-                 inflight: InFlight | None = None) -> tuple[grpc.aio.Server, int]:
+def build_server(servicer: InferenceServicer, verifier: TokenVerifier,
+                 health: health_aio.HealthServicer, settings: InferenceSettings,
+                 ) -> tuple[grpc.aio.Server, int]:
     """The server with Inference, Health and reflection, bound (port 0 picks a free one).
 
     TLS when a cert and key are set; callers verified as auth.py says (open when no token
     and no JWT key is set).
     """
+    m = servicer.engine.metrics
     # Status mapping first: it sees whatever any later interceptor or handler raises.
-    failures = engine.metrics.failures
     # OpenTelemetry's (tracing on) outermost: its span covers the call, mapped status too.
     interceptors: list[grpc.aio.ServerInterceptor] = [
-        *spans.server_interceptors(),
-        StatusMapper(lambda method, reason: failures.labels(method=method, reason=reason).inc())]
-    m = engine.metrics
-    verifier = TokenVerifier(settings, m.auth_ignored_groups.inc)
-    interceptors.append(Authenticator(
-        verifier, lambda reason: m.auth_failures.labels(reason=reason).inc()))
+        *spans.server_interceptors(), StatusMapper(failure_sink(m)),
+        Authenticator(verifier, denied_sink(m))]
     # gRPC's default metadata limits (8 KiB soft, 16 KiB hard) would refuse an oversized
     # token before the authenticator reads it: as INTERNAL at Go clients, which check the
     # limit themselves. Up to max_metadata_bytes the authenticator refuses it with a reason.
     size = settings.max_metadata_bytes
     server = grpc.aio.server(interceptors=interceptors, options=[
         ("grpc.max_metadata_size", size), ("grpc.absolute_max_metadata_size", size)])
-    servicer = InferenceServicer(engine, feedback_sink, latency_sink, latency_view, stats_view,
-                                 cache, live, inflight)
     pb_grpc.add_InferenceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME)
@@ -344,6 +344,16 @@ def build_server(engine: QueryEngine, health: health_aio.HealthServicer,
         pair = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
         return server, server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
     return server, server.add_insecure_port(address)
+
+
+def failure_sink(m: InferenceMetrics) -> FailureSink:
+    """Counts a failed call by method and reason, whichever face it came by."""
+    return lambda method, reason: m.failures.labels(method=method, reason=reason).inc()
+
+
+def denied_sink(m: InferenceMetrics) -> DeniedSink:
+    """Counts a refused caller by reason, whichever face it came by."""
+    return lambda reason: m.auth_failures.labels(reason=reason).inc()
 
 
 async def set_serving(health: health_aio.HealthServicer, serving: bool) -> None:

@@ -133,12 +133,19 @@ class StatusMapper(grpc.aio.ServerInterceptor):
                    context: grpc.aio.ServicerContext) -> None:
         if _passes_through(exc):
             raise exc
-        code, details, reason, trailing = status_of(exc)
-        if code == grpc.StatusCode.INTERNAL:
-            # A bug. Its frames go to the log, not its message: that may quote stored text.
-            frames = "".join(traceback.format_tb(exc.__traceback__))
-            log.error("%s failed with %s (message withheld)\n%s", method, type(exc).__name__,
-                      frames)
-        if self.on_failure is not None:
-            self.on_failure(method, reason)
+        code, details, _, trailing = failed(method, exc, self.on_failure)
         await context.abort(code, details, trailing_metadata=trailing)
+
+
+def failed(method: str, exc: BaseException, on_failure: FailureSink | None) -> Status:
+    """status_of(exc), logged where it is a bug and counted: what either face (gRPC here,
+    HTTP in rest.py) does with a call's failure before answering it."""
+    code, details, reason, trailing = status = status_of(exc)
+    if code == grpc.StatusCode.INTERNAL:
+        # A bug. Its frames go to the log, not its message: that may quote stored text.
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        log.error("%s failed with %s (message withheld)\n%s", method, type(exc).__name__,
+                  frames)
+    if on_failure is not None:
+        on_failure(method, reason)
+    return status
