@@ -24,16 +24,6 @@ from shared.contract.codec import encode
 from shared.contract.records import QueryAudit
 
 log = logging.getLogger(__name__)
-# What build() wired this module to: one per process.
-app: faust.App
-audit_queries_topic: Any
-
-
-def build(on: faust.App, topic: Any) -> None:
-    """Register the timer that sends the recorded audits to `topic` on `on`."""
-    global app, audit_queries_topic
-    app, audit_queries_topic = on, topic
-    app.timer(recorder().settings.audit_flush_s)(send_query_audits)
 
 
 def signed(audits: list[QueryAudit]) -> list[QueryAudit]:
@@ -41,29 +31,36 @@ def signed(audits: list[QueryAudit]) -> list[QueryAudit]:
     return [sign(a, key) for a in audits]
 
 
-_sending = asyncio.Lock()  # one batch at a time: the stop's flush waits for the timer's
+class QueryAudits:
+    """The sender of one inference stage's recorded audits to audit.queries.v1."""
 
+    def __init__(self, app: faust.App, topic: Any) -> None:
+        self.app, self.topic = app, topic
+        self._sending = asyncio.Lock()  # one batch at a time: the stop's flush waits
 
-async def send_recorded() -> int:
-    """Sign and hand to the producer every audit recorded so far; how many."""
-    async with _sending:
-        audits = recorder().drain()
-        if not audits:
-            return 0
-        for audit in await asyncio.to_thread(signed, audits):
-            await audit_queries_topic.send(key=audit.query_id.encode(), value=encode(audit))
-        return len(audits)
+    def register(self) -> QueryAudits:
+        """Register the timer that sends the recorded audits."""
+        self.app.timer(recorder().settings.audit_flush_s)(self.send_query_audits)
+        return self
 
+    async def send_recorded(self) -> int:
+        """Sign and hand to the producer every audit recorded so far; how many."""
+        async with self._sending:
+            audits = recorder().drain()
+            if not audits:
+                return 0
+            for audit in await asyncio.to_thread(signed, audits):
+                await self.topic.send(key=audit.query_id.encode(), value=encode(audit))
+            return len(audits)
 
-async def send_query_audits() -> None:
-    if sent := await send_recorded():
-        log.debug("sent %d query audits", sent)
+    async def send_query_audits(self) -> None:
+        if sent := await self.send_recorded():
+            log.debug("sent %d query audits", sent)
 
-
-async def flush_on_stop() -> None:
-    """The last calls' audits, sent and acknowledged: the server has stopped answering, so
-    nothing is recorded after this, and the timer may not tick again before the producer
-    stops."""
-    sent = await send_recorded()
-    await app.producer.flush()
-    log.info("query audits flushed on stop (%d sent now)", sent)
+    async def flush_on_stop(self) -> None:
+        """The last calls' audits, sent and acknowledged: the server has stopped answering,
+        so nothing is recorded after this, and the timer may not tick again before the
+        producer stops."""
+        sent = await self.send_recorded()
+        await self.app.producer.flush()
+        log.info("query audits flushed on stop (%d sent now)", sent)

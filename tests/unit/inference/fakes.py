@@ -24,14 +24,11 @@ DIM = 64
 T = TypeVar("T")
 
 
-async def drive_agent(agent: Any, values: Sequence[bytes], read: Callable[[], T],
+async def drive_agent(agents: Any, agent: Any, values: Sequence[bytes], read: Callable[[], T],
                       ) -> tuple[T, AsyncMock]:
-    """Put `values` through one of inference's agents under Faust's test context; what
-    `read()` returns while the context is open, and the dead-letter sender's mock."""
-    from tests.support import built  # a Faust app: only the agent tests need it
-
-    agents = built.service("inference")
-
+    """Put `values` through one of the agents of `agents` (an inference stage, built by
+    tests.support.built.stage) under Faust's test context; what `read()` returns while the
+    context is open, and the dead-letter sender's mock."""
     agents.app.finalize()
     agents.app.flow_control.resume()
     dead = AsyncMock()

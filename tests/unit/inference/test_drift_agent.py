@@ -11,7 +11,7 @@ from shared.contract.records import DriftReport
 from tests.support import built
 from tests.unit.inference.fakes import drive_agent
 
-agents = built.service("inference")
+agents = built.stage("inference")  # a stage of its own
 
 
 def report(start: float, status: str, source: str = "ops") -> bytes:
@@ -28,7 +28,7 @@ def test_the_newest_window_and_event_per_key_are_in_the_stats_of_any_window() ->
     def read() -> tuple[WindowCounts, WindowCounts]:
         return agents.stream_stats("minute", 0.0), agents.stream_stats("hour", 0.0, "ops")
 
-    (minute, hour_ops), dead = asyncio.run(drive_agent(agents.keep_drift, values, read))
+    (minute, hour_ops), dead = asyncio.run(drive_agent(agents, agents.keep_drift, values, read))
     assert [(s.latest.source, s.latest.status) for s in minute.drift] == [
         ("ops", "stable"), ("web", "warming_up")]
     ops = minute.drift[0]

@@ -7,20 +7,21 @@ import json
 import time
 from unittest.mock import AsyncMock
 
+from services.inference.agents import WindowedFeedback
 from services.inference.search.feedback import boost, boost_by_feedback
 from shared.contract.records import Feedback
 from tests.support import built
 from tests.unit.inference.fakes import drive_agent, hit
 
-agents = built.service("inference")
+agents = built.stage("inference")  # a stage of its own
 
 
 async def _drive(values: list[bytes]) -> tuple[tuple[int, int], tuple[int, int], AsyncMock]:
     def read() -> tuple[tuple[int, int], tuple[int, int]]:
-        view = agents.WindowedFeedback()
+        view = WindowedFeedback(agents.clicks, agents.skips)
         return view.counts("c-1"), view.counts("c-2")
 
-    (c1, c2), dead = await drive_agent(agents.count_feedback, values, read)
+    (c1, c2), dead = await drive_agent(agents, agents.count_feedback, values, read)
     return c1, c2, dead
 
 

@@ -13,7 +13,7 @@ from shared.contract.records import StreamCounts
 from tests.support import built
 from tests.unit.inference.fakes import drive_agent
 
-agents = built.service("inference")
+agents = built.stage("inference")  # a stage of its own
 
 
 def counts(source: str, domain: str, **kinds: int) -> bytes:
@@ -27,7 +27,8 @@ async def _drive(values: list[bytes]) -> tuple[WindowCounts, WindowCounts, Windo
         return (agents.stream_stats("minute", 0.0), agents.stream_stats("hour", 0.0),
                 agents.stream_stats("minute", 0.0, source="crm", domain="sales"))
 
-    (minute, hour, crm_sales), dead = await drive_agent(agents.count_stream_stats, values, read)
+    (minute, hour, crm_sales), dead = await drive_agent(agents, agents.count_stream_stats,
+                                                        values, read)
     return minute, hour, crm_sales, dead
 
 

@@ -12,7 +12,7 @@ from services.inference.guard.samples import GuardSample, figures
 from tests.support import built
 from tests.unit.inference.fakes import drive_agent
 
-agents = built.service("inference")
+agents = built.stage("inference")  # a stage of its own
 
 
 def sample(variant: str, kind: str, **kw: object) -> bytes:
@@ -38,7 +38,8 @@ def test_samples_become_the_window_figures_the_guard_judges() -> None:
             return sum(c(key) for c in counts)
         return figures("stable", count), figures("canary", count)
 
-    (stable, canary), dead = asyncio.run(drive_agent(agents.count_guard_samples, values, read))
+    (stable, canary), dead = asyncio.run(drive_agent(agents, agents.count_guard_samples,
+                                                     values, read))
     assert stable is not None and canary is not None
     assert (stable.calls, stable.errors, stable.p99_ms > 2000) == (10, 1, True)
     assert (canary.calls, canary.probe_hit_rate, canary.clicks) == (0, 0.5, 1)

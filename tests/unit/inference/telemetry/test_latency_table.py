@@ -26,7 +26,7 @@ from tests.support import built
 from tests.unit.inference.fakes import FakeSearch, WordEncoder
 from tests.unit.inference.serving import CHUNKS, SERVING, stub, until_status
 
-agents = built.service("inference")
+agents = built.stage("inference")  # a stage of its own
 
 # The middle of a fixed minute: the window is chosen by the events' timestamps, never
 # by the wall clock, so the test cannot straddle a window boundary.
