@@ -26,36 +26,10 @@ from shared.worker.boundary import Boundary
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_client: AnchorClient | None = None
-_connecting = asyncio.Lock()  # one connect (and at most one deploy) per worker
 
 
 def _stopping_already(exc: BaseException) -> None:
     """The ledger stops itself through `fatal` (app.crash), as its tests expect."""
-
-
-# What the ledger's build() wired this module to: one topology per process.
-app: faust.App
-settings: LedgerServiceSettings
-ledger: LedgerSettings
-anchors_topic: Any
-dlq: Any
-# Anchoring failures stop the worker (fatal); the boundary handles the rest of a record.
-boundary: Boundary
-
-
-def build(on: faust.App, service: LedgerServiceSettings, chain: LedgerSettings,
-          topics: Topics) -> None:
-    global app, settings, ledger, anchors_topic, dlq, boundary, _client
-    app, settings, ledger = on, service, chain
-    anchors_topic, dlq = topics.anchors, topics.dlq
-    boundary = Boundary("ledger", dlq, on_fatal=_stopping_already)
-    _client = None
-
-
-def connected() -> AnchorClient | None:
-    """The node connection, once a caller has made it."""
-    return _client
 
 
 async def _until_available(fn: Callable[..., T], *args: Any) -> T:
@@ -72,39 +46,55 @@ async def _until_available(fn: Callable[..., T], *args: Any) -> T:
             log.error("ledger node unavailable, still retrying: %s", exc)
 
 
-async def ledger_client() -> AnchorClient:
-    """The worker's one node connection; the first caller connects (and deploys if need be)."""
-    global _client
-    async with _connecting:
-        if _client is None:
-            _client = await _until_available(AnchorClient.connect, ledger, settings)
-    return _client
+class Anchoring:
+    """One ledger stage's node connection, anchors and announcements, and its boundary."""
 
+    def __init__(self, app: faust.App, settings: LedgerServiceSettings, ledger: LedgerSettings,
+                 topics: Topics) -> None:
+        self.app, self.settings, self.ledger = app, settings, ledger
+        self.anchors_topic, self.dlq = topics.anchors, topics.dlq
+        # Anchoring failures stop the worker (fatal); the boundary handles the rest.
+        self.boundary = Boundary("ledger", topics.dlq, on_fatal=_stopping_already)
+        self.client: AnchorClient | None = None
+        self._connecting = asyncio.Lock()  # one connect (and at most one deploy)
 
-async def anchor_root(batch_id: str, root: str, prev_root: str, leaf_count: int,
-                      signer: str) -> AnchorReceipt:
-    """Anchor one batch's root (documents' or queries'), waiting out a node that is down."""
-    client = await ledger_client()
-    return await _until_available(partial(client.anchor, signer=signer),
-                                  batch_id, root, prev_root, leaf_count)
+    def connected(self) -> AnchorClient | None:
+        """The node connection, once a caller has made it."""
+        return self.client
 
+    async def ledger_client(self) -> AnchorClient:
+        """The stage's one node connection; the first caller connects (and deploys if need
+        be)."""
+        async with self._connecting:
+            if self.client is None:
+                self.client = await _until_available(AnchorClient.connect, self.ledger,
+                                                     self.settings)
+        return self.client
 
-async def announce(receipt: AnchorReceipt, batch_closed_at: float) -> Anchor:
-    """The anchor on ledger.anchors.v1, acknowledged by the broker when this returns.
+    async def anchor_root(self, batch_id: str, root: str, prev_root: str, leaf_count: int,
+                          signer: str) -> AnchorReceipt:
+        """Anchor one batch's root (documents' or queries'), waiting out a node that is
+        down."""
+        client = await self.ledger_client()
+        return await _until_available(partial(client.anchor, signer=signer),
+                                      batch_id, root, prev_root, leaf_count)
 
-    The caller marks the batch done in the table only after: a kill between the two
-    replays the batch, anchored again ("already on chain") and announced again. The other
-    order lost announcements under kill -9: the table's changelog record went out at once,
-    the announcement only with the offset commit, seconds later.
-    """
-    record = receipt.record(batch_closed_at=batch_closed_at)
-    await (await anchors_topic.send(key=receipt.batch_id.encode(), value=encode(record),
-                                    force=True))
-    return record
+    async def announce(self, receipt: AnchorReceipt, batch_closed_at: float) -> Anchor:
+        """The anchor on ledger.anchors.v1, acknowledged by the broker when this returns.
 
+        The caller marks the batch done in the table only after: a kill between the two
+        replays the batch, anchored again ("already on chain") and announced again. The
+        other order lost announcements under kill -9: the table's changelog record went
+        out at once, the announcement only with the offset commit, seconds later.
+        """
+        record = receipt.record(batch_closed_at=batch_closed_at)
+        await (await self.anchors_topic.send(key=receipt.batch_id.encode(),
+                                             value=encode(record), force=True))
+        return record
 
-async def fatal(exc: Exception, context: str) -> NoReturn:
-    """Stop the whole worker: an agent crash would be restarted past the batch, acking it."""
-    log.critical("ledger cannot go on (%s), stopping the worker: %s", context, exc)
-    await app.crash(exc)
-    raise exc
+    async def fatal(self, exc: Exception, context: str) -> NoReturn:
+        """Stop the whole worker: an agent crash would be restarted past the batch, acking
+        it."""
+        log.critical("ledger cannot go on (%s), stopping the worker: %s", context, exc)
+        await self.app.crash(exc)
+        raise exc

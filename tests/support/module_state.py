@@ -6,7 +6,7 @@ import __future__
 import functools
 from logging import Logger
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -25,4 +25,4 @@ def mutable_state(module: ModuleType) -> dict[str, Any]:
     """The module's top-level names bound to anything but the stateless kinds above."""
     return {name: value for name, value in vars(module).items()
             if not name.startswith("__") and not isinstance(value, STATELESS)
-            and not frozen(value)}
+            and value is not NoReturn and not frozen(value)}

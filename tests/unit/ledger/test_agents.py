@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -62,21 +60,20 @@ class Recorder:
 
 @pytest.fixture
 def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient,
-           ) -> Iterator[ModuleType]:
+           ) -> Iterator[Any]:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
-    module = built.service("ledger")
-    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
-    yield module
-    module.anchored.data.clear()
+    stage = built.stage("ledger")  # a stage of its own
+    stage.anchoring.client = client
+    yield stage
+    stage.anchored.data.clear()
 
 
-def run(agents: ModuleType, scenario: Any, anchors: Recorder | None = None,
+def run(agents: Any, scenario: Any, anchors: Recorder | None = None,
         ) -> tuple[Recorder, Recorder]:
     anchors, dlq = anchors or Recorder(), Recorder()
 
     async def main() -> None:
-        dead = importlib.import_module("services.ledger.anchoring").dlq
-        agents.anchors_topic.send, dead.send = anchors.send, dlq.send
+        agents.anchors_topic.send, agents.anchoring.dlq.send = anchors.send, dlq.send
         async with agents.anchor_batches.test_context() as agent:
             await scenario(agent, anchors, dlq)
 
@@ -84,7 +81,7 @@ def run(agents: ModuleType, scenario: Any, anchors: Recorder | None = None,
     return anchors, dlq
 
 
-def test_a_batch_is_anchored_once_and_announced(agents: ModuleType, client: AnchorClient) -> None:
+def test_a_batch_is_anchored_once_and_announced(agents: Any, client: AnchorClient) -> None:
     async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
         await agent.put(encode(batch()), key=b"1", partition=1)
         key, value = await anchors.next()
@@ -104,7 +101,7 @@ def test_a_batch_is_anchored_once_and_announced(agents: ModuleType, client: Anch
 
 
 def test_the_announcement_is_on_the_broker_before_the_table_says_done(
-        agents: ModuleType) -> None:
+        agents: Any) -> None:
     """Else a kill -9 in between leaves a batch done but never announced: its replay is
     skipped as done (seen with the table written first, under kill loops)."""
     done_at_send: list[bool] = []
@@ -134,7 +131,7 @@ STRANGER_KEY = "0x" + "42" * 32
     (encode(batch(root="")), "empty_root", "root"),
 ])
 def test_bad_batches_are_dead_lettered_without_anchoring(
-    agents: ModuleType, client: AnchorClient, payload: bytes, reason: str, field: str | None,
+    agents: Any, client: AnchorClient, payload: bytes, reason: str, field: str | None,
 ) -> None:
     async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:
         await agent.put(payload, key=b"1", partition=1)
@@ -148,7 +145,7 @@ def test_bad_batches_are_dead_lettered_without_anchoring(
 
 
 def test_a_record_reusing_an_anchored_id_with_other_values_is_refused(
-    agents: ModuleType, client: AnchorClient,
+    agents: Any, client: AnchorClient,
 ) -> None:
     """Signed by a known key yet claiming another prev_root: a conflict, dead-lettered, and
     the chain keeps the first anchor."""
@@ -167,7 +164,7 @@ def test_a_record_reusing_an_anchored_id_with_other_values_is_refused(
 
 
 def test_a_refused_anchor_stops_the_worker_instead_of_skipping_the_batch(
-    agents: ModuleType, monkeypatch: pytest.MonkeyPatch,
+    agents: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     crashed: list[BaseException] = []
 
@@ -178,8 +175,7 @@ def test_a_refused_anchor_stops_the_worker_instead_of_skipping_the_batch(
     async def crash(exc: BaseException) -> None:
         crashed.append(exc)
 
-    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client",
-                        RefusingClient())
+    monkeypatch.setattr(agents.anchoring, "client", RefusingClient())
     monkeypatch.setattr(agents.app, "crash", crash)
 
     async def scenario(agent: Any, anchors: Recorder, dlq: Recorder) -> None:

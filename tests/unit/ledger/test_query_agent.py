@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,9 +15,10 @@ from pydantic import SecretStr
 
 from services.ledger.anchors import batch_key
 from services.ledger.chain import AnchorClient
+from services.ledger.queries import Chains, QueryAnchors
 from shared.contract.audit_signing import DEV_QUERY_SIGNER, DEV_QUERY_SIGNING_KEY, sign
 from shared.contract.codec import decode, encode
-from shared.contract.query_audit import GENESIS_ROOT, batch_root
+from shared.contract.query_audit import GENESIS_ROOT, Tip, batch_root
 from shared.contract.records import Anchor, DeadLetter, QueryAudit
 from tests.support import built
 
@@ -61,21 +61,20 @@ def event(offset: int, value: bytes, partition: int = 2) -> Any:
 
 @pytest.fixture
 def queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: AnchorClient,
-            ) -> Iterator[tuple[ModuleType, Sent, Sent, dict[str, Any]]]:
+            ) -> Iterator[tuple[QueryAnchors, Sent, Sent, dict[str, Any]]]:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
-    agents = built.service("ledger")
-    module = importlib.import_module("services.ledger.queries")
-    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
+    stage = built.stage("ledger")  # a stage of its own
+    module = stage.queries
+    stage.anchoring.client = client
     anchors, dlq, table = Sent(), Sent(), {}
-    monkeypatch.setattr(agents.anchors_topic, "send", anchors.send)
-    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring").dlq, "send", dlq.send)
-    monkeypatch.setattr(module, "anchored", table)
-    monkeypatch.setattr(module, "chains", module.Chains())
+    monkeypatch.setattr(stage.anchors_topic, "send", anchors.send)
+    monkeypatch.setattr(stage.anchoring.dlq, "send", dlq.send)
+    module.anchored, module.chains = table, Chains(table)
     yield module, anchors, dlq, table
 
 
 def test_runs_of_authentic_audits_are_anchored_and_chained_and_forgeries_dead_lettered(
-    queries: tuple[ModuleType, Sent, Sent, dict[str, Any]], client: AnchorClient,
+    queries: tuple[QueryAnchors, Sent, Sent, dict[str, Any]], client: AnchorClient,
 ) -> None:
     module, anchors, dlq, table = queries
     a0, a1, a3, a5 = audit(0), audit(1), audit(3), audit(5)
@@ -102,7 +101,7 @@ def test_runs_of_authentic_audits_are_anchored_and_chained_and_forgeries_dead_le
 
 
 def test_a_replay_after_a_restart_skips_what_the_table_says_is_anchored_and_links_to_it(
-    queries: tuple[ModuleType, Sent, Sent, dict[str, Any]],
+    queries: tuple[QueryAnchors, Sent, Sent, dict[str, Any]],
 ) -> None:
     """A restarted worker (no chain end in memory) is handed offsets 10-13 again plus two
     new audits: it continues the anchored chain from the table, anchoring 14-15 only."""
@@ -110,7 +109,7 @@ def test_a_replay_after_a_restart_skips_what_the_table_says_is_anchored_and_link
     audits = [audit(n) for n in range(6)]
     (first,) = asyncio.run(module.anchor_partition(
         Stream(), 2, [event(10 + n, encode(audits[n])) for n in range(4)]))
-    module.chains = module.Chains()  # a restart: only the table is left
+    module.chains = Chains(table)  # a restart: only the table is left
     again = asyncio.run(module.anchor_partition(
         Stream(), 2, [event(10 + n, encode(audits[n])) for n in range(6)]))
     epoch = first.split("/")[0]
@@ -123,19 +122,19 @@ def test_a_replay_after_a_restart_skips_what_the_table_says_is_anchored_and_link
 
 
 def test_offsets_another_worker_anchored_from_another_chain_end_are_left_as_they_are(
-    queries: tuple[ModuleType, Sent, Sent, dict[str, Any]], client: AnchorClient,
+    queries: tuple[QueryAnchors, Sent, Sent, dict[str, Any]], client: AnchorClient,
 ) -> None:
     """A rebalance race: the same offsets anchored first with another prev_root. The worker
     neither crashes nor announces a second anchor, and its chain goes on from the batch."""
     module, anchors, _, _ = queries
-    module.chains.tips[2] = module.Tip("ep", "cd" * 32, 9)
+    module.chains.tips[2] = Tip("ep", "cd" * 32, 9)
     audits = [audit(n) for n in range(3)]
     batch_id = "ep/audit.queries.v1/2/10-11"
     client.anchor(batch_id, batch_root(audits[:2]), "ef" * 32, 2, signer=DEV_QUERY_SIGNER)
     done = asyncio.run(module.anchor_partition(
         Stream(), 2, [event(10 + n, encode(audits[n])) for n in range(2)]))
     assert done == [] and anchors.records == []
-    assert module.chains.tips[2] == module.Tip("ep", batch_root(audits[:2]), 11)
+    assert module.chains.tips[2] == Tip("ep", batch_root(audits[:2]), 11)
     (after,) = asyncio.run(module.anchor_partition(Stream(), 2, [event(12, encode(audits[2]))]))
     assert decode(Anchor, anchors.records[-1][1]).prev_root == batch_root(audits[:2])
     assert after == "ep/audit.queries.v1/2/12-12"

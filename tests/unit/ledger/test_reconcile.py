@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -97,9 +96,8 @@ def test_the_agents_timer_reanchors_from_the_table_and_announces_it(
     w3: Web3, client: AnchorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("STREAMRAG_DATA_DIR", str(tmp_path / "svc"))
-    agents = built.service("ledger")
-    monkeypatch.setattr(importlib.import_module("services.ledger.anchoring"), "_client", client)
-    monkeypatch.setattr(agents, "_checkpoint", None)
+    agents = built.stage("ledger")  # a stage of its own: no checkpoint yet
+    agents.anchoring.client = client
     tester = w3.provider.ethereum_tester  # type: ignore[attr-defined]
     snapshot = tester.take_snapshot()
     records = anchor_all(client, 3)
