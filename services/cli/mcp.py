@@ -5,20 +5,24 @@ tool (shared/mcptools.py) is one gRPC call to the inference target `streamrag qu
 with its bearer token, so the mesh verifies, filters and audits it as any gRPC call; a
 failure comes back as a tool error with the status and the streamrag-reason and
 streamrag-field trailing metadata. stdout carries the protocol: logs go to stderr.
+The MCP SDK is imported when the command runs, not with every `streamrag` command.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf.message import Message
 
 from services.cli.query import bearer
 from services.cli.settings import MeshSettings
-from shared.mcptools import Caller, CallFailedError, server
 from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from shared.mcptools import Caller, CallFailedError
 
 Metadata = tuple[tuple[str, str], ...]
 
@@ -52,12 +56,14 @@ class GrpcCalls:
 
 def failure(exc: grpc.aio.AioRpcError) -> CallFailedError:
     """The tool error's parts of a failed call: its code, details and trailing metadata."""
+    from shared.mcptools import CallFailedError
     meta = {k: v for k, v in (exc.trailing_metadata() or ()) if isinstance(v, str)}
     return CallFailedError(exc.code().name, exc.details() or "",
                            meta.get("streamrag-reason", ""), meta.get("streamrag-field", ""))
 
 
 async def serve(target: str, metadata: Metadata, timeout_s: float) -> None:
+    from shared.mcptools import server
     async with grpc.aio.insecure_channel(target) as channel:
         calls = GrpcCalls(pb_grpc.InferenceStub(channel), metadata, timeout_s)
         await server(calls).run_stdio_async()
