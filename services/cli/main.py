@@ -16,6 +16,7 @@ from services.cli import (
     backup,
     config,
     forget,
+    mcp,
     produce,
     query,
     status,
@@ -46,7 +47,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": status.run, "topics": topics.run, "health": admin.run_health,
     "audit": audit.run, "backup": backup.run_backup, "restore": backup.run_restore,
     "trace": trace.run, "config": config.run, "subjects": subjects.run,
-    "forget": forget.run,
+    "forget": forget.run, "mcp": mcp.run,
 }
 
 
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_parser(sub)
     subjects.add_parser(sub)
     forget.add_parser(sub)
+    mcp.add_parser(sub)
     backup.add_parsers(sub)
     return parser
 

@@ -300,6 +300,7 @@ class Endpoints:
     grpc_target: str
     run_dir: Path
     http_url: str = ""  # inference's HTTP/JSON API ("http://host:port"); "": not served
+    mcp_url: str = ""  # inference's MCP endpoint ("http://host:port/mcp"); "": not served
 
 
 @contextmanager
@@ -317,11 +318,12 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
     kafka = KafkaSettings(**{k: v for k, v in given.items() if k in KafkaSettings.model_fields},
                           bootstrap=bootstrap or f"127.0.0.1:{free_port()}")
     ledger = LedgerSettings(rpc_url=f"http://127.0.0.1:{free_port()}")
-    grpc_port, http_port = free_port(), free_port()
+    grpc_port, http_port, mcp_port = free_port(), free_port(), free_port()
     child_env = {"STREAMRAG_KAFKA_BOOTSTRAP": kafka.bootstrap,
                  "STREAMRAG_LEDGER_RPC_URL": ledger.rpc_url,
                  "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port),
-                 "STREAMRAG_INFERENCE_HTTP_PORT": str(http_port)}
+                 "STREAMRAG_INFERENCE_HTTP_PORT": str(http_port),
+                 "STREAMRAG_INFERENCE_MCP_PORT": str(mcp_port)}
     # STREAMRAG_MESH_* entries of `env` set the bring-up itself (benchmarks compare them).
     own: dict[str, Any] = {k.removeprefix("STREAMRAG_MESH_").lower(): v
                            for k, v in (env or {}).items() if k.startswith("STREAMRAG_MESH_")}
@@ -334,6 +336,6 @@ def isolated(run_dir: Path, anvil_bin: Path, bootstrap: str | None = None,
         mesh.start_services(services)
         mesh.wait_ready()
         yield Endpoints(kafka.bootstrap, ledger.rpc_url, settings.inference_target, run_dir,
-                        f"http://127.0.0.1:{http_port}")
+                        f"http://127.0.0.1:{http_port}", f"http://127.0.0.1:{mcp_port}/mcp")
     finally:
         mesh.stop()

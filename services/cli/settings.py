@@ -37,8 +37,11 @@ class MeshSettings(BaseSettings):
     # The port `streamrag up` has inference serve its HTTP/JSON API on (it passes it to the
     # services as STREAMRAG_INFERENCE_HTTP_PORT, whose own default is 0, off); 0: not served.
     inference_http_port: int = Field(default=8080, ge=0, le=65535)
-    # The bearer token `streamrag query` sends (a user's JWT or the service account's token)
-    # where the API has auth configured; unset: none is sent.
+    # The port `streamrag up` has inference serve MCP on (streamable HTTP at /mcp; passed as
+    # STREAMRAG_INFERENCE_MCP_PORT, whose own default is 0, off); 0: not served.
+    inference_mcp_port: int = Field(default=8090, ge=0, le=65535)
+    # The bearer token `streamrag query` and `streamrag mcp` send (a user's JWT or the
+    # service account's token) where the API has auth configured; unset: none is sent.
     inference_token: SecretStr | None = None
     # How long `streamrag up` waits for every service to be ready before giving up.
     ready_timeout_s: float = Field(default=300.0, gt=0)

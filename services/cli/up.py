@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
     settings = MeshSettings()
     if args.processes:
         settings = settings.model_copy(update={"processes": True})
-    http = {"STREAMRAG_INFERENCE_HTTP_PORT": str(settings.inference_http_port)}
-    mesh = Mesh(settings, KafkaSettings(), LedgerSettings(), http)
+    faces = {"STREAMRAG_INFERENCE_HTTP_PORT": str(settings.inference_http_port),
+             "STREAMRAG_INFERENCE_MCP_PORT": str(settings.inference_mcp_port)}
+    mesh = Mesh(settings, KafkaSettings(), LedgerSettings(), faces)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # Ctrl-C stops the mesh even where `up` was started with SIGINT ignored, as a shell
     # starts a background job (`streamrag up &`, nohup): Python then keeps it ignored.
@@ -120,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         if settings.inference_http_port:
             print(f", or curl http://127.0.0.1:{settings.inference_http_port}/v1/query "
                   "(OpenAPI at /openapi.json)", end="")
+        if settings.inference_mcp_port:
+            print(f"; MCP clients: http://127.0.0.1:{settings.inference_mcp_port}/mcp",
+                  end="")
         print(". A process that exits is restarted; Ctrl-C stops everything.")
         while True:  # the supervisor thread restarts what exits; only a signal ends this
             time.sleep(1)

@@ -21,6 +21,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from services.inference.answer.generative import weights
 from services.inference.api.auth import TokenVerifier
+from services.inference.api.mcpface import McpFace
 from services.inference.api.rest import RestFace, serve
 from services.inference.api.server import (
     FeedbackSink,
@@ -150,6 +151,8 @@ class InferenceRuntime(mode.Service):
         self.port = 0
         self.http: web.AppRunner | None = None  # the HTTP/JSON face, when http_port is set
         self.http_port = 0
+        self.mcp: McpFace | None = None  # the MCP face, when mcp_port is set
+        self.mcp_port = 0
         self._warm = False
         self._feedback_sink = feedback_sink
         self._latency_sink, self._latency_view = latency_sink, latency_view
@@ -171,7 +174,7 @@ class InferenceRuntime(mode.Service):
         if self.settings.metrics_port:
             self.metrics.serve(self.settings.grpc_host, self.settings.metrics_port)
         self.engine.start()
-        # One servicer and one verifier behind both faces: the HTTP handlers only convert.
+        # One servicer and one verifier behind every face: the HTTP handlers only convert.
         servicer = InferenceServicer(
             self.engine, self._feedback_sink, self._latency_sink, self._latency_view,
             self._stats_view, self.cache, self.live, self._inflight)
@@ -188,6 +191,12 @@ class InferenceRuntime(mode.Service):
             self.http, self.http_port = await serve(face, self.settings)
             log.info("inference HTTP listening on %s:%d", self.settings.grpc_host,
                      self.http_port)
+        if self.settings.mcp_port:
+            self.mcp = McpFace(servicer, verifier, failure_sink(self.metrics),
+                               denied_sink(self.metrics))
+            self.mcp_port = await self.mcp.start(self.settings)
+            log.info("inference MCP listening on %s:%d/mcp", self.settings.grpc_host,
+                     self.mcp_port)
 
     @mode.Service.task
     async def _warm_up(self) -> None:
@@ -251,10 +260,12 @@ class InferenceRuntime(mode.Service):
 
     async def on_stop(self) -> None:
         await self.health.enter_graceful_shutdown()
-        # Both faces finish their calls in flight (grace_s) before the engine stops.
+        # Every face finishes its calls in flight (grace_s) before the engine stops.
         stopping = [self.server.stop(self.settings.grace_s)] if self.server is not None else []
         if self.http is not None:
             stopping.append(self.http.cleanup())
+        if self.mcp is not None:
+            stopping.append(self.mcp.stop())
         await asyncio.gather(*stopping)
         if self._after_serving is not None:
             try:

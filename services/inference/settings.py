@@ -157,6 +157,10 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
     # /openapi.json); 0 disables it (the default, so parallel servers never collide:
     # `streamrag up` serves it on 8080).
     http_port: int = Field(default=0, ge=0, le=65535)
+    # The MCP server beside gRPC (tools search, ask and status over streamable HTTP at /mcp,
+    # with gRPC's auth and TLS, on grpc_host); 0 disables it (the default, so parallel
+    # servers never collide: `streamrag up` serves it on 8090).
+    mcp_port: int = Field(default=0, ge=0, le=65535)
     # TLS certificate chain (PEM); TLS when both it and tls_key are set, plaintext otherwise.
     tls_cert: Path | None = None
     # TLS private key (PEM) of tls_cert.
@@ -367,10 +371,11 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
         return Fusion(self.fusion_method, self.rrf_k, self.dense_weight, self.lexical_weight)
 
     def listeners(self) -> tuple[Listener, ...]:
-        """gRPC, the HTTP/JSON API and inference's own /metrics (on the gRPC host)."""
+        """gRPC, the HTTP/JSON API, MCP and inference's own /metrics (on the gRPC host)."""
         return (Listener(self.env_name("grpc_port"), self.grpc_host, self.grpc_port,
                          "a free port the system picks"),
                 Listener(self.env_name("http_port"), self.grpc_host, self.http_port),
+                Listener(self.env_name("mcp_port"), self.grpc_host, self.mcp_port),
                 Listener(self.env_name("metrics_port"), self.grpc_host, self.metrics_port))
 
     @model_validator(mode="after")
@@ -424,7 +429,7 @@ class InferenceSettings(ServiceSettings, EncoderSettings):
             raise ValueError(
                 f"STREAMRAG_INFERENCE_GRPC_HOST={self.grpc_host} with no AUTH_TOKEN and no JWT "
                 "key would serve every document to anyone who can reach it (over gRPC and "
-                "the HTTP API alike): set one, or "
+                "the HTTP API and MCP alike): set one, or "
                 "STREAMRAG_INFERENCE_OPEN_NETWORK_OK=true if that is meant")
         return self
 

@@ -68,6 +68,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
            "STREAMRAG_LEDGER_RPC_URL": f"http://127.0.0.1:{free_port()}",
            "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port),
            "STREAMRAG_MESH_INFERENCE_HTTP_PORT": str(free_port()),  # not 8080: suites meet
+           "STREAMRAG_MESH_INFERENCE_MCP_PORT": str(free_port()),  # nor 8090
            "STREAMRAG_INFERENCE_METRICS_PORT": str(metrics_port),
            "STREAMRAG_INFERENCE_AUTH_TOKEN": SERVICE_TOKEN,
            "STREAMRAG_INFERENCE_JWT_SECRET": SECRET,

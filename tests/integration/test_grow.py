@@ -106,7 +106,8 @@ class Up:
                     "STREAMRAG_MESH_INFERENCE_TARGET": self.endpoints.grpc_target,
                     "STREAMRAG_INFERENCE_GRPC_PORT": str(grpc_port),
                     # not up's 8080: the suite's groups run side by side
-                    "STREAMRAG_MESH_INFERENCE_HTTP_PORT": str(free_port())}
+                    "STREAMRAG_MESH_INFERENCE_HTTP_PORT": str(free_port()),
+                    "STREAMRAG_MESH_INFERENCE_MCP_PORT": str(free_port())}
         self.log = tmp / f"up-{grpc_port}.log"
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(

@@ -156,6 +156,7 @@ def start_up(run_dir: Path, ports: dict[str, int], out: Path) -> subprocess.Pope
            "STREAMRAG_INFERENCE_GRPC_PORT": str(ports["grpc"]),
            # not up's 8080: the suite's groups run side by side
            "STREAMRAG_MESH_INFERENCE_HTTP_PORT": str(free_port()),
+           "STREAMRAG_MESH_INFERENCE_MCP_PORT": str(free_port()),  # nor its MCP 8090
            "STREAMRAG_MESH_INFERENCE_TARGET": f"127.0.0.1:{ports['grpc']}"}
     with open(out, "ab") as log:
         return subprocess.Popen([sys.executable, "-m", "services.cli.main", "up", "--no-demo"],

@@ -56,7 +56,7 @@ def test_the_rule_is_checked_on_real_code() -> None:
 # graph has no cycle and nothing reaches up into the Kafka fixes. The command line, the
 # composition root, is services/cli: it runs the services by name and imports none.
 SHARED_LAYERS = ["errors", "logsafe", "text", "batching", "encoder", "keys", "contract",
-                 "settings", "tracing", "worker", "rpc", "kafka"]
+                 "settings", "tracing", "worker", "rpc", "kafka", "mcptools"]
 
 
 def room(path: Path) -> str:
