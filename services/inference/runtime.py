@@ -21,7 +21,6 @@ from grpc_health.v1.health import aio as health_aio
 
 from services.inference.answer.generative import weights
 from services.inference.api.auth import TokenVerifier
-from services.inference.api.mcpface import McpFace
 from services.inference.api.rest import RestFace, serve
 from services.inference.api.server import (
     FeedbackSink,
@@ -51,8 +50,9 @@ from shared.errors import InfrastructureError
 from shared.settings import KafkaSettings
 from shared.worker.lean_imports import DEEP_LEARNING, allow
 
-if TYPE_CHECKING:  # it imports torch, loaded only when a generator is configured
+if TYPE_CHECKING:  # torch, loaded only when a generator is configured; the MCP SDK
     from services.inference.answer.generative.model import CausalLM
+    from services.inference.api.mcpface import McpFace
 
 log = logging.getLogger(__name__)
 WARM_STEPS = 4  # decode steps of the generator's warm-up
@@ -192,6 +192,9 @@ class InferenceRuntime(mode.Service):
             log.info("inference HTTP listening on %s:%d", self.settings.grpc_host,
                      self.http_port)
         if self.settings.mcp_port:
+            # The MCP SDK (about a second to import) only where the face is served.
+            from services.inference.api.mcpface import McpFace
+
             self.mcp = McpFace(servicer, verifier, failure_sink(self.metrics),
                                denied_sink(self.metrics))
             self.mcp_port = await self.mcp.start(self.settings)
