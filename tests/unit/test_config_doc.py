@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 from shared.settings import env_names
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_generator() -> ModuleType:
-    path = ROOT / "scripts" / "gen_config"
-    loader = importlib.machinery.SourceFileLoader("gen_config", str(path))
-    spec = importlib.util.spec_from_loader("gen_config", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("gen_config")
 
 
 def test_configuration_page_matches_the_settings_classes() -> None:

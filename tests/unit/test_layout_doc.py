@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "design" / "layout.md"
 
 
 def load_generator() -> ModuleType:
-    path = ROOT / "scripts" / "gen_layout"
-    loader = importlib.machinery.SourceFileLoader("gen_layout", str(path))
-    spec = importlib.util.spec_from_loader("gen_layout", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("gen_layout")
 
 
 def test_the_map_matches_the_modules() -> None:

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 from shared.text.id_catalogue import CATALOGUE
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "design" / "redaction.md"
 
 
 def load_generator() -> ModuleType:
-    path = ROOT / "scripts" / "gen_id_table"
-    loader = importlib.machinery.SourceFileLoader("gen_id_table", str(path))
-    spec = importlib.util.spec_from_loader("gen_id_table", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("gen_id_table")
 
 
 def test_the_page_lists_the_catalogue() -> None:
