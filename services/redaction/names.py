@@ -307,6 +307,22 @@ def names_a_system(text: str, start: int, end: int) -> bool:
     return bool(_SYSTEM_BEFORE.search(text, max(0, start - 24), start))
 
 
+# A cell of a table, CSV or HTML row, or a label before a colon, is all its text.
+_CELL_BEFORE = re.compile(r"(?:^|[|,;\t>])[ \t]*[\"']?$")
+_CELL_AFTER = re.compile(r"[\"']?[ \t]*(?:[|,;\t<:]|$)", re.M)
+
+
+def table_label(text: str, start: int, end: int) -> bool:
+    """Whether a place-like word is a table's label, not a place: one dictionary word
+    ("Bronze", "North", "Gold") that is a whole cell or a label before a colon. A place
+    name that is no common word ("Jakarta", "Leeds") stays a place in any cell."""
+    word = text[start:end]
+    line = text.rfind("\n", 0, start) + 1
+    return (word.isalpha() and common_word(word)
+            and _CELL_BEFORE.search(text, line, start) is not None
+            and _CELL_AFTER.match(text, end) is not None)
+
+
 _CODE_BEFORE_NUMBER = re.compile(r"(?:^|\s)[A-Z]{2,4}$")
 _NEXT_WORD_ANY = re.compile(r"(?:['’]s)?[ \t]+([A-Za-z]+)")
 
@@ -669,7 +685,7 @@ class NameRecognizer(LocalRecognizer):
                    eponym(text, r.end) or _SYSTEM_WORD.match(text, r.start, r.end)
                    or names_a_system(text, r.start, r.end)))
                and not (r.entity_type == "LOCATION" and (
-                   names_a_system(text, r.start, r.end)
+                   names_a_system(text, r.start, r.end) or table_label(text, r.start, r.end)
                    or _SYSTEM_WORD.match(text, r.start, r.end)))]
         rules = [r for r in rules if not (eponym(text, r.end) or _SYSTEM_WORD.match(
             text, r.start, r.end) or names_a_system(text, r.start, r.end))]

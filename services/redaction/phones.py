@@ -13,7 +13,8 @@ taken in any of those shapes, and written as bare digits only after a cue, alone
 line, with a trunk prefix or in the shape of a served locale's mobile numbers: digits alone
 are as often an order or PO number. No number is taken that reads as a record's: a date or
 time stamp, digits glued to an id's letters (ORD-2026-595105, build 20261210.3), a number
-named as an order's, invoice's, ticket's or build's, an amount, a time of day's digits.
+named as an order's, invoice's, ticket's or build's, an amount, an ISBN, a time of day's
+digits (services.redaction.ordinary says what an amount and an ISBN are).
 Extensions ("x42", "ext. 123") are part of a match.
 
 phonenumbers' matcher is the cost; it runs only on snippets around digit chains (a chain
@@ -41,6 +42,7 @@ from phonenumbers.phonenumbermatcher import _verify as _matcher_verify
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
+from services.redaction.ordinary import amount, publication_number
 from services.redaction.recognizers import finding
 from shared.text.reader import BARE_MOBILE, PHONE_WORD
 from shared.text.scripts import CJK
@@ -87,11 +89,6 @@ _UNSPACED = re.compile(rf"[{CJK}\uf900-\ufaff\u0e00-\u0eff\u1780-\u17ff\u1000-\u
 _AREA_IN_BRACKETS = re.compile(r"\(\d{1,5}\)[ \t.-]*\d")
 # Digits inside a time of day ("22:04:05.666+05:30").
 _IN_TIME = re.compile(r"\d:$")
-# An amount: a currency before or after the digits ("EUR 344.648,56", "1 234 USD").
-_CURRENCY_BEFORE = re.compile(r"(?:[$€£¥₹₽₩]|R\$|\b(?:EUR|USD|GBP|BRL|INR|CNY|RMB|JPY|KRW|RUB|"
-                              r"SAR|AED|EGP|CHF|CAD|AUD))[ \t]*$")
-_CURRENCY_AFTER = re.compile(r"^[ \t]*(?:[$€£¥₹₽₩]|(?:EUR|USD|GBP|BRL|INR|CNY|RMB|JPY|KRW|RUB|"
-                             r"SAR|AED|EGP|CHF|CAD|AUD)\b|руб|元|円|원)")
 # Dates and times written as digits: 20261210, 2026-02-25T09:14, 1735689600 (Unix seconds).
 _COMPACT_DATE = re.compile(r"^(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
                            r"(?:[T ]?\d{2,6})?$")
@@ -208,7 +205,7 @@ def prose_number(raw: str, before: str, after: str = "") -> bool:
     # Glued to a word of a script written with spaces; Chinese and Japanese put no space
     # between a word and a number ("电话号码是+8610...", "+8131...を").
     glued = bool(before) and before[-1].isalpha() and not _UNSPACED.match(before[-1])
-    if glued or raw.startswith("+"):  # no decimal or year range starts with a `+`
+    if glued or raw.startswith("+"):  # no decimal, year range or amount starts with a `+`
         return glued
     if _DECIMAL.search(raw) or _YEARS.match(raw):
         return True
@@ -221,7 +218,7 @@ def prose_number(raw: str, before: str, after: str = "") -> bool:
                                                 or _UNIX_TIME.match(core))
     return bool(bare or _ID_PREFIX.search(before[-17:]) or _ID_SUFFIX.match(after)
                 or BUSINESS.search(before[-48:]) or _DATE.match(core)
-                or _CURRENCY_BEFORE.search(before[-8:]) or _CURRENCY_AFTER.match(after)
+                or amount(raw, before, after) or publication_number(raw, before)
                 or _IN_TIME.search(before[-3:]) or after.startswith(":"))
 
 

@@ -1,4 +1,5 @@
-"""Custom Presidio recognizers for secrets, and the finding every custom recognizer returns."""
+"""Custom Presidio recognizers for secrets, mailboxes and IP addresses, and the finding every
+custom recognizer returns."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from presidio_analyzer import (
     RecognizerResult,
 )
 from presidio_analyzer.nlp_engine import NlpArtifacts
-from presidio_analyzer.predefined_recognizers import EmailRecognizer
+from presidio_analyzer.predefined_recognizers import EmailRecognizer, IpRecognizer
+
+from services.redaction.ordinary import version
 
 
 def finding(recognizer: EntityRecognizer, entity: str, start: int, end: int, score: float,
@@ -101,3 +104,19 @@ class MailboxRecognizer(EmailRecognizer):
             if 0 <= cut < len(local) - 1:
                 r.start += cut + 1
         return out
+
+
+class AddressRecognizer(IpRecognizer):
+    """Presidio's IP address patterns, less a dotted number right after a word that names a
+    version ("firmware 9.14.67.234", "build 2.7.1.44"): four numbers under 256 are a
+    version as often as an address, and the word before says which (services.redaction.
+    ordinary). "host 10.1.2.3" names no version and stays an address."""
+
+    def __init__(self) -> None:
+        super().__init__(name="AddressRecognizer")
+
+    def analyze(self, text: str, entities: list[str],
+                nlp_artifacts: NlpArtifacts | None = None,
+                regex_flags: int | None = None) -> list[RecognizerResult]:
+        out = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        return [r for r in out if not version(text[max(0, r.start - 24):r.start])]

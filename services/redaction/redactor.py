@@ -32,9 +32,14 @@ from services.redaction.nlp import (
     BisectContextEnhancer,
     TrimmedSpacyNlpEngine,
 )
+from services.redaction.ordinary import spared
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
-from services.redaction.recognizers import MailboxRecognizer, secret_recognizer
+from services.redaction.recognizers import (
+    AddressRecognizer,
+    MailboxRecognizer,
+    secret_recognizer,
+)
 from services.redaction.settings import RedactionSettings
 from services.redaction.subjects import Masked, Redacted
 from services.redaction.windows import merge, shifted, windows
@@ -102,6 +107,8 @@ class Redactor:
         analyzer.registry.add_recognizer(Mod97IbanRecognizer())
         analyzer.registry.remove_recognizer("EmailRecognizer")
         analyzer.registry.add_recognizer(MailboxRecognizer())
+        analyzer.registry.remove_recognizer("IpRecognizer")
+        analyzer.registry.add_recognizer(AddressRecognizer())
         analyzer.registry.add_recognizer(NationalIdRecognizer())
         self.names = NameRecognizer(settings.allow_list)
         self.names.load()  # the gazetteer (~1.7 s) at start-up, not in the first batch
@@ -175,7 +182,7 @@ class Redactor:
                 # Outside Presidio: its de-duplication would let a wider NER span (that is
                 # then trimmed) swallow the name rules' exact one.
                 results = self.names.resolve(text, results)
-            out.append(merge(results))
+            out.append(merge(spared(text, results)))
         return out
 
     def _analyze_pieces(self, pieces: list[str]) -> list[list[RecognizerResult]]:
