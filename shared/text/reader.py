@@ -102,6 +102,14 @@ _SPACED_WORD = re.compile(r"^[^\W\d_a-z][^\W\d_A-Z]*(?:[-’'][^\W\d_a-z][^\W\d_
 _SPACED_PARTICLE = re.compile(r"^(?:da|de|do|dos|das|del|della|di|du|van|von|der|den|la|le|"
                               r"bin|al|el|y|e)$")
 MIN_SPACED_DIGITS = 9
+# A token by its issuer's published prefix (GitHub, GitLab, Stripe, OpenAI, Slack, AWS,
+# Google, npm, PyPI, SendGrid, Shopify, DigitalOcean) and enough characters after it:
+# written letter by letter ("g h p _ k w j 1 ..."), it is read joined. Ordinary spaced
+# letters ("a b c", "F B I") have no such prefix.
+_SPACED_TOKEN = re.compile(r"^(?:gh[pousr]_|github_pat_|gl(?:pat|dt|rt|ptt|cbt|imt|soat)-|"
+                           r"[spr]k_(?:live|test)_|sk-|xox[abposre]-|AKIA|ASIA|AIza|ya29\.|"
+                           r"npm_|pypi-|SG\.|whsec_|shp(?:at|ca|pa|ss)_|do[por]_v1_)"
+                           r"[A-Za-z0-9_.-]{16,}$")
 # Middle dots and bullets between digit groups ("2202·4665·2532", "910411·1777631"): three
 # groups or more, or a long group beside the dot; one dot between short groups is a decimal
 # point in some journals' style ("0·61-0·84", "p=0·0001"), not a separator.
@@ -305,6 +313,10 @@ def _spaced_edits(text: str) -> Edits:
         # and bank code) and the marks numbers are written with.
         number = digits >= MIN_SPACED_DIGITS and marks <= 4 and (
             letters <= 2 or (letters <= 6 and digits >= 12))
+        if _SPACED_TOKEN.match(joined):
+            for gap in re.finditer(r"[ \t]+", run):
+                yield start + gap.start(), start + gap.end(), ""
+            continue
         if "@" in joined or (number and all(c.isalnum() or c in ".-/+()" for c in joined)):
             # two spaces part a number's groups ("6 1 7  0 1  9 4": "617 01 94")
             for gap in re.finditer(r"[ \t]+", run):
