@@ -3,6 +3,8 @@ custom recognizer returns."""
 
 from __future__ import annotations
 
+import re
+
 import tldextract
 from presidio_analyzer import (
     AnalysisExplanation,
@@ -51,7 +53,11 @@ SECRET_PATTERNS = (
     ("twilio_key", r"\bSK[0-9a-f]{32}\b", 0.9),
     ("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", 0.9),
     ("digitalocean_token", r"\bdo[por]_v1_[a-f0-9]{64}\b", 0.9),
-    ("azure_storage_key", r"(?i)\bAccountKey=[A-Za-z0-9+/=]{40,}", 0.9),
+    # Azure connection strings: a storage or Service Bus key, and a SAS token's signature
+    # (its other fields, sv= se= sp=, say what it grants, not how to prove it).
+    ("azure_storage_key", r"(?i)\b(?:AccountKey|SharedAccessKey|SharedSecretValue)="
+     r"[A-Za-z0-9+/=]{20,}", 0.9),
+    ("sas_signature", r"(?i)(?<![\w-])sig=[A-Za-z0-9%+/=_-]{16,}", 0.9),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", 0.9),
     ("private_key",
      r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]+?"
@@ -62,13 +68,20 @@ SECRET_PATTERNS = (
      r"access[_-]?key(?:[_-]?id)?|secret[_-]?key|client[_-]?secret|auth[_-]?token|"
      r"private[_-]?token|access[_-]?token|refresh[_-]?token)[\"']?\s*[=:]\s*[\"']?"
      r"[A-Za-z0-9/+_.=-]{12,}", 0.85),
-    ("url_password", r"(?<=://)[^\s:/@]+:[^\s@/]+(?=@)", 0.9),
+    # A URL's credentials (postgres://user:pass@, redis://:pass@, mongodb+srv://...): the
+    # user name, which may be a person's, goes with the password.
+    ("url_password", r"(?<=://)[^\s:/@]*:[^\s@/]+(?=@)", 0.9),
 )
 
 
 def secret_recognizer() -> PatternRecognizer:
     patterns = [Pattern(name, regex, score) for name, regex, score in SECRET_PATTERNS]
     return PatternRecognizer(supported_entity="SECRET", patterns=patterns, name="SecretRecognizer")
+
+
+# "postgres://user:pass@host": the `@` ends a URL's credentials, there is no mailbox; the
+# password is a SECRET (url_password).
+_URL_CREDENTIALS = re.compile(r"://[^\s/@]*:[^\s/@]*$")
 
 
 class MailboxRecognizer(EmailRecognizer):
@@ -97,7 +110,9 @@ class MailboxRecognizer(EmailRecognizer):
                 regex_flags: int | None = None) -> list[RecognizerResult]:
         """Presidio's matches, each starting after the last URL mark (`/?=&:`) before its
         `@`: in `search?email=anna@example.com` the address is `anna@example.com`."""
-        out = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        out = [r for r in super().analyze(text, entities, nlp_artifacts, regex_flags)
+               if not _URL_CREDENTIALS.search(text, max(0, r.start - 256),
+                                              text.rfind("@", r.start, r.end))]
         for r in out:
             local = text[r.start:r.end].rpartition("@")[0]
             cut = max(local.rfind(c) for c in "/?=&:")
