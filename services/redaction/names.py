@@ -42,6 +42,7 @@ from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from services.redaction.native_names import NATIVE, native_name_spans
+from services.redaction.ordinary import version
 from services.redaction.recognizers import finding
 
 _UP = r"[^\W\d_a-zß-ÿ]"  # an upper-case letter (any script with case)
@@ -686,6 +687,7 @@ class NameRecognizer(LocalRecognizer):
                    or names_a_system(text, r.start, r.end)))
                and not (r.entity_type == "LOCATION" and (
                    names_a_system(text, r.start, r.end) or table_label(text, r.start, r.end)
+                   or version(text[r.start:r.end])  # "Firmware 6694.151", "Release 2.1"
                    or _SYSTEM_WORD.match(text, r.start, r.end)))]
         rules = [r for r in rules if not (eponym(text, r.end) or _SYSTEM_WORD.match(
             text, r.start, r.end) or names_a_system(text, r.start, r.end))]
@@ -761,14 +763,15 @@ class NameRecognizer(LocalRecognizer):
 
     def refine(self, text: str, r: RecognizerResult) -> list[RecognizerResult]:
         """Another recognizer's finding, with NER's PERSON and LOCATION spans trimmed to
-        what can be a name: one line at a time, lines dropped that hold digits, only
+        what can be a name: one line or table cell at a time, lines dropped that hold digits, only
         technology words, or words no name is written as (NER reads "Tom Lloyd\n+44 161
         496 0932", "Kafka Connect", "siRNA", "mTOR" or "S. cerevisiae" as people)."""
         if r.entity_type not in ("PERSON", "LOCATION"):
             return [r]
         out = []
         pos = r.start
-        for line in text[r.start:r.end].split("\n"):
+        # A table's cells are apart as lines are ("| Item | Firmware 6.1 |").
+        for line in re.split(r"[\n|\t]", text[r.start:r.end]):
             stripped = line.strip(" \t,;:")
             if stripped and not self.only_allowed(stripped) and written_as_name(stripped):
                 a = pos + line.index(stripped)

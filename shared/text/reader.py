@@ -411,7 +411,8 @@ def _pieces(text: str) -> View | None:
                       for j in range(len(pieces), max(i + 1, len(pieces) - TRIM - 1), -1)
                       if checked_value("".join(p.group() for p in pieces[i:j]), passport, ssn,
                                        odd)
-                      and not _STRUCTURED.search(text, pieces[i].start(), pieces[j - 1].end())),
+                      and not _STRUCTURED.search(text, pieces[i].start(), pieces[j - 1].end())
+                      and not _inside_number(text, pieces, i, j)),
                      None)
         if found is not None and _cuts_lines(text, pieces, *found):
             found = None
@@ -422,6 +423,16 @@ def _pieces(text: str) -> View | None:
             edits += [(a.end(), b.start(), "") for a, b in zip(pieces[i:j - 1], pieces[i + 1:j],
                                                                strict=True)]
     return edited(text, sorted(edits)) if edits else None
+
+
+def _inside_number(text: str, pieces: list[re.Match[str]], i: int, j: int) -> bool:
+    """Whether pieces i..j start or end inside a number written with one dot or comma
+    between its groups: "085.600.422" of "IDR 5.085.600.422" is an amount's tail."""
+    def glued(a: re.Match[str], b: re.Match[str]) -> bool:
+        return (text[a.end():b.start()] in (".", ",") and a.group()[-1:].isdigit()
+                and b.group()[:1].isdigit())
+    return (i > 0 and glued(pieces[i - 1], pieces[i])) or (
+        j < len(pieces) and glued(pieces[j - 1], pieces[j]))
 
 
 def _cuts_lines(text: str, pieces: list[re.Match[str]], i: int, j: int) -> bool:

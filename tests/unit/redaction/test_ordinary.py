@@ -10,7 +10,9 @@ from scripts.benchlib.pii_ordinary import KINDS
 from services.redaction.ordinary import amount, publication_number, version
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.recognizers import AddressRecognizer
-from services.redaction.settings import PHONE_REGIONS
+from services.redaction.redactor import Redactor
+from services.redaction.settings import PHONE_REGIONS, RedactionSettings
+from shared.text.reader import normalised_view
 
 PHONES = PossiblePhoneRecognizer(list(PHONE_REGIONS))
 ADDRESSES = AddressRecognizer()
@@ -93,3 +95,33 @@ def test_a_phone_prefix_is_never_an_amount() -> None:
     assert not amount("+44 20 7946 0958", "€ ", "")
     assert not amount("020 7946 0958", "EUR ", "")
     assert not amount("5.537.000", "host ", " today")
+
+
+@pytest.fixture(scope="module")
+def redactor() -> Redactor:
+    return Redactor(RedactionSettings())
+
+
+@pytest.mark.parametrize("text", [
+    "The invoice total was Rp 5.537.000 for the quarter.", "We paid 4.416.000 ₫ last week.",
+    "Refund of IDR\u00a05.085.600.422 was issued after review.",
+    "See ISBN 978-1-6169-6859-5 for details.", "Upgrade to firmware 9.14.67.234 today.",
+    "| Tier | Price |\n|---|---|\n| Bronze | 120 |\n| North | 80 |",
+    "| Item | Firmware 6694.151.159.156 |\n|---|---|",
+    "segment,revenue\nSouth,1200\nGold,800\n",
+])
+def test_ordinary_business_text_comes_out_as_it_went_in(redactor: Redactor, text: str) -> None:
+    assert redactor.redact_texts([text])[0].text == text
+
+
+def test_real_phones_and_addresses_beside_them_are_still_masked(redactor: Redactor) -> None:
+    text = ("Paid € 1.234,50; host 10.1.2.3 runs firmware 9.14.67.234; "
+            "call +44 20 7946 0958 about ISBN 978-1-6169-6859-5.")
+    assert redactor.redact_texts([text])[0].text == (
+        "Paid € 1.234,50; host <IP_ADDRESS> runs firmware 9.14.67.234; "
+        "call <PHONE_NUMBER> about ISBN 978-1-6169-6859-5.")
+
+
+def test_an_amounts_groups_are_not_read_as_a_phones_pieces() -> None:
+    text = "Refund of IDR 5.085.600.422 was issued."
+    assert normalised_view(text).text == text
