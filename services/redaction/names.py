@@ -42,8 +42,8 @@ from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from services.redaction.native_names import NATIVE, native_name_spans
-from services.redaction.ordinary import version
 from services.redaction.recognizers import finding
+from shared.text.ordinary import version
 
 _UP = r"[^\W\d_a-zß-ÿ]"  # an upper-case letter (any script with case)
 WORD = rf"{_UP}[\w'’]*(?:-{_UP}[\w'’]*)*"

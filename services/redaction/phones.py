@@ -14,7 +14,7 @@ line, with a trunk prefix or in the shape of a served locale's mobile numbers: d
 are as often an order or PO number. No number is taken that reads as a record's: a date or
 time stamp, digits glued to an id's letters (ORD-2026-595105, build 20261210.3), a number
 named as an order's, invoice's, ticket's or build's, an amount, an ISBN, a time of day's
-digits (services.redaction.ordinary says what an amount and an ISBN are).
+digits (shared.text.ordinary says what an amount and an ISBN are).
 Extensions ("x42", "ext. 123") are part of a match.
 
 phonenumbers' matcher is the cost; it runs only on snippets around digit chains (a chain
@@ -42,8 +42,8 @@ from phonenumbers.phonenumbermatcher import _verify as _matcher_verify
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
-from services.redaction.ordinary import amount, publication_number
 from services.redaction.recognizers import finding
+from shared.text.ordinary import amount, publication_number
 from shared.text.reader import BARE_MOBILE, PHONE_WORD
 from shared.text.scripts import CJK
 

@@ -16,7 +16,7 @@ from presidio_analyzer import (
 from presidio_analyzer.nlp_engine import NlpArtifacts
 from presidio_analyzer.predefined_recognizers import EmailRecognizer, IpRecognizer
 
-from services.redaction.ordinary import version
+from shared.text.ordinary import version
 
 
 def finding(recognizer: EntityRecognizer, entity: str, start: int, end: int, score: float,
@@ -124,8 +124,8 @@ class MailboxRecognizer(EmailRecognizer):
 class AddressRecognizer(IpRecognizer):
     """Presidio's IP address patterns, less a dotted number right after a word that names a
     version ("firmware 9.14.67.234", "build 2.7.1.44"): four numbers under 256 are a
-    version as often as an address, and the word before says which (services.redaction.
-    ordinary). "host 10.1.2.3" names no version and stays an address."""
+    version as often as an address, and the word before says which (shared.text.ordinary).
+    "host 10.1.2.3" names no version and stays an address."""
 
     def __init__(self) -> None:
         super().__init__(name="AddressRecognizer")

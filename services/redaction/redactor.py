@@ -32,7 +32,6 @@ from services.redaction.nlp import (
     BisectContextEnhancer,
     TrimmedSpacyNlpEngine,
 )
-from services.redaction.ordinary import spared
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.pseudonyms import pseudonym
 from services.redaction.recognizers import (
@@ -41,6 +40,7 @@ from services.redaction.recognizers import (
     secret_recognizer,
 )
 from services.redaction.settings import RedactionSettings
+from services.redaction.spared import spared
 from services.redaction.subjects import Masked, Redacted
 from services.redaction.windows import merge, shifted, windows
 from shared.contract.records import Document, RedactedDocument

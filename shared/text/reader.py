@@ -45,6 +45,7 @@ from shared.text.checksums import (
     steuer_id_ok,
 )
 from shared.text.national_ids import KINDS, RU_PASSPORT, US_SSN, Kind, names_kind, printed
+from shared.text.ordinary import ordinary_spans
 from shared.text.scripts import CJK, HAN, HANGUL, KANA
 from shared.text.spelled import spelled_edits
 from shared.text.visible import View, edited, reading_view, then
@@ -403,6 +404,7 @@ def _pieces(text: str) -> View | None:
         return edited(text, sorted(edits)) if edits else None
     # kinds with no check digit, taken where the text names them
     passport, ssn = RU_PASSPORT in named, US_SSN in named
+    ordinary = ordinary_spans(text)  # an amount's or a version's groups are not a value's
     for m in _PIECES.finditer(text):
         pieces = list(_PIECE.finditer(text, m.start(), m.end()))
         # a phone without a trunk prefix only from odd marks: spaces are how one is printed
@@ -412,7 +414,8 @@ def _pieces(text: str) -> View | None:
                       if checked_value("".join(p.group() for p in pieces[i:j]), passport, ssn,
                                        odd)
                       and not _STRUCTURED.search(text, pieces[i].start(), pieces[j - 1].end())
-                      and not _inside_number(text, pieces, i, j)),
+                      and not _inside_number(text, pieces, i, j)
+                      and not _overlaps(ordinary, pieces[i].start(), pieces[j - 1].end())),
                      None)
         if found is not None and _cuts_lines(text, pieces, *found):
             found = None
@@ -423,6 +426,10 @@ def _pieces(text: str) -> View | None:
             edits += [(a.end(), b.start(), "") for a, b in zip(pieces[i:j - 1], pieces[i + 1:j],
                                                                strict=True)]
     return edited(text, sorted(edits)) if edits else None
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    return any(a < end and start < b for a, b in spans)
 
 
 def _inside_number(text: str, pieces: list[re.Match[str]], i: int, j: int) -> bool:
@@ -466,7 +473,10 @@ def _few_pieces(text: str, named: list[Kind]) -> Edits:
     an SSN's nine in the issued ranges), or as a phone number: with its trunk prefix
     ("0141.0819.25"), or of a plan without one where its line names a phone ("6125.8704.2
     como teléfono")."""
+    ordinary = ordinary_spans(text)
     for m in _FEW_PIECES.finditer(text):
+        if _overlaps(ordinary, m.start(), m.end()):
+            continue
         digits = re.sub(r"\D", "", m.group())
         end = text.find("\n", m.end())
         line = text[text.rfind("\n", 0, m.start()) + 1:len(text) if end < 0 else end]

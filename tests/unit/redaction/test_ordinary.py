@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scripts.benchlib.pii_ordinary import KINDS
-from services.redaction.ordinary import amount, publication_number, version
 from services.redaction.phones import PossiblePhoneRecognizer
 from services.redaction.recognizers import AddressRecognizer
 from services.redaction.redactor import Redactor
 from services.redaction.settings import PHONE_REGIONS, RedactionSettings
+from shared.text.ordinary import amount, publication_number, version
 from shared.text.reader import normalised_view
 
 PHONES = PossiblePhoneRecognizer(list(PHONE_REGIONS))
@@ -122,6 +122,13 @@ def test_real_phones_and_addresses_beside_them_are_still_masked(redactor: Redact
         "call <PHONE_NUMBER> about ISBN 978-1-6169-6859-5.")
 
 
-def test_an_amounts_groups_are_not_read_as_a_phones_pieces() -> None:
-    text = "Refund of IDR 5.085.600.422 was issued."
-    assert normalised_view(text).text == text
+@pytest.mark.parametrize("text", [
+    "Refund of IDR 5.085.600.422 was issued.", "Price THB 2 099 294 436 net",
+    "Price 4\u00a0038\u00a0350\u00a0137 VND net", "BIOS 229.10.16.2597 installed",
+])
+def test_an_amounts_or_versions_groups_are_not_read_as_a_values_pieces(text: str) -> None:
+    assert normalised_view(text).text == text.replace("\u00a0", " ")
+
+
+def test_a_phones_pieces_are_still_read_as_one() -> None:
+    assert normalised_view("Tel: 0141.0819.25").text == "Tel: 0141081925"

@@ -1,5 +1,5 @@
-"""Tokens of business text that are never phones or IP addresses: amounts, ISBNs and ISSNs,
-and version numbers.
+"""Tokens of business text that are never phones, ids or IP addresses: amounts, ISBNs and
+ISSNs, and version numbers.
 
 Each rule says what the token *is*, not which examples it must spare:
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from presidio_analyzer import RecognizerResult
 from stdnum import isbn
 
 # ISO 4217's active codes, less those that are English words written in capitals (ALL,
@@ -97,7 +96,8 @@ def version(before: str) -> bool:
 _NUM = (r"(?:\d{1,3}(?:[.,'\u00a0\u202f ]\d{3})+|\d{1,2}(?:,\d\d)+,\d{3}|\d+)"
         r"(?:[.,]\d{1,2})?(?!\d)")
 # Whole tokens: an amount with its currency, a labelled or checksummed ISBN/ISSN, a version
-# with its word. A finding wholly inside one of their numbers is dropped (`spared`).
+# with its word. A finding wholly inside one of their numbers is dropped
+# (services.redaction.spared), and the normalised view joins no pieces across one.
 _TOKENS = re.compile(
     rf"(?P<pre>(?:[{_SIGNS}]|(?<![^\W\d_])(?:{_CODES}|(?i:{_LOCAL}))){_SPACE})(?P<a>{_NUM})"
     rf"|(?<![\d+])(?P<b>{_NUM})(?={_SPACE}(?:[{_SIGNS}]|(?:{_CODES}|(?i:{_LOCAL}))"
@@ -122,11 +122,3 @@ def ordinary_spans(text: str) -> list[tuple[int, int]]:
             continue
         out.append((a, b))
     return out
-
-
-def spared(text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
-    """`results` less every finding wholly inside an ordinary token's number."""
-    spans = ordinary_spans(text) if any(c.isdigit() for c in text) else []
-    if not spans:
-        return results
-    return [r for r in results if not any(a <= r.start and r.end <= b for a, b in spans)]
