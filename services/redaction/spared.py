@@ -10,7 +10,7 @@ from shared.text.ordinary import ordinary_spans
 
 def spared(text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
     """`results` less every finding wholly inside an ordinary token's number."""
-    spans = ordinary_spans(text) if any(c.isdigit() for c in text) else []
+    spans = ordinary_spans(text)
     if not spans:
         return results
     return [r for r in results if not any(a <= r.start and r.end <= b for a, b in spans)]

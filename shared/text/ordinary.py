@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 from stdnum import isbn
 
@@ -107,8 +108,12 @@ _TOKENS = re.compile(
     r"|(?P<e>(?<![\d.])\d+(?:\.\d+)+)")
 
 
-def ordinary_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of `text` whose digits are an amount's, an ISBN's or ISSN's, or a version's."""
+@lru_cache(maxsize=64)
+def ordinary_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Spans of `text` whose digits are an amount's, an ISBN's or ISSN's, or a version's
+    (cached: the normalised view and the redactor ask of the same text)."""
+    if not any(c.isdigit() for c in text):
+        return ()
     out = []
     for m in _TOKENS.finditer(text):
         group = next(g for g in "abcde" if m.group(g) is not None)
@@ -121,4 +126,4 @@ def ordinary_spans(text: str) -> list[tuple[int, int]]:
         if group == "e" and not version(text[max(0, a - 48):a]):
             continue
         out.append((a, b))
-    return out
+    return tuple(out)

@@ -428,7 +428,7 @@ def _pieces(text: str) -> View | None:
     return edited(text, sorted(edits)) if edits else None
 
 
-def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+def _overlaps(spans: tuple[tuple[int, int], ...], start: int, end: int) -> bool:
     return any(a < end and start < b for a, b in spans)
 
 
