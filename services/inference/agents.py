@@ -35,6 +35,7 @@ changelog) and the guard move to another instance at the rebalance; no second el
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
@@ -115,6 +116,11 @@ class Inference:
         """Register the agents, timers, the query-audit timer and the runtime."""
         app, t = self.app, self.topics
         metrics.observe(app)  # consumer lag; the stage counters show on inference's /metrics
+        if self.settings.mcp_port:
+            # The MCP SDK imports for a second or more: here, before the event loop runs,
+            # not inside it, where the watchdog counts a stall (the runtime imports it
+            # again when it starts the face, from sys.modules).
+            importlib.import_module("services.inference.api.mcpface")
 
         def agent(channel: Any, fun: Any) -> Any:  # named as the agent it makes
             return app.agent(channel, name=f"{__name__}.{fun.__name__.removesuffix('_of')}")(

@@ -60,6 +60,28 @@ def searchable_once(mesh: Endpoints | str, ids: list[str]) -> bool:
     return True
 
 
+STALLED_S = 180  # no document newly searchable for this long: something is lost
+
+
+def all_searchable_once(mesh: Endpoints | str, ids: list[str]) -> None:
+    """Until each of `ids` is searchable once, for as long as more of them become so: a
+    loaded machine works a backlog off slowly, a lost document stops the count. Each one
+    is asked until it is found, then all once more at the end."""
+    pending, moved = list(ids), time.monotonic()
+    while pending:
+        still = [d for d in pending if not searchable_once(mesh, [d])]
+        if len(still) < len(pending):
+            moved = time.monotonic()
+        pending = still
+        if pending and time.monotonic() - moved > STALLED_S:
+            raise AssertionError(f"{len(pending)} of {len(ids)} acknowledged documents not "
+                                 f"searchable once, none more for {STALLED_S} s: "
+                                 f"{pending[:5]}")
+        if pending:
+            time.sleep(1.0)
+    assert searchable_once(mesh, ids)  # and none of them twice by now
+
+
 def raw_copies(bootstrap: str, prefix: str) -> Counter[str]:
     mesh = Endpoints(bootstrap, "", "", Path())
     return Counter(r.key.decode() for r in read_topic(mesh, "docs.raw.v1", 3.0)
@@ -107,7 +129,7 @@ class Watcher:
 STALL_S = 15  # longer than the group session timeout (10 s): the group rebalances on return
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 def test_kill_9_of_the_broker_with_a_live_producer_loses_and_copies_nothing(
         tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
@@ -134,8 +156,7 @@ def test_kill_9_of_the_broker_with_a_live_producer_loses_and_copies_nothing(
         assert not client.failed, client.failed[:3]
         acked = list(client.acked)
         assert len(acked) == client.sent
-        eventually(lambda: searchable_once(mesh, acked),
-                   f"all {len(acked)} acknowledged documents searchable once", 300)
+        all_searchable_once(mesh, acked)
         copies = raw_copies(mesh.bootstrap, prefix)
         assert set(copies) == set(acked)
         assert set(copies.values()) == {1}, copies.most_common(3)  # idempotent: no copies
@@ -198,8 +219,7 @@ def test_kill_9_of_up_leaves_no_orphan_and_the_next_up_loses_nothing(tmp_path: P
         assert not client.failed, client.failed[:3]
         acked = list(client.acked)
         assert len(acked) == client.sent
-        eventually(lambda: searchable_once(target, acked),
-                   f"all {len(acked)} acknowledged documents searchable once", 300)
+        all_searchable_once(target, acked)
         assert set(raw_copies(f"127.0.0.1:{ports['kafka']}", prefix).values()) == {1}
     finally:
         up.send_signal(signal.SIGTERM)

@@ -81,9 +81,13 @@ def agent_functions(path: Path) -> list[ast.AsyncFunctionDef]:
             elif (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
                   and fn.value.id == "self"):
                 registered.add(fn.attr)
-        elif (isinstance(func, ast.Name) and func.id == "agent" and len(node.args) == 2
-              and isinstance(node.args[1], ast.Name)):
-            registered.add(node.args[1].id)
+        elif isinstance(func, ast.Name) and func.id == "agent" and len(node.args) == 2:
+            fn = node.args[1]
+            if isinstance(fn, ast.Name):
+                registered.add(fn.id)
+            elif (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
+                  and fn.value.id == "self"):
+                registered.add(fn.attr)
     return [node for node in ast.walk(tree)
             if isinstance(node, ast.AsyncFunctionDef) and node.name in registered]
 

@@ -13,12 +13,14 @@ from shared.settings import named
 from shared.worker.ports import Listener, PortTakenError, check_free
 
 
-def test_grpc_http_and_metrics_are_named_on_the_grpc_host() -> None:
-    settings = InferenceSettings(grpc_port=50123, http_port=8123, metrics_port=9404)
+def test_grpc_http_mcp_and_metrics_are_named_on_the_grpc_host() -> None:
+    settings = InferenceSettings(grpc_port=50123, http_port=8123, mcp_port=8124,
+                                 metrics_port=9404)
     assert settings.listeners() == (
         Listener("STREAMRAG_INFERENCE_GRPC_PORT", "127.0.0.1", 50123,
                  "a free port the system picks"),
         Listener("STREAMRAG_INFERENCE_HTTP_PORT", "127.0.0.1", 8123),
+        Listener("STREAMRAG_INFERENCE_MCP_PORT", "127.0.0.1", 8124),
         Listener("STREAMRAG_INFERENCE_METRICS_PORT", "127.0.0.1", 9404))
 
 
