@@ -7,15 +7,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pytest
 import requests
 
 from services.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from tests.support.mesh import produce, uid
-from tests.support.polling import eventually
+from tests.support.mesh import searchable_domain
 
 pytestmark = pytest.mark.integration
 QUESTION = "why did the invoice export stall overnight"
@@ -26,14 +23,7 @@ DOCS = ("The invoice export stalled overnight because the reporting database was
 @pytest.fixture(scope="module")
 def corpus(onebox_mesh: Endpoints) -> Iterator[tuple[str, Any, str]]:
     """Two documents in a domain of their own, searchable: (domain, gRPC stub, HTTP URL)."""
-    domain = uid("http")
-    produce(onebox_mesh, [json.dumps({"id": uid("inv"), "text": text, "source": "http-test",
-                                      "domain": domain, "title": f"Export {i}"}).encode()
-                          for i, text in enumerate(DOCS)])
-    with grpc.insecure_channel(onebox_mesh.grpc_target) as channel:
-        api = pb_grpc.InferenceStub(channel)
-        eventually(lambda: len(api.Retrieve(pb.RetrieveRequest(
-            question=QUESTION, domain=domain), timeout=15).chunks) == 2, "both documents")
+    with searchable_domain(onebox_mesh, "http", DOCS, QUESTION, "Export") as (domain, api):
         yield domain, api, onebox_mesh.http_url
 
 

@@ -6,22 +6,18 @@ and a bad argument is a tool error carrying gRPC's reason and field."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from mcp import Client, StdioServerParameters
 
 from services.cli.mesh import Endpoints
 from shared.rpc.streamrag.v1 import inference_pb2 as pb
-from shared.rpc.streamrag.v1 import inference_pb2_grpc as pb_grpc
-from tests.support.mesh import produce, uid
-from tests.support.polling import eventually
+from tests.support.mesh import searchable_domain
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,14 +29,7 @@ DOCS = ("The payroll sync missed the cutoff because the bank endpoint rate-limit
 @pytest.fixture(scope="module")
 def corpus(onebox_mesh: Endpoints) -> Iterator[tuple[str, Any]]:
     """Two documents in a domain of their own, searchable: (domain, gRPC stub)."""
-    domain = uid("mcp")
-    produce(onebox_mesh, [json.dumps({"id": uid("pay"), "text": text, "source": "mcp-test",
-                                      "domain": domain, "title": f"Payroll {i}"}).encode()
-                          for i, text in enumerate(DOCS)])
-    with grpc.insecure_channel(onebox_mesh.grpc_target) as channel:
-        api = pb_grpc.InferenceStub(channel)
-        eventually(lambda: len(api.Retrieve(pb.RetrieveRequest(
-            question=QUESTION, domain=domain), timeout=15).chunks) == 2, "both documents")
+    with searchable_domain(onebox_mesh, "mcp", DOCS, QUESTION, "Payroll") as (domain, api):
         yield domain, api
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +143,22 @@ def wait_verified(mesh: Endpoints, what: str, timeout_s: float) -> None:
         eventually(verified, f"`audit verify` to pass {what}", timeout_s)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; the last report: {reports[-1]!r:.4000}") from None
+
+
+@contextmanager
+def searchable_domain(mesh: Endpoints, prefix: str, docs: Sequence[str], question: str,
+                      title: str) -> Iterator[tuple[str, Any]]:
+    """`docs` produced in a domain of their own (`prefix`-named) and searchable for
+    `question`: the domain and a gRPC stub, the channel open while the block runs."""
+    from tests.support.polling import eventually
+
+    domain = uid(prefix)
+    produce(mesh, [json.dumps({"id": uid(prefix), "text": text, "source": f"{prefix}-test",
+                               "domain": domain, "title": f"{title} {i}"}).encode()
+                   for i, text in enumerate(docs)])
+    with grpc.insecure_channel(mesh.grpc_target) as channel:
+        api = inference_pb2_grpc.InferenceStub(channel)
+        eventually(lambda: len(api.Retrieve(inference_pb2.RetrieveRequest(
+            question=question, domain=domain), timeout=15).chunks) == len(docs),
+            "every document")
+        yield domain, api
